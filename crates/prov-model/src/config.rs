@@ -1,0 +1,329 @@
+//! `$XDG_CONFIG_HOME/prov/config.toml`. Every key, its default and why:
+//!
+//! ```toml
+//! [database]
+//! # Where records are stored. Default: $XDG_DATA_HOME/prov/prov.db.
+//! path = "~/.local/share/prov/prov.db"
+//!
+//! [hash]
+//! # Partial content hash: `chunks` pieces of `chunk_size` bytes at offsets
+//! # k*floor(size/chunks); files up to chunks*chunk_size bytes are hashed whole.
+//! # 3 x 256 B tells apart almost all real-world edits while reading < 1 KiB.
+//! chunk_size = 256
+//! chunks = 3
+//!
+//! [read]
+//! # A read event is recorded when the longest matching prefix among
+//! # `include` and `exclude` is an include (ties go to exclude). System
+//! # directories are excluded: every program reads its libraries, locale and
+//! # /etc files, which would multiply the database size for no provenance value.
+//! include = ["/"]
+//! exclude = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
+//!            "/etc", "/proc", "/sys", "/dev", "/run", "/var/cache", "/var/lib",
+//!            "~/.cache"]
+//! # At most this many read events per command; the rest are counted as
+//! # dropped, and the record says so.
+//! max_events = 200000
+//!
+//! [write]
+//! include = ["/"]
+//! exclude = ["/proc", "/sys", "/dev"]
+//! max_events = 200000
+//! ```
+//!
+//! No file is needed; an unknown key or a bad value is an error naming the line.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{de, Deserialize, Deserializer, Serialize};
+
+use crate::hash::HashParams;
+use crate::paths::Locations;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub hash: HashConfig,
+    pub read: EventFilter,
+    pub write: EventFilter,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    pub path: Option<ConfigPath>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HashConfig {
+    pub chunk_size: Positive,
+    pub chunks: Positive,
+}
+
+impl Default for HashConfig {
+    fn default() -> Self {
+        let p = HashParams::default();
+        HashConfig { chunk_size: Positive(p.chunk_size), chunks: Positive(p.chunks) }
+    }
+}
+
+impl HashConfig {
+    pub fn params(&self) -> HashParams {
+        HashParams { chunk_size: self.chunk_size.0, chunks: self.chunks.0 }
+    }
+}
+
+/// Which events of one kind (read or write) are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventFilter {
+    #[serde(default = "root_only")]
+    pub include: Vec<ConfigPath>,
+    #[serde(default)]
+    pub exclude: Vec<ConfigPath>,
+    #[serde(default = "default_max_events")]
+    pub max_events: u64,
+}
+
+fn root_only() -> Vec<ConfigPath> {
+    vec![ConfigPath("/".into())]
+}
+
+fn default_max_events() -> u64 {
+    200_000
+}
+
+fn paths(list: &[&str]) -> Vec<ConfigPath> {
+    list.iter().map(|p| ConfigPath((*p).into())).collect()
+}
+
+impl EventFilter {
+    fn default_read() -> Self {
+        EventFilter {
+            include: root_only(),
+            exclude: paths(&[
+                "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
+                "/sys", "/dev", "/run", "/var/cache", "/var/lib", "~/.cache",
+            ]),
+            max_events: default_max_events(),
+        }
+    }
+
+    fn default_write() -> Self {
+        EventFilter {
+            include: root_only(),
+            exclude: paths(&["/proc", "/sys", "/dev"]),
+            max_events: default_max_events(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database: DatabaseConfig::default(),
+            hash: HashConfig::default(),
+            read: EventFilter::default_read(),
+            write: EventFilter::default_write(),
+        }
+    }
+}
+
+/// A path in the configuration: absolute, or starting with `~/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigPath(pub String);
+
+impl<'de> Deserialize<'de> for ConfigPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.starts_with('/') || s.starts_with("~/") {
+            Ok(ConfigPath(s))
+        } else {
+            Err(de::Error::custom(format!("path {s:?} must be absolute or start with ~/")))
+        }
+    }
+}
+
+impl ConfigPath {
+    pub fn resolve(&self, home: &Path) -> PathBuf {
+        match self.0.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(&self.0),
+        }
+    }
+}
+
+/// A whole number greater than zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Positive(pub u32);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        match u32::try_from(n) {
+            Ok(v) if v > 0 => Ok(Positive(v)),
+            _ => Err(de::Error::custom(format!("{n} is not a whole number from 1 to {}", u32::MAX))),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: {message}")]
+    Invalid { path: PathBuf, line: usize, message: String },
+}
+
+impl Config {
+    /// Loads the file if it exists; a missing file means all defaults.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read { path: path.to_owned(), source }),
+        }
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
+            // toml's messages can span lines; the user gets one.
+            let message = e.message().trim().replace('\n', " ");
+            ConfigError::Invalid { path: path.to_owned(), line, message }
+        })
+    }
+
+    /// The database file this configuration selects.
+    pub fn database_path(&self, loc: &Locations) -> PathBuf {
+        match &self.database.path {
+            Some(p) => p.resolve(&loc.home),
+            None => loc.default_database(),
+        }
+    }
+
+    /// The configuration with `~/` resolved, as the collector applies it.
+    pub fn resolved_filter(&self, access: crate::Access, home: &Path) -> PathFilter {
+        let f = match access {
+            crate::Access::Read => &self.read,
+            crate::Access::Write => &self.write,
+        };
+        PathFilter::new(
+            f.include.iter().map(|p| p.resolve(home)),
+            f.exclude.iter().map(|p| p.resolve(home)),
+            f.max_events,
+        )
+    }
+}
+
+/// Decides by longest matching prefix whether a path is recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathFilter {
+    /// (prefix bytes without trailing slash, included?), longest first.
+    rules: Vec<(Vec<u8>, bool)>,
+    pub max_events: u64,
+}
+
+impl PathFilter {
+    pub fn new(
+        include: impl IntoIterator<Item = PathBuf>,
+        exclude: impl IntoIterator<Item = PathBuf>,
+        max_events: u64,
+    ) -> PathFilter {
+        use std::os::unix::ffi::OsStrExt;
+        let norm = |p: PathBuf| {
+            let mut b = p.as_os_str().as_bytes().to_vec();
+            while b.len() > 1 && b.ends_with(b"/") {
+                b.pop();
+            }
+            if b == b"/" {
+                b.clear();
+            }
+            b
+        };
+        let mut rules: Vec<(Vec<u8>, bool)> = include
+            .into_iter()
+            .map(|p| (norm(p), true))
+            .chain(exclude.into_iter().map(|p| (norm(p), false)))
+            .collect();
+        // Longest first; on equal prefixes the exclude (false) sorts first.
+        rules.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        PathFilter { rules, max_events }
+    }
+
+    pub fn allows(&self, path: &[u8]) -> bool {
+        self.rules
+            .iter()
+            .find(|(prefix, _)| {
+                path.starts_with(prefix)
+                    && (path.len() == prefix.len() || path[prefix.len()] == b'/')
+            })
+            .is_some_and(|(_, include)| *include)
+    }
+}
+
+impl fmt::Display for ConfigPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("config.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_names_its_line() {
+        let err = parse("[hash]\nchunks = 4\n\n[read]\nmax_event = 5\n").unwrap_err();
+        assert!(err.starts_with("config.toml:5: "), "{err}");
+        assert!(err.contains("max_event"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_their_line() {
+        let err = parse("[hash]\nchunk_size = 0\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: "), "{err}");
+        let err = parse("[read]\nmax_events = 3\n[write]\nexclude = [\"/tmp\", \"relative/dir\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:4: "), "{err}");
+        assert!(err.contains("must be absolute"), "{err}");
+    }
+
+    #[test]
+    fn values_override_defaults() {
+        let c = parse("[hash]\nchunks = 5\n[write]\nmax_events = 10\n").unwrap();
+        assert_eq!(c.hash.params(), HashParams { chunk_size: 256, chunks: 5 });
+        assert_eq!(c.write.max_events, 10);
+        assert_eq!(c.write.include, root_only());
+        assert_eq!(c.read, EventFilter::default_read());
+    }
+
+    #[test]
+    fn longest_prefix_decides() {
+        let f = PathFilter::new(
+            ["/".into(), "/usr/local/data".into()],
+            ["/usr".into(), "/home/u/.cache".into()],
+            1,
+        );
+        assert!(f.allows(b"/home/u/x"));
+        assert!(!f.allows(b"/usr/bin/cat"));
+        assert!(f.allows(b"/usr/local/data/x.csv"));
+        assert!(f.allows(b"/usrx/file"));
+        assert!(!f.allows(b"/home/u/.cache/pip/x"));
+        assert!(f.allows(b"/home/u/.cachex"));
+        let none = PathFilter::new(Vec::<PathBuf>::new(), Vec::<PathBuf>::new(), 1);
+        assert!(!none.allows(b"/x"));
+    }
+}

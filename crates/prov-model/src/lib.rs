@@ -1,0 +1,13 @@
+//! Types shared by every part of prov that is not the setuid helper: what a
+//! record is, how a file's content hash is computed, what the user can
+//! configure and where prov keeps its files.
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod hash;
+pub mod paths;
+pub mod record;
+
+pub use config::{Config, ConfigError};
+pub use hash::{partial_hash, HashParams};
+pub use record::{Access, CommandBegin, CommandEnd, Completeness, FileEvent};

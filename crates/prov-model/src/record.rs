@@ -1,0 +1,192 @@
+//! What one observed command produces: its description, the file events of
+//! it and its descendants, and counters of everything that could not be
+//! recorded. These travel from the collector to the store (and through the
+//! spool), so they are serde types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::HashParams;
+
+/// How a file was closed. The kernel reports FAN_CLOSE_WRITE when the file
+/// had been opened for writing, whether or not anything was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+}
+
+/// One file closed by the command or one of its descendants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEvent {
+    pub access: Access,
+    /// Absolute path as raw bytes (file names need not be UTF-8).
+    #[serde(with = "bytes_as_hex")]
+    pub path: Vec<u8>,
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch (UTC).
+    pub mtime_ns: i64,
+    /// Partial xxh3-64 content hash; `None` when the content could not be read.
+    pub hash: Option<u64>,
+    pub hash_params: HashParams,
+    /// The process that closed the file, when the kernel told.
+    pub pid: Option<u32>,
+}
+
+/// Known when a command starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandBegin {
+    /// Unique id of the record (UUIDv7 text); lets a spooled record be
+    /// ingested exactly once.
+    pub uuid: String,
+    /// Shell session (or `prov run` invocation) the command belongs to.
+    pub session: String,
+    /// Sequence number of the command within its session.
+    pub seq: u64,
+    /// Command text as typed / as given to `prov run`, raw bytes.
+    #[serde(with = "bytes_as_hex")]
+    pub text: Vec<u8>,
+    #[serde(with = "bytes_as_hex")]
+    pub cwd: Vec<u8>,
+    pub host: String,
+    pub user: String,
+    /// `bash`, `zsh` or `run` (for `prov run`).
+    pub shell: String,
+    /// Nanoseconds since the Unix epoch (UTC).
+    pub start_ns: i64,
+}
+
+/// Known when the command's own process has finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandEnd {
+    pub end_ns: i64,
+    /// Exit status as a shell reports it: the exit code, or 128+N when the
+    /// command was killed by signal N.
+    pub exit_status: i32,
+}
+
+/// Everything that kept a record from being complete. A record is complete
+/// when all counters are zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completeness {
+    /// FAN_Q_OVERFLOW events seen: the kernel dropped at least this many events.
+    pub queue_overflows: u64,
+    /// Events whose file the kernel could not open for us (FAN_REPORT_FD_ERROR),
+    /// or whose path or metadata vanished before they could be read.
+    pub unreadable: u64,
+    /// Events dropped because the user may not read the file (a privileged
+    /// descendant touched it).
+    pub denied: u64,
+    /// Read events dropped because the per-command read limit was reached.
+    pub dropped_read_limit: u64,
+    /// Write events dropped because the per-command write limit was reached.
+    pub dropped_write_limit: u64,
+    /// Programs that ran outside the observation (setuid/setgid executables).
+    pub unobserved_setuid: u64,
+    /// Mounts of the namespace that could not be marked (e.g. user FUSE mounts).
+    pub unmarked_mounts: u64,
+}
+
+impl Completeness {
+    pub fn is_complete(&self) -> bool {
+        self.reasons().is_empty()
+    }
+
+    /// Non-zero counters as (name, count), in a fixed order, for output.
+    pub fn reasons(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("queue_overflows", self.queue_overflows),
+            ("unreadable", self.unreadable),
+            ("denied", self.denied),
+            ("dropped_read_limit", self.dropped_read_limit),
+            ("dropped_write_limit", self.dropped_write_limit),
+            ("unobserved_setuid", self.unobserved_setuid),
+            ("unmarked_mounts", self.unmarked_mounts),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+
+    pub fn add(&mut self, other: &Completeness) {
+        self.queue_overflows += other.queue_overflows;
+        self.unreadable += other.unreadable;
+        self.denied += other.denied;
+        self.dropped_read_limit += other.dropped_read_limit;
+        self.dropped_write_limit += other.dropped_write_limit;
+        self.unobserved_setuid += other.unobserved_setuid;
+        self.unmarked_mounts += other.unmarked_mounts;
+    }
+}
+
+/// Raw bytes as a lowercase hex string in serde formats (spool, IPC): JSON
+/// strings cannot carry non-UTF-8 bytes.
+pub mod bytes_as_hex {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn encode(bytes: &[u8]) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            s.push(DIGITS[usize::from(b >> 4)] as char);
+            s.push(DIGITS[usize::from(b & 15)] as char);
+        }
+        s
+    }
+
+    pub fn decode(s: &str) -> Option<Vec<u8>> {
+        if s.len() % 2 != 0 {
+            return None;
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+            .collect()
+    }
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        decode(&s).ok_or_else(|| D::Error::custom("invalid hex byte string"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_utf8_paths_survive_json() {
+        let ev = FileEvent {
+            access: Access::Write,
+            path: b"/tmp/\xff\xfe name\n".to_vec(),
+            size: 3,
+            mtime_ns: -5,
+            hash: Some(u64::MAX),
+            hash_params: HashParams::default(),
+            pid: None,
+        };
+        let json = serde_json::to_string(&ev).unwrap();
+        assert_eq!(serde_json::from_str::<FileEvent>(&json).unwrap(), ev);
+    }
+
+    #[test]
+    fn completeness_lists_only_nonzero_reasons() {
+        let c = Completeness { denied: 2, unobserved_setuid: 1, ..Default::default() };
+        assert!(!c.is_complete());
+        assert_eq!(c.reasons(), vec![("denied", 2), ("unobserved_setuid", 1)]);
+        assert!(Completeness::default().is_complete());
+    }
+}
