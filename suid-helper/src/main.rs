@@ -1,1 +1,422 @@
-fn main() {}
+//! prov-helper: the setuid-root part of prov, and the only privileged code.
+//!
+//! It has exactly two jobs, chosen by the first argument:
+//!
+//! * `observe CTL_FD` — make a new mount namespace, mark its mounts with
+//!   fanotify, fork a *holder* process that keeps the namespace verifiable,
+//!   drop every privilege and exec the unprivileged collector
+//!   (`prov-collector`, installed next to this file) with the fanotify group.
+//! * `join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG…]` — verify that
+//!   HOLDER_PID is a holder this helper made for the calling user, enter its
+//!   namespace, drop every privilege for good and exec PATH with the
+//!   environment read from ENV_FD (glibc strips LD_*, TMPDIR … from setuid
+//!   programs, so the caller's environment travels by this side channel).
+//!
+//! Nothing here reads an environment variable or a user-writable file. All
+//! `unsafe` lives in `sys`.
+#![deny(unsafe_code)]
+
+mod mounts;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+/// One line for the user, then a non-zero exit; never a panic.
+struct Failure {
+    message: String,
+    exit_code: i32,
+}
+
+fn fail(message: impl Into<String>) -> Failure {
+    Failure { message: message.into(), exit_code: 1 }
+}
+
+fn os_fail(what: &str, err: io::Error) -> Failure {
+    fail(format!("{what}: {err}"))
+}
+
+const USAGE: &str = "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...]";
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let ctl = match args.first().map(|a| a.as_bytes()) {
+        Some(b"observe") => args.get(1).and_then(|a| parse_fd(a)),
+        _ => None,
+    };
+    let result = match (args.first().map(|a| a.as_bytes()), args.len()) {
+        (Some(b"observe"), 2) => match ctl {
+            Some(fd) => observe(fd),
+            None => Err(usage("CTL_FD must be a descriptor number")),
+        },
+        (Some(b"join"), n) if n >= 6 => join(&args[1..]),
+        _ => Err(usage("unknown or incomplete command")),
+    };
+    if let Err(f) = result {
+        if let Some(fd) = ctl {
+            // The caller waits on the control socket; tell it there too.
+            let _ = sys::send(fd, format!("E{}", f.message).as_bytes());
+        }
+        eprintln!("prov-helper: {}", f.message);
+        std::process::exit(f.exit_code);
+    }
+}
+
+fn usage(why: &str) -> Failure {
+    Failure { message: format!("{why}\n{USAGE}"), exit_code: 2 }
+}
+
+fn parse_number(arg: &OsString, max: u64) -> Option<u64> {
+    let b = arg.as_bytes();
+    if b.is_empty() || b.len() > 10 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(b).ok()?.parse().ok()?;
+    (n <= max).then_some(n)
+}
+
+fn parse_fd(arg: &OsString) -> Option<RawFd> {
+    parse_number(arg, i32::MAX as u64).map(|n| n as RawFd)
+}
+
+/// Who called us and what this installation is. Established before any
+/// privileged action; refuses to go on when the setuid state is not right.
+struct Identity {
+    uid: u32,
+    gid: u32,
+    /// The dedicated group: the group owner of the installed helper. Only
+    /// this helper hands it out, so a process with it is one of our holders.
+    prov_gid: u32,
+    /// Directory of the installed helper (where prov-collector lives).
+    install_dir: CString,
+}
+
+fn identity() -> Result<Identity, Failure> {
+    let (uid, euid, _) = sys::getresuid();
+    let (gid, _, _) = sys::getresgid();
+    if euid != 0 {
+        let why = if sys::no_new_privs() {
+            "no_new_privs is set, so the setuid bit has no effect"
+        } else {
+            "it is not installed setuid root (or its filesystem is mounted nosuid)"
+        };
+        return Err(fail(format!("refusing to run: {why}")));
+    }
+    let exe = sys::open(c"/proc/self/exe", libc::O_PATH)
+        .map_err(|e| os_fail("cannot open /proc/self/exe", e))?;
+    let st = sys::fstat(exe.as_fd()).map_err(|e| os_fail("cannot stat own executable", e))?;
+    if st.st_uid != 0 || st.st_mode & libc::S_ISUID == 0 {
+        return Err(fail("refusing to run: own executable is not owned by root with the setuid bit"));
+    }
+    if st.st_gid == 0 || st.st_mode & (libc::S_IWGRP | libc::S_IWOTH) != 0 {
+        return Err(fail(
+            "refusing to run: the helper must belong to the dedicated prov group and not be group/world-writable (run packaging/install.sh)",
+        ));
+    }
+    let exe_path = std::fs::read_link("/proc/self/exe")
+        .map_err(|e| os_fail("cannot read /proc/self/exe", e))?;
+    let dir = exe_path.parent().unwrap_or(std::path::Path::new("/"));
+    let install_dir = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| fail("install path contains NUL"))?;
+    Ok(Identity { uid, gid, prov_gid: st.st_gid, install_dir })
+}
+
+/// Drops to the caller's ids for good (real, effective and saved), then checks
+/// that nothing privileged is left. `egid` differs from the user's group only
+/// for the collector exec, which must start non-dumpable (see `observe`).
+fn drop_privileges(id: &Identity, egid: u32) -> Result<(), Failure> {
+    let drop_err = |e| os_fail("cannot drop privileges", e);
+    sys::set_keepcaps(false).map_err(drop_err)?;
+    sys::setresgid(id.gid, egid, egid).map_err(drop_err)?;
+    sys::setresuid(id.uid, id.uid, id.uid).map_err(drop_err)?;
+    if sys::getresuid() != (id.uid, id.uid, id.uid) || sys::getresgid() != (id.gid, egid, egid) {
+        return Err(fail("privilege drop did not take effect"));
+    }
+    if id.uid != 0 {
+        // Regaining root must be impossible, and no capability may remain.
+        if sys::setresuid(0, 0, 0).is_ok() {
+            sys::exit(111);
+        }
+        match sys::capabilities() {
+            Ok((0, 0)) => {}
+            _ => sys::exit(111),
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- observe
+
+/// Pseudo filesystems that carry no user data (or cannot be marked); the
+/// architecture excludes them from observation.
+const UNMARKED_FSTYPES: &[&[u8]] = &[
+    b"proc", b"sysfs", b"devpts", b"devtmpfs", b"cgroup", b"cgroup2", b"securityfs",
+    b"debugfs", b"tracefs", b"pstore", b"bpf", b"mqueue", b"configfs", b"fusectl",
+    b"binfmt_misc", b"autofs", b"hugetlbfs", b"efivarfs", b"selinuxfs", b"nsfs",
+    b"rpc_pipefs", b"nfsd",
+];
+
+fn observe(ctl: RawFd) -> Result<(), Failure> {
+    let id = identity()?;
+    if id.gid == id.prov_gid {
+        return Err(fail("refusing to run: your primary group is the prov group itself"));
+    }
+    let collector = open_collector(&id)?;
+    let original_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
+        .map_err(|e| os_fail("cannot open own mount namespace", e))?;
+
+    sys::unshare_mount_namespace().map_err(|e| os_fail("unshare(CLONE_NEWNS)", e))?;
+    sys::make_mounts_slave().map_err(|e| os_fail("cannot make mounts slave", e))?;
+
+    let (group, reports_fd_errors) = fanotify_group_charged_to(id.uid)?;
+    let mounts = mounts::parse(
+        &std::fs::read("/proc/self/mountinfo")
+            .map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
+    );
+    let mask = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE;
+    let mut unmarked = 0u32;
+    for m in mounts.iter().filter(|m| !UNMARKED_FSTYPES.contains(&m.fstype.as_slice())) {
+        let Ok(path) = CString::new(m.mount_point.clone()) else { continue };
+        // A user FUSE mount without allow_root refuses even root (EACCES):
+        // counted, and every record of this observation says so.
+        if sys::fanotify_mark_mount(group.as_fd(), mask, &path).is_err() {
+            unmarked += 1;
+        }
+    }
+
+    let ns_root = sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| os_fail("cannot open namespace root", e))?;
+    let observed_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
+        .map_err(|e| os_fail("cannot open new mount namespace", e))?;
+    let (tracker_collector, tracker_command) =
+        sys::seqpacket_pair().map_err(|e| os_fail("socketpair", e))?;
+    let (holder_read, holder_write) = sys::pipe().map_err(|e| os_fail("pipe", e))?;
+
+    let holder_pid = match sys::fork().map_err(|e| os_fail("fork", e))? {
+        sys::Forked::Child => run_holder(&id, holder_read),
+        sys::Forked::Parent(pid) => pid,
+    };
+    drop(holder_read);
+
+    // The collector runs in the original namespace: its own database I/O
+    // must never become events of the command.
+    sys::setns(original_ns.as_fd()).map_err(|e| os_fail("cannot return to own namespace", e))?;
+    let _ = sys::chdir(c"/");
+
+    // Exec the collector with the prov group as effective gid: the kernel
+    // then starts it non-dumpable (and in glibc's secure mode), so the user
+    // cannot ptrace it or take the fanotify descriptor out of it, which would
+    // let them read files that privileged descendants opened. The collector
+    // drops the group as its first act.
+    drop_privileges(&id, id.prov_gid)?;
+    let fds = [
+        ctl,
+        group.as_raw_fd(),
+        observed_ns.as_raw_fd(),
+        ns_root.as_raw_fd(),
+        tracker_collector.as_raw_fd(),
+        tracker_command.as_raw_fd(),
+        holder_write.as_raw_fd(),
+    ];
+    sys::arrange_fds(&fds).map_err(|e| os_fail("cannot pass descriptors", e))?;
+    let argv = [
+        c"prov-collector".to_owned(),
+        CString::new(holder_pid.to_string()).unwrap_or_default(),
+        CString::new(unmarked.to_string()).unwrap_or_default(),
+        CString::new(if reports_fd_errors { "fd-errors" } else { "no-fd-errors" })
+            .unwrap_or_default(),
+    ];
+    let err = sys::fexecve(collector.as_fd(), &argv, &[]);
+    Err(os_fail("cannot execute prov-collector", err))
+}
+
+/// fanotify_init with the *user* as effective uid and only CAP_SYS_ADMIN
+/// effective, so the group counts against the user's fs.fanotify.max_user_groups
+/// instead of root's (which would cap the machine at ~128 observations).
+/// Returns whether the kernel reports open errors in events (6.13+).
+fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
+    let err = |e| os_fail("cannot switch credentials for fanotify_init", e);
+    if uid != 0 {
+        sys::setresuid(u32::MAX, uid, u32::MAX).map_err(err)?;
+        sys::set_effective_capabilities(1 << sys::CAP_SYS_ADMIN).map_err(err)?;
+    }
+    let flags = sys::FAN_CLASS_NOTIF | sys::FAN_CLOEXEC | sys::FAN_NONBLOCK | sys::FAN_UNLIMITED_QUEUE;
+    // O_NONBLOCK: the kernel opens each event file for us; a FIFO must not
+    // block that open.
+    let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NONBLOCK) as libc::c_uint;
+    // Detect FAN_REPORT_FD_ERROR instead of assuming it: older kernels say EINVAL.
+    let result = match sys::fanotify_init(flags | sys::FAN_REPORT_FD_ERROR, event_flags) {
+        Ok(fd) => Ok((fd, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            sys::fanotify_init(flags, event_flags).map(|fd| (fd, false))
+        }
+        Err(e) => Err(e),
+    };
+    if uid != 0 {
+        // Back to full root for marking (mount points may be unreachable to
+        // the user); the effective set is refilled from the permitted set.
+        sys::setresuid(u32::MAX, 0, u32::MAX).map_err(err)?;
+    }
+    result.map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOSYS) => fail("this kernel has no fanotify"),
+        Some(libc::EMFILE) => fail("fanotify_init: too many fanotify groups for this user (fs.fanotify.max_user_groups)"),
+        _ => os_fail("fanotify_init", e),
+    })
+}
+
+/// The collector is the file `prov-collector` next to this helper. It is run
+/// with the prov group, so it must be as trustworthy as the helper: owned by
+/// root, in a root-owned directory, neither writable by anyone else.
+fn open_collector(id: &Identity) -> Result<OwnedFd, Failure> {
+    let dir = sys::open(&id.install_dir, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| os_fail("cannot open install directory", e))?;
+    let file = sys::openat(Some(dir.as_fd()), c"prov-collector", libc::O_PATH | libc::O_NOFOLLOW)
+        .map_err(|e| os_fail("cannot open prov-collector next to the helper", e))?;
+    for (what, fd) in [("install directory", &dir), ("prov-collector", &file)] {
+        let st = sys::fstat(fd.as_fd()).map_err(|e| os_fail(what, e))?;
+        if st.st_uid != 0 || st.st_mode & (libc::S_IWGRP | libc::S_IWOTH) != 0 {
+            return Err(fail(format!("refusing to run: {what} must be owned by root and not writable by others")));
+        }
+    }
+    Ok(file)
+}
+
+/// The holder: sits in the observed namespace as (user, prov group) until the
+/// collector closes its end of the pipe. Never returns.
+fn run_holder(id: &Identity, until_closed: OwnedFd) -> ! {
+    // Its own session: Ctrl-C in the user's terminal must not kill it.
+    sys::setsid();
+    // Keep only the pipe; stdio goes to /dev/null.
+    let pipe = until_closed.as_raw_fd();
+    let ok = sys::arrange_fds(&[pipe]).is_ok()
+        && sys::open(c"/dev/null", libc::O_RDWR)
+            .and_then(|null| (0..3).try_for_each(|fd| sys::dup2(null.as_raw_fd(), fd)))
+            .is_ok();
+    std::mem::forget(until_closed); // now fd 3, closed by arrange_fds' dup
+    if !ok
+        || sys::set_keepcaps(false).is_err()
+        || sys::setresgid(id.prov_gid, id.prov_gid, id.prov_gid).is_err()
+        || sys::setresuid(id.uid, id.uid, id.uid).is_err()
+        || sys::getresuid() != (id.uid, id.uid, id.uid)
+        || sys::getresgid() != (id.prov_gid, id.prov_gid, id.prov_gid)
+    {
+        sys::exit(111);
+    }
+    // Dropping ids without exec leaves the holder non-dumpable: the user
+    // cannot ptrace it into doing anything.
+    let mut buf = [0u8; 64];
+    // fd 3 is the pipe placed by arrange_fds.
+    while matches!(sys::read(3, &mut buf), Ok(n) if n > 0) {}
+    sys::exit(0)
+}
+
+// ------------------------------------------------------------------- join
+
+fn join(args: &[OsString]) -> Result<(), Failure> {
+    // Parse everything before touching anything privileged.
+    let holder = parse_number(&args[0], 1 << 22).filter(|&p| p > 0)
+        .ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
+    let env_fd = parse_fd(&args[1]).ok_or_else(|| usage("ENV_FD must be a descriptor number"))?;
+    let tracker_fd = match args[2].as_bytes() {
+        b"-" => None,
+        _ => Some(parse_fd(&args[2]).ok_or_else(|| usage("TRACKER_FD must be a descriptor number or -"))?),
+    };
+    let to_cstring = |a: &OsString| {
+        CString::new(a.clone().into_vec()).map_err(|_| usage("arguments must not contain NUL"))
+    };
+    let path = to_cstring(&args[3])?;
+    let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
+    let id = identity()?;
+
+    let cwd = sys::getcwd().ok();
+    let old_cwd = sys::open(c".", libc::O_PATH | libc::O_DIRECTORY).ok();
+
+    // Setuid/setgid programs are not run inside: they would act with
+    // privilege in an observed namespace. Looked at with the user's euid so
+    // the helper reveals nothing the user could not stat.
+    let privileged_target = with_user_euid(&id, || sys::stat(&path))?
+        .is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
+    if !privileged_target {
+        enter_holder_namespace(&id, holder as libc::pid_t)?;
+    }
+    drop_privileges(&id, id.gid)?;
+
+    // From here on the process is the user's and nothing more.
+    let env = read_environment(env_fd)?;
+    let entered = cwd.as_deref().is_some_and(|c| sys::chdir(c).is_ok());
+    if !entered {
+        if let Some(fd) = &old_cwd {
+            let _ = sys::fchdir(fd.as_fd());
+        }
+    }
+    drop(old_cwd);
+    if privileged_target {
+        if let Some(fd) = tracker_fd {
+            let mut msg = b"U".to_vec();
+            msg.extend_from_slice(path.as_bytes());
+            let _ = sys::send(fd, &msg);
+        }
+    }
+    sys::reset_sigpipe();
+    let err = sys::execve(&path, &argv, &env);
+    let code = if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+    Err(Failure { message: format!("{}: {err}", args[3].to_string_lossy()), exit_code: code })
+}
+
+fn with_user_euid<T>(id: &Identity, f: impl FnOnce() -> T) -> Result<T, Failure> {
+    let err = |e| os_fail("cannot switch effective uid", e);
+    sys::setresuid(u32::MAX, id.uid, u32::MAX).map_err(err)?;
+    let out = f();
+    sys::setresuid(u32::MAX, 0, u32::MAX).map_err(err)?;
+    Ok(out)
+}
+
+/// Verifies the holder and enters its namespace.
+fn enter_holder_namespace(id: &Identity, pid: libc::pid_t) -> Result<(), Failure> {
+    let refuse = || fail(format!("refusing to join: process {pid} is not a prov observation of yours"));
+    let proc_dir = CString::new(format!("/proc/{pid}")).map_err(|_| refuse())?;
+    // The directory fd pins this very process: if it exits and the pid is
+    // reused, openat below fails instead of reaching the newcomer.
+    let dir = sys::open(&proc_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
+    let st = sys::fstat(dir.as_fd()).map_err(|_| refuse())?;
+    // /proc/PID carries the process's effective uid and gid.
+    if st.st_uid != id.uid || st.st_gid != id.prov_gid {
+        return Err(refuse());
+    }
+    let ns = sys::openat(Some(dir.as_fd()), c"ns/mnt", libc::O_RDONLY).map_err(|_| refuse())?;
+    // Only namespaces owned by our own (initial) user namespace: never one a
+    // user built with `unshare -Urm`, where they are root.
+    let owner = sys::owning_user_namespace(ns.as_fd())
+        .and_then(|fd| sys::fstat(fd.as_fd()))
+        .map_err(|e| os_fail("cannot find namespace owner", e))?;
+    let ours = sys::stat(c"/proc/self/ns/user").map_err(|e| os_fail("cannot stat own user namespace", e))?;
+    if (owner.st_dev, owner.st_ino) != (ours.st_dev, ours.st_ino) {
+        return Err(fail("refusing to join: the namespace belongs to another user namespace"));
+    }
+    sys::setns(ns.as_fd()).map_err(|e| os_fail("setns", e))
+}
+
+/// The caller's environment: NUL-separated NAME=VALUE entries. Read after the
+/// privilege drop, so it is plain user data.
+fn read_environment(fd: RawFd) -> Result<Vec<CString>, Failure> {
+    const LIMIT: usize = 16 << 20;
+    let mut data = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match sys::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) if data.len() + n <= LIMIT => data.extend_from_slice(&buf[..n]),
+            Ok(_) => return Err(fail("environment too large")),
+            Err(e) => return Err(os_fail("cannot read the environment descriptor", e)),
+        }
+    }
+    let _ = sys::close(fd);
+    Ok(data
+        .split(|&b| b == 0)
+        .filter(|e| !e.is_empty() && e.contains(&b'='))
+        .filter_map(|e| CString::new(e).ok())
+        .collect())
+}

@@ -1,1 +1,110 @@
-//! placeholder
+//! prov's SQLite store: the schema and its migrations, writing records,
+//! querying them, and the spool that keeps records which could not be
+//! written until the database can take them.
+//!
+//! One `Store` is one connection. A writer opens with [`Store::open`], a
+//! query with [`Store::open_read_only`].
+#![deny(unsafe_code)]
+
+mod error;
+mod fs;
+mod paths;
+mod query;
+mod schema;
+pub mod spool;
+mod write;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use error::{Result, StoreError};
+pub use query::{CommandRow, FileRow};
+pub use schema::SCHEMA_VERSION;
+pub use spool::{SpoolEntry, SpoolWriter};
+
+use error::Context;
+
+/// How long a query waits for a writer that holds the database.
+pub const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to the database, with the writer's interning caches.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    /// dirs.path -> dirs.id, so a repeated directory costs no query.
+    dir_ids: HashMap<Vec<u8>, i64>,
+    /// hash_params -> hash_params.id, same reason.
+    params_ids: HashMap<prov_model::HashParams, i64>,
+}
+
+impl Store {
+    /// Opens the database for writing, creating it (and its directory, mode
+    /// 0700) if missing, and migrates it to the current schema. Waits at most
+    /// `busy_timeout` for another connection to release it, then fails: the
+    /// caller then spools.
+    pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
+        let dir = parent_dir(path);
+        fs::create_private_dir(dir)?;
+        let mut conn = Connection::open(path).ctx(path, "opening")?;
+        conn.busy_timeout(busy_timeout).ctx(path, "setting busy timeout")?;
+        // WAL lets queries run while a command is being recorded, but it
+        // needs a shared-memory index (the -shm file, mmap'ed by every
+        // connection) that network and cluster filesystems do not keep
+        // coherent between hosts; there the rollback journal is the safe mode.
+        let mode = if fs::is_network_fs(dir) { "DELETE" } else { "WAL" };
+        conn.pragma_update_and_check(None, "journal_mode", mode, |r| r.get::<_, String>(0))
+            .ctx(path, "setting journal mode")?;
+        // NORMAL: a commit survives a crash of prov; in WAL mode only a power
+        // loss may lose the last commits, never corrupt the database.
+        conn.pragma_update(None, "synchronous", "NORMAL").ctx(path, "setting synchronous")?;
+        schema::migrate(&mut conn, path)?;
+        Ok(Store::new(conn, path))
+    }
+
+    /// Opens an existing database for queries. A missing file is
+    /// [`StoreError::NoDatabase`]. A database of an older schema is migrated
+    /// first (through a short-lived writable connection).
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NoDatabase(path.to_owned()))
+            }
+            _ => {}
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).ctx(path, "opening read-only")?;
+        conn.busy_timeout(READ_BUSY_TIMEOUT).ctx(path, "setting busy timeout")?;
+        let found = schema::user_version(&conn, path)?;
+        schema::refuse_newer(found, path)?;
+        if found < SCHEMA_VERSION {
+            drop(conn);
+            drop(Store::open(path, READ_BUSY_TIMEOUT)?);
+            return Store::open_read_only(path);
+        }
+        Ok(Store::new(conn, path))
+    }
+
+    fn new(conn: Connection, path: &Path) -> Store {
+        // Room for every statement of write.rs and query.rs.
+        conn.set_prepared_statement_cache_capacity(32);
+        Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new() }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod testutil;

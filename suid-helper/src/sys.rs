@@ -1,0 +1,367 @@
+//! The only module with `unsafe`: thin wrappers over the libc calls the
+//! helper needs. Each returns `io::Result` so callers cannot ignore errors.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+pub fn getresuid() -> (u32, u32, u32) {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: three valid out-pointers; getresuid cannot fail with them.
+    unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+    (r, e, s)
+}
+
+pub fn getresgid() -> (u32, u32, u32) {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: three valid out-pointers; getresgid cannot fail with them.
+    unsafe { libc::getresgid(&mut r, &mut e, &mut s) };
+    (r, e, s)
+}
+
+/// `u32::MAX` means "unchanged", as for the raw syscall.
+pub fn setresuid(r: u32, e: u32, s: u32) -> io::Result<()> {
+    // SAFETY: plain syscall wrapper without pointers.
+    check(unsafe { libc::setresuid(r, e, s) }).map(drop)
+}
+
+pub fn setresgid(r: u32, e: u32, s: u32) -> io::Result<()> {
+    // SAFETY: plain syscall wrapper without pointers.
+    check(unsafe { libc::setresgid(r, e, s) }).map(drop)
+}
+
+pub fn no_new_privs() -> bool {
+    // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
+    unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+}
+
+pub fn set_keepcaps(on: bool) -> io::Result<()> {
+    // SAFETY: PR_SET_KEEPCAPS takes an integer flag.
+    check(unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAP_VERSION_3: u32 = 0x2008_0522;
+pub const CAP_SYS_ADMIN: u32 = 21;
+
+/// (effective, permitted) capability sets as 64-bit masks.
+pub fn capabilities() -> io::Result<(u64, u64)> {
+    let mut hdr = CapHeader { version: CAP_VERSION_3, pid: 0 };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget with a v3 header writes exactly two CapData structs.
+    check(unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) } as libc::c_int)?;
+    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+    Ok((
+        join(data[0].effective, data[1].effective),
+        join(data[0].permitted, data[1].permitted),
+    ))
+}
+
+/// Sets the effective set to `effective` (a subset of the permitted set, which
+/// stays as it is) and clears the inheritable set.
+pub fn set_effective_capabilities(effective: u64) -> io::Result<()> {
+    let (_, permitted) = capabilities()?;
+    let mut hdr = CapHeader { version: CAP_VERSION_3, pid: 0 };
+    let data = [
+        CapData { effective: effective as u32, permitted: permitted as u32, inheritable: 0 },
+        CapData {
+            effective: (effective >> 32) as u32,
+            permitted: (permitted >> 32) as u32,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset with a v3 header reads exactly two CapData structs.
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } as libc::c_int)
+        .map(drop)
+}
+
+pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    openat(None, path, flags)
+}
+
+pub fn openat(dir: Option<BorrowedFd<'_>>, path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: path is NUL-terminated; O_CLOEXEC keeps the fd from leaking into
+    // exec'd programs unless we hand it over on purpose.
+    let fd = check(unsafe { libc::openat(dirfd, path.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: fd was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is a live descriptor and st a valid out-pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+pub fn stat(path: &CStr) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated and st a valid out-pointer.
+    check(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    Ok(st)
+}
+
+pub fn unshare_mount_namespace() -> io::Result<()> {
+    // SAFETY: plain syscall; the process is single-threaded (a requirement
+    // of CLONE_NEWNS sharing semantics we rely on).
+    check(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map(drop)
+}
+
+/// Makes every mount of the current namespace a slave: host mount changes
+/// still propagate in, nothing done in here propagates out.
+pub fn make_mounts_slave() -> io::Result<()> {
+    // SAFETY: all pointers are NULL or NUL-terminated literals.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn setns(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall on a live descriptor.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) }).map(drop)
+}
+
+/// NS_GET_USERNS: the user namespace owning a namespace.
+pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: this ioctl takes no argument and returns a new descriptor.
+    let fd = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) })?;
+    // SAFETY: fd was just returned by the kernel and is ours alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_cloexec(std::os::fd::AsFd::as_fd(&fd), true)?;
+    Ok(fd)
+}
+
+pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    let flag = if on { libc::FD_CLOEXEC } else { 0 };
+    // SAFETY: F_SETFD on a live descriptor.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flag) }).map(drop)
+}
+
+// fanotify constants; libc lacks the 6.x ones.
+pub const FAN_CLOEXEC: libc::c_uint = 0x1;
+pub const FAN_NONBLOCK: libc::c_uint = 0x2;
+pub const FAN_CLASS_NOTIF: libc::c_uint = 0x0;
+pub const FAN_UNLIMITED_QUEUE: libc::c_uint = 0x10;
+pub const FAN_REPORT_FD_ERROR: libc::c_uint = 0x2000;
+pub const FAN_MARK_ADD: libc::c_uint = 0x1;
+pub const FAN_MARK_MOUNT: libc::c_uint = 0x10;
+pub const FAN_CLOSE_WRITE: u64 = 0x8;
+pub const FAN_CLOSE_NOWRITE: u64 = 0x10;
+
+pub fn fanotify_init(flags: libc::c_uint, event_f_flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is a new descriptor or -1.
+    let fd = check(unsafe { libc::fanotify_init(flags, event_f_flags) })?;
+    // SAFETY: fd was just returned by the kernel and is ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fanotify_mark_mount(group: BorrowedFd<'_>, mask: u64, path: &CStr) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated; group is a live fanotify descriptor.
+    check(unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            FAN_MARK_ADD | FAN_MARK_MOUNT,
+            mask,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both fds were just returned by the kernel and are ours alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds has room for the two descriptors socketpair writes.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both fds were just returned by the kernel and are ours alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+pub enum Forked {
+    Child,
+    Parent(libc::pid_t),
+}
+
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: the helper is single-threaded, so the child may run any code.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok(if pid == 0 { Forked::Child } else { Forked::Parent(pid) })
+}
+
+pub fn setsid() {
+    // SAFETY: plain syscall; failing (already a leader) is harmless.
+    unsafe { libc::setsid() };
+}
+
+/// Moves `fds` to descriptors 3, 4, … in order (inheritable), and closes every
+/// other descriptor above 2.
+pub fn arrange_fds(fds: &[RawFd]) -> io::Result<()> {
+    // First move everything out of the way so the dup2s below cannot clobber
+    // a source that happens to sit at a target number.
+    let mut high = Vec::with_capacity(fds.len());
+    for &fd in fds {
+        // SAFETY: F_DUPFD_CLOEXEC on a live descriptor returns a new one.
+        high.push(check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100) })?);
+    }
+    for (i, &fd) in high.iter().enumerate() {
+        // SAFETY: dup2 onto a small number we own; the new fd is inheritable.
+        check(unsafe { libc::dup2(fd, 3 + i as RawFd) })?;
+    }
+    let first_free = 3 + fds.len() as libc::c_uint;
+    // SAFETY: closes descriptors only; nothing else refers to them afterwards
+    // (the OwnedFds of the caller are forgotten before exec or die with it).
+    check(unsafe { libc::syscall(libc::SYS_close_range, first_free, libc::c_uint::MAX, 0) } as libc::c_int)
+        .map(drop)
+}
+
+pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: plain syscall on descriptor numbers.
+    check(unsafe { libc::dup2(from, to) }).map(drop)
+}
+
+/// Reads from a descriptor number (possibly one named in argv: a bad number
+/// only yields EBADF).
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: buf is valid for writes of buf.len() bytes.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// One datagram on a SOCK_SEQPACKET socket; best effort.
+pub fn send(fd: RawFd, msg: &[u8]) -> io::Result<()> {
+    // SAFETY: msg is valid for reads of msg.len() bytes; MSG_NOSIGNAL avoids
+    // SIGPIPE when the peer is gone.
+    let n = unsafe { libc::send(fd, msg.as_ptr().cast(), msg.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn close(fd: RawFd) -> io::Result<()> {
+    // SAFETY: the caller owns this descriptor number and never uses it again.
+    check(unsafe { libc::close(fd) }).map(drop)
+}
+
+pub fn chdir(path: &CStr) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+pub fn fchdir(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall on a live descriptor.
+    check(unsafe { libc::fchdir(fd.as_raw_fd()) }).map(drop)
+}
+
+pub fn getcwd() -> io::Result<CString> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: buf is valid for buf.len() bytes; getcwd NUL-terminates.
+    let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+    if p.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getcwd succeeded, so buf holds a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(buf.as_ptr().cast()) }.to_owned())
+}
+
+/// Restores the default disposition of every signal the Rust runtime or the
+/// caller changed to "ignore" on our side (SIGPIPE), and unblocks nothing:
+/// the signal mask is the caller's own and passes through exec unchanged.
+pub fn reset_sigpipe() {
+    // SAFETY: installing SIG_DFL for SIGPIPE has no memory-safety impact.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// Replaces the process image. Returns only on failure.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let argv_ptrs = null_terminated(argv);
+    let envp_ptrs = null_terminated(envp);
+    // SAFETY: all three arrays are NUL-terminated strings / NULL-terminated
+    // pointer arrays that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// execveat(fd, "", …, AT_EMPTY_PATH): runs exactly the file we checked.
+pub fn fexecve(fd: BorrowedFd<'_>, argv: &[CString], envp: &[CString]) -> io::Error {
+    let argv_ptrs = null_terminated(argv);
+    let envp_ptrs = null_terminated(envp);
+    // SAFETY: as for execve; "" with AT_EMPTY_PATH executes the fd itself.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            argv_ptrs.as_ptr(),
+            envp_ptrs.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    io::Error::last_os_error()
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+}
+
+pub fn exit(code: i32) -> ! {
+    // SAFETY: _exit skips atexit handlers and stdio flushing, which a forked
+    // child of a setuid program must not run twice.
+    unsafe { libc::_exit(code) }
+}
