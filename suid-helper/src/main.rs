@@ -220,8 +220,14 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         tracker_collector.as_raw_fd(),
         tracker_command.as_raw_fd(),
         holder_write.as_raw_fd(),
+        // Last, so it lands at 10; it must survive the close of all others
+        // but not the exec.
+        collector.as_raw_fd(),
     ];
     sys::arrange_fds(&fds).map_err(|e| os_fail("cannot pass descriptors", e))?;
+    let collector_fd = 3 + fds.len() as RawFd - 1;
+    std::mem::forget(collector); // its number now belongs to the dup at 10
+    sys::set_cloexec_raw(collector_fd).map_err(|e| os_fail("cannot pass descriptors", e))?;
     let argv = [
         c"prov-collector".to_owned(),
         CString::new(holder_pid.to_string()).unwrap_or_default(),
@@ -229,7 +235,7 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         CString::new(if reports_fd_errors { "fd-errors" } else { "no-fd-errors" })
             .unwrap_or_default(),
     ];
-    let err = sys::fexecve(collector.as_fd(), &argv, &[]);
+    let err = sys::fexecve(collector_fd, &argv, &[]);
     Err(os_fail("cannot execute prov-collector", err))
 }
 

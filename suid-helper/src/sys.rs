@@ -261,6 +261,11 @@ pub fn arrange_fds(fds: &[RawFd]) -> io::Result<()> {
         .map(drop)
 }
 
+pub fn set_cloexec_raw(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD on a descriptor number; a wrong one yields EBADF.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
     // SAFETY: plain syscall on descriptor numbers.
     check(unsafe { libc::dup2(from, to) }).map(drop)
@@ -339,14 +344,14 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
 }
 
 /// execveat(fd, "", …, AT_EMPTY_PATH): runs exactly the file we checked.
-pub fn fexecve(fd: BorrowedFd<'_>, argv: &[CString], envp: &[CString]) -> io::Error {
+pub fn fexecve(fd: RawFd, argv: &[CString], envp: &[CString]) -> io::Error {
     let argv_ptrs = null_terminated(argv);
     let envp_ptrs = null_terminated(envp);
     // SAFETY: as for execve; "" with AT_EMPTY_PATH executes the fd itself.
     unsafe {
         libc::syscall(
             libc::SYS_execveat,
-            fd.as_raw_fd(),
+            fd,
             c"".as_ptr(),
             argv_ptrs.as_ptr(),
             envp_ptrs.as_ptr(),

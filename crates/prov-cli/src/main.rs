@@ -1,1 +1,105 @@
-fn main() {}
+//! `prov`: the user-facing command. Every flag is defined once, here, with
+//! its documentation; `prov help` is generated from these definitions.
+#![deny(unsafe_code)]
+
+mod doctor;
+mod output;
+mod query;
+mod run;
+mod setup;
+#[allow(unsafe_code)]
+mod spawn;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "prov", version, about = "A shell journal: which command made this file, from which inputs?")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one command tree under observation and store its record.
+    ///
+    /// Standard input and output are untouched; prov exits with the command's
+    /// status (128+N when it was killed by signal N) after the record is
+    /// stored. If tracing cannot start, the command runs untraced and prov
+    /// says why in one line.
+    Run {
+        /// The command and its arguments (use `--` before it).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Ask the journal.
+    Query {
+        #[command(subcommand)]
+        query: QueryCommand,
+    },
+    /// Explain whether tracing works here, and why not.
+    Doctor,
+}
+
+#[derive(Subcommand)]
+enum QueryCommand {
+    /// Commands that wrote FILE: found by content (hash and size, so renamed
+    /// and moved copies are found too) and by path. Newest first.
+    Wrote {
+        file: OsString,
+        #[command(flatten)]
+        opts: QueryOpts,
+    },
+    /// Commands that read FILE, found like `wrote` finds writers.
+    Read {
+        file: OsString,
+        #[command(flatten)]
+        opts: QueryOpts,
+    },
+    /// The most recent commands, newest first.
+    History {
+        #[command(flatten)]
+        opts: QueryOpts,
+    },
+}
+
+#[derive(Args, Clone, Copy)]
+pub struct QueryOpts {
+    /// Show at most N commands.
+    #[arg(short = 'n', long = "limit", value_name = "N")]
+    pub limit: Option<usize>,
+    /// JSON Lines: one object per command (fields documented in README.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { command } => return run::run(command),
+        Command::Query { query } => match query {
+            QueryCommand::Wrote { file, opts } => query::by_file(prov_model::Access::Write, &file, opts),
+            QueryCommand::Read { file, opts } => query::by_file(prov_model::Access::Read, &file, opts),
+            QueryCommand::History { opts } => query::history(opts),
+        },
+        Command::Doctor => doctor::doctor(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("prov: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `prov query … | head` is a success, not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

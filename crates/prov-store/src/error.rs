@@ -10,8 +10,11 @@ pub enum StoreError {
     #[error("no database at {0} (no records yet)")]
     NoDatabase(PathBuf),
 
-    #[error("database {path} was written by a newer prov (schema {found}; this prov knows schema {known}); upgrade prov")]
+    #[error("database {path} was written by a newer prov (schema {found}); this prov knows schema {known} at most")]
     NewerSchema { path: PathBuf, found: i64, known: i64 },
+
+    #[error("database {path}: no command with id {id}")]
+    NoCommand { path: PathBuf, id: i64 },
 
     #[error("cannot create directory {path}: {source}")]
     CreateDir { path: PathBuf, source: io::Error },

@@ -60,6 +60,7 @@ impl Store {
         // NORMAL: a commit survives a crash of prov; in WAL mode only a power
         // loss may lose the last commits, never corrupt the database.
         conn.pragma_update(None, "synchronous", "NORMAL").ctx(path, "setting synchronous")?;
+        conn.pragma_update(None, "cache_size", -65536).ctx(path, "setting cache size")?;
         schema::migrate(&mut conn, path)?;
         Ok(Store::new(conn, path))
     }
@@ -108,3 +109,5 @@ fn parent_dir(path: &Path) -> &Path {
 
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,33 @@
+//! `prov doctor`: says plainly whether tracing can work and why not.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::setup::{self, UserSetup};
+
+pub fn doctor() -> Result<ExitCode> {
+    let mut ok = true;
+    let mut check = |name: &str, problem: Option<String>| {
+        match &problem {
+            None => println!("ok    {name}"),
+            Some(p) => println!("FAIL  {name}: {p}"),
+        }
+        ok &= problem.is_none();
+    };
+    let helper = setup::helper_path()?;
+    check(&format!("helper {}", helper.display()), setup::tracing_unavailable(&helper));
+    match UserSetup::load() {
+        Ok(user) => {
+            check(&format!("configuration {}", user.locations.config_file().display()), None);
+            let db = user.database();
+            let problem = prov_store::Store::open(&db, std::time::Duration::from_secs(2)).err().map(|e| e.to_string());
+            check(&format!("database {}", db.display()), problem);
+            let spooled = std::fs::read_dir(user.locations.spool_dir()).map_or(0, |d| d.count());
+            let spool_note = (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
+            check(&format!("spool {}", user.locations.spool_dir().display()), spool_note);
+        }
+        Err(e) => check("configuration", Some(format!("{e:#}"))),
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

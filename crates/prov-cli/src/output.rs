@@ -1,0 +1,134 @@
+//! How records are shown: a readable block per command for people, and JSON
+//! Lines for scripts.
+//!
+//! JSON fields of a command object (`"type": "command"`): `id`, `uuid`,
+//! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
+//! `start` (RFC 3339, UTC), `end_ns`/`end` (null while running),
+//! `exit_status` (null if unknown; 128+N for signal N), `complete`,
+//! `incomplete` (object of non-zero counters, see README), and for file
+//! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
+//! `size`, `mtime_ns`, `mtime`, `hash` (16 hex digits, null if unreadable),
+//! `hash_chunk_size`, `hash_chunks`, `pid`, `matched` (this file is what the
+//! query asked about). Byte strings (`text`, `cwd`, `path`) that are not
+//! valid UTF-8 come as a lossy string plus `<field>_hex` with the exact bytes.
+
+use std::io::{self, Write};
+
+use chrono::{DateTime, Local, Utc};
+use prov_model::record::bytes_as_hex;
+use prov_store::{CommandRow, FileRow};
+use serde_json::{Map, Value};
+
+/// Files listed per command in human output; `--json` lists all.
+const HUMAN_FILE_LIMIT: usize = 30;
+
+pub fn rfc3339(ns: i64) -> String {
+    DateTime::<Utc>::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+fn local(ns: i64) -> String {
+    DateTime::<Utc>::from_timestamp_nanos(ns).with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => {
+            obj.insert(key.into(), s.into());
+        }
+        Err(_) => {
+            obj.insert(key.into(), String::from_utf8_lossy(bytes).into());
+            obj.insert(format!("{key}_hex"), bytes_as_hex::encode(bytes).into());
+        }
+    }
+}
+
+pub fn command_json(c: &CommandRow, files: Option<(&[FileRow], &[i64])>) -> Value {
+    let mut o = Map::new();
+    o.insert("type".into(), "command".into());
+    o.insert("id".into(), c.id.into());
+    o.insert("uuid".into(), c.uuid.clone().into());
+    o.insert("session".into(), c.session.clone().into());
+    o.insert("seq".into(), c.seq.into());
+    put_bytes(&mut o, "text", &c.text);
+    put_bytes(&mut o, "cwd", &c.cwd);
+    o.insert("host".into(), c.host.clone().into());
+    o.insert("user".into(), c.user.clone().into());
+    o.insert("shell".into(), c.shell.clone().into());
+    o.insert("start_ns".into(), c.start_ns.into());
+    o.insert("start".into(), rfc3339(c.start_ns).into());
+    o.insert("end_ns".into(), c.end_ns.into());
+    o.insert("end".into(), c.end_ns.map(rfc3339).into());
+    o.insert("exit_status".into(), c.exit_status.into());
+    o.insert("complete".into(), c.completeness.is_complete().into());
+    let reasons: Map<String, Value> =
+        c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
+    o.insert("incomplete".into(), reasons.into());
+    if let Some((files, matched)) = files {
+        let list: Vec<Value> = files.iter().map(|f| file_json(f, matched.contains(&f.id))).collect();
+        o.insert("files".into(), list.into());
+    }
+    Value::Object(o)
+}
+
+fn file_json(f: &FileRow, matched: bool) -> Value {
+    let mut o = Map::new();
+    o.insert("id".into(), f.id.into());
+    o.insert("access".into(), f.access.as_str().into());
+    put_bytes(&mut o, "path", &f.path);
+    o.insert("size".into(), f.size.into());
+    o.insert("mtime_ns".into(), f.mtime_ns.into());
+    o.insert("mtime".into(), rfc3339(f.mtime_ns).into());
+    o.insert("hash".into(), f.hash.map(|h| format!("{h:016x}")).into());
+    o.insert("hash_chunk_size".into(), f.hash_params.chunk_size.into());
+    o.insert("hash_chunks".into(), f.hash_params.chunks.into());
+    o.insert("pid".into(), f.pid.into());
+    o.insert("matched".into(), matched.into());
+    Value::Object(o)
+}
+
+pub fn write_json(out: &mut impl Write, v: &Value) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, v)?;
+    out.write_all(b"\n")
+}
+
+pub fn human_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+}
+
+pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<(&[FileRow], &[i64])>) -> io::Result<()> {
+    let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
+    let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
+    writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
+    writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
+    writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
+    if let Some((files, matched)) = files {
+        for f in files.iter().take(HUMAN_FILE_LIMIT) {
+            let mark = if matched.contains(&f.id) { '*' } else { ' ' };
+            let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
+            writeln!(
+                out,
+                "  {mark} {:<5} {}  {}  {}  {hash}",
+                f.access.as_str(),
+                String::from_utf8_lossy(&f.path),
+                human_size(f.size),
+                local(f.mtime_ns),
+            )?;
+        }
+        if files.len() > HUMAN_FILE_LIMIT {
+            writeln!(out, "    … and {} more files (--json lists all)", files.len() - HUMAN_FILE_LIMIT)?;
+        }
+    }
+    if !c.completeness.is_complete() {
+        let reasons: Vec<String> =
+            c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(out, "    ! incomplete record: {}", reasons.join(", "))?;
+    }
+    writeln!(out)
+}

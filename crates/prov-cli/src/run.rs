@@ -1,0 +1,269 @@
+//! `prov run -- CMD…`: observe one command tree and store its record.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Seek, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use prov_collect::ipc;
+use prov_collect::protocol::{StoreReport, ToCaller, ToCollector, HELPER_ERROR_TAG};
+use prov_model::{CommandBegin, CommandEnd};
+
+use crate::setup::{self, UserSetup};
+use crate::spawn;
+
+/// The helper sets up a namespace in well under a second; past this we give
+/// up on tracing rather than keep the user waiting.
+const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn run(command: Vec<OsString>) -> ExitCode {
+    let Some(program) = resolve_program(&command[0]) else {
+        eprintln!("prov: {}: command not found", command[0].to_string_lossy());
+        return ExitCode::from(127);
+    };
+    let observation = match start_observation() {
+        Ok(obs) => Some(obs),
+        Err(reason) => {
+            eprintln!("prov: not tracing: {reason}");
+            None
+        }
+    };
+    let Some(mut obs) = observation else {
+        return run_untraced(&program, &command);
+    };
+    let begin = CommandBegin {
+        uuid: uuid::Uuid::now_v7().to_string(),
+        session: std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string()),
+        seq: 1,
+        text: shell_quote_words(&command),
+        cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
+        host: setup::host_name(),
+        user: setup::user_name(),
+        shell: "run".into(),
+        start_ns: now_ns(),
+    };
+    let settings = obs.user.settings();
+    if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin { begin, settings }, &[]) {
+        eprintln!("prov: not tracing: collector unreachable: {e}");
+        return run_untraced(&program, &command);
+    }
+    let child = match spawn_joined(&obs, &program, &command) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("prov: cannot start {}: {e}", command[0].to_string_lossy());
+            return ExitCode::from(126);
+        }
+    };
+    // Only the command's processes hold the tracker now.
+    drop(obs.tracker.take());
+    spawn::ignore_terminal_signals();
+    let status = wait(child);
+    let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status) };
+    match finish(&obs, end) {
+        Ok(report) => report_problems(&report),
+        Err(e) => eprintln!("prov: record may be incomplete: {e}"),
+    }
+    ExitCode::from(shell_status(status) as u8)
+}
+
+struct Observation {
+    user: UserSetup,
+    helper: PathBuf,
+    ctl: OwnedFd,
+    holder_pid: i32,
+    tracker: Option<OwnedFd>,
+}
+
+/// Asks the helper for a new observed namespace; any failure is a reason to
+/// run untraced.
+fn start_observation() -> Result<Observation, String> {
+    let user = UserSetup::load().map_err(|e| format!("{e:#}"))?;
+    let helper = setup::helper_path().map_err(|e| format!("{e:#}"))?;
+    if let Some(reason) = setup::tracing_unavailable(&helper) {
+        return Err(reason);
+    }
+    let (ctl, ctl_for_helper) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| format!("socketpair: {e}"))?;
+    let mut cmd = Command::new(&helper);
+    cmd.args(["observe", "3"]).stdin(Stdio::null()).stdout(Stdio::null());
+    if std::env::var_os("PROV_DEBUG").is_none() {
+        cmd.stderr(Stdio::null());
+    }
+    spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
+    // Not waited for: the helper becomes the collector, which outlives this
+    // process when background descendants of the command keep running.
+    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
+    drop(ctl_for_helper);
+
+    let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(HELPER_TIMEOUT).unwrap_or(PollTimeout::MAX);
+    if !matches!(poll(&mut fds, timeout), Ok(n) if n > 0) {
+        return Err("the helper did not answer".into());
+    }
+    let (msg, mut fds) = match ipc::recv(ctl.as_fd()) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err("the helper exited without an answer".into()),
+        Err(e) => return Err(format!("cannot talk to the helper: {e}")),
+    };
+    if msg.first() == Some(&HELPER_ERROR_TAG) {
+        return Err(String::from_utf8_lossy(&msg[1..]).into_owned());
+    }
+    match serde_json::from_slice::<ToCaller>(&msg) {
+        Ok(ToCaller::Ready { holder_pid, .. }) if fds.len() == 2 => {
+            let tracker = fds.pop();
+            Ok(Observation { user, helper, ctl, holder_pid, tracker })
+        }
+        _ => Err("unexpected answer from the collector".into()),
+    }
+}
+
+/// Starts the command through the helper's join mode, so it begins life
+/// inside the observed namespace.
+fn spawn_joined(obs: &Observation, program: &Path, command: &[OsString]) -> std::io::Result<Child> {
+    let env = environment_memfd()?;
+    let tracker = obs.tracker.as_ref().map(|t| t.as_raw_fd());
+    let mut cmd = Command::new(&obs.helper);
+    cmd.arg("join")
+        .arg(obs.holder_pid.to_string())
+        .arg(env.as_raw_fd().to_string())
+        .arg(tracker.map_or("-".to_string(), |fd| fd.to_string()))
+        .arg(program)
+        .args(command);
+    let mut keep = vec![env.as_raw_fd()];
+    keep.extend(tracker);
+    spawn::inherit_fds(&mut cmd, keep);
+    cmd.spawn()
+}
+
+/// Our environment as NAME=VALUE\0…, in an anonymous file the helper reads
+/// after dropping privilege (glibc strips LD_*, TMPDIR … from setuid programs).
+fn environment_memfd() -> std::io::Result<OwnedFd> {
+    let fd = nix::sys::memfd::memfd_create(c"prov-env", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
+    let mut file = std::fs::File::from(fd);
+    let mut buf = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        buf.extend_from_slice(k.as_bytes());
+        buf.push(b'=');
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(0);
+    }
+    file.write_all(&buf)?;
+    file.rewind()?;
+    Ok(file.into())
+}
+
+fn wait(mut child: Child) -> ExitStatus {
+    loop {
+        match child.wait() {
+            Ok(status) => return status,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return ExitStatus::from_raw(1 << 8),
+        }
+    }
+}
+
+/// Tells the collector the command is done and waits until it is stored.
+fn finish(obs: &Observation, end: CommandEnd) -> Result<StoreReport, String> {
+    ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).map_err(|e| format!("collector gone: {e}"))?;
+    match ipc::recv(obs.ctl.as_fd()) {
+        Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
+            Ok(ToCaller::Stored(report)) => Ok(report),
+            _ => Err("unexpected answer from the collector".into()),
+        },
+        Ok(None) => Err("the collector exited before storing the record".into()),
+        Err(e) => Err(format!("collector gone: {e}")),
+    }
+}
+
+fn report_problems(report: &StoreReport) {
+    if let Some(lost) = &report.lost {
+        eprintln!("prov: record lost: {lost}");
+    } else if let Some(why) = &report.spooled {
+        eprintln!("prov: database unavailable ({why}); the record is kept in the spool until it can be written");
+    }
+}
+
+fn run_untraced(program: &Path, command: &[OsString]) -> ExitCode {
+    let status = Command::new(program).arg0(&command[0]).args(&command[1..]).status();
+    match status {
+        Ok(s) => ExitCode::from(shell_status(s) as u8),
+        Err(e) => {
+            eprintln!("prov: cannot start {}: {e}", command[0].to_string_lossy());
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
+        }
+    }
+}
+
+/// The status a shell would report: the exit code, or 128+N for signal N.
+fn shell_status(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Finds CMD like execvp does; the helper gets an explicit path, never PATH.
+fn resolve_program(name: &OsStr) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if name.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| is_exec(p))
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The command as one would type it: words joined by spaces, quoted where
+/// the shell would need it.
+pub fn shell_quote_words(words: &[OsString]) -> Vec<u8> {
+    let safe = |b: &u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(b);
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        let w = w.as_bytes();
+        if !w.is_empty() && w.iter().all(safe) {
+            out.extend_from_slice(w);
+        } else {
+            out.push(b'\'');
+            for &b in w {
+                if b == b'\'' {
+                    out.extend_from_slice(b"'\\''");
+                } else {
+                    out.push(b);
+                }
+            }
+            out.push(b'\'');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_reproduces_typed_commands() {
+        let words: Vec<OsString> = ["sh", "-c", "sort data.csv > sorted.csv", "it's", ""]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(
+            String::from_utf8(shell_quote_words(&words)).unwrap(),
+            r#"sh -c 'sort data.csv > sorted.csv' 'it'\''s' ''"#
+        );
+    }
+}

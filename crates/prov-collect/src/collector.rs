@@ -1,0 +1,219 @@
+//! The collector's main loop: one observation (one command tree), from the
+//! helper's exec until the last process holding the tracker socket is gone
+//! and every event is stored.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use prov_model::{CommandEnd, Completeness, FileEvent};
+
+use crate::fanotify::{RawEvent, Reader};
+use crate::ipc;
+use crate::protocol::{StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
+use crate::resolve::Resolver;
+use crate::writer::{self, SyncReport, WriterMsg};
+
+/// What the helper handed over (see suid-helper `observe`).
+pub struct Handover {
+    pub ctl: OwnedFd,
+    pub group: OwnedFd,
+    /// Held until the end: paths of events on the namespace's own mounts
+    /// resolve fully only while the namespace lives.
+    pub namespace: OwnedFd,
+    pub ns_root: OwnedFd,
+    pub tracker: OwnedFd,
+    pub tracker_for_command: OwnedFd,
+    /// Closing it lets the holder exit.
+    pub holder_pipe: OwnedFd,
+    pub holder_pid: i32,
+    pub unmarked_mounts: u32,
+    pub reports_fd_errors: bool,
+}
+
+/// Flush resolved events to the writer in batches of this size.
+const BATCH: usize = 4096;
+/// A partly filled batch waits at most this long.
+const IDLE_FLUSH: Duration = Duration::from_millis(200);
+
+struct State {
+    reader: Reader,
+    resolver: Option<Resolver>,
+    /// Events that arrived before `Begin` told us the settings.
+    early: Vec<RawEvent>,
+    raw: Vec<RawEvent>,
+    batch: Vec<FileEvent>,
+    unobserved_setuid: u64,
+    unmarked_mounts: u64,
+    writer: mpsc::Sender<WriterMsg>,
+}
+
+pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
+    let ready = ToCaller::Ready {
+        holder_pid: h.holder_pid,
+        unmarked_mounts: h.unmarked_mounts,
+        reports_fd_errors: h.reports_fd_errors,
+    };
+    ipc::send_json(h.ctl.as_fd(), &ready, &[h.ns_root.as_raw_fd(), h.tracker_for_command.as_raw_fd()])
+        .map_err(|e| format!("cannot reach the caller: {e}"))?;
+    // Only the command's processes may hold the tracker's other end, or its
+    // hang-up would never come.
+    drop(h.tracker_for_command);
+    drop(h.ns_root);
+
+    let (tx, rx) = mpsc::channel();
+    let writer_thread = std::thread::spawn(move || writer::run(rx));
+    let mut st = State {
+        reader: Reader::with_fd_budget(fd_budget()),
+        resolver: None,
+        early: Vec::new(),
+        raw: Vec::new(),
+        batch: Vec::new(),
+        unobserved_setuid: 0,
+        unmarked_mounts: u64::from(h.unmarked_mounts),
+        writer: tx,
+    };
+    let mut ctl_open = true;
+    let mut tracker_open = true;
+    let mut ended = false;
+
+    loop {
+        let timeout = if st.batch.is_empty() { PollTimeout::NONE } else { PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE) };
+        let mut fds = vec![PollFd::new(h.group.as_fd(), PollFlags::POLLIN)];
+        if ctl_open {
+            fds.push(PollFd::new(h.ctl.as_fd(), PollFlags::POLLIN));
+        }
+        if tracker_open {
+            fds.push(PollFd::new(h.tracker.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(0) => st.flush(),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
+        let (fan_ready, ctl_ready, tracker_ready) =
+            (ready(0), ctl_open && ready(1), tracker_open && ready(if ctl_open { 2 } else { 1 }));
+        drop(fds);
+
+        if fan_ready {
+            // Bounded, so control messages are not starved by a flood.
+            for _ in 0..16 {
+                if !st.read_events(&h.group)? {
+                    break;
+                }
+            }
+        }
+        if tracker_ready {
+            match ipc::recv(h.tracker.as_fd()) {
+                Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => tracker_open = false,
+            }
+        }
+        if ctl_ready {
+            match ipc::recv(h.ctl.as_fd()) {
+                Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
+                    Ok(ToCollector::Begin { begin, settings }) if st.resolver.is_none() => {
+                        st.writer
+                            .send(WriterMsg::Begin {
+                                begin,
+                                database: settings.database.clone(),
+                                spool_dir: settings.spool_dir.clone(),
+                                busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
+                            })
+                            .map_err(|_| "writer thread died")?;
+                        st.resolver = Some(Resolver::new(settings, check_access));
+                        let early = std::mem::take(&mut st.early);
+                        st.resolve(early);
+                    }
+                    Ok(ToCollector::End(end)) if st.resolver.is_some() && !ended => {
+                        ended = true;
+                        let report = st.drain_and_sync(&h.group, Some(end))?;
+                        let _ = ipc::send_json(h.ctl.as_fd(), &ToCaller::Stored(report), &[]);
+                    }
+                    _ => return Err("unexpected control message".into()),
+                },
+                Ok(None) | Err(_) => ctl_open = false,
+            }
+        }
+        if !tracker_open && (ended || !ctl_open) {
+            if st.resolver.is_some() {
+                st.drain_and_sync(&h.group, None)?;
+            }
+            break;
+        }
+    }
+    drop(st);
+    let _ = writer_thread.join();
+    drop(h.holder_pipe);
+    drop(h.namespace);
+    Ok(())
+}
+
+impl State {
+    /// One read() of the queue; false when it was empty.
+    fn read_events(&mut self, group: &OwnedFd) -> Result<bool, String> {
+        let mut raw = std::mem::take(&mut self.raw);
+        let more = self.reader.read(group.as_fd(), &mut raw).map_err(|e| format!("reading fanotify events: {e}"))?;
+        if self.resolver.is_some() {
+            self.resolve(raw.drain(..));
+        } else {
+            self.early.append(&mut raw);
+        }
+        self.raw = raw;
+        Ok(more)
+    }
+
+    fn resolve(&mut self, events: impl IntoIterator<Item = RawEvent>) {
+        let Some(resolver) = self.resolver.as_mut() else { return };
+        for ev in events {
+            resolver.resolve(ev, &mut self.batch);
+            if self.batch.len() >= BATCH {
+                let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+                let _ = self.writer.send(WriterMsg::Events(full));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            let _ = self.writer.send(WriterMsg::Events(std::mem::take(&mut self.batch)));
+        }
+    }
+
+    fn completeness(&self) -> Completeness {
+        let mut c = self.resolver.as_ref().map(|r| r.completeness).unwrap_or_default();
+        c.unobserved_setuid += self.unobserved_setuid;
+        c.unmarked_mounts += self.unmarked_mounts;
+        c
+    }
+
+    /// Reads everything queued so far, stores it and waits until it is stored.
+    fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
+        while self.read_events(group)? {}
+        self.flush();
+        let completeness = self.completeness();
+        let (reply_tx, reply_rx) = mpsc::channel();
+        let died = |_| "writer thread died".to_string();
+        self.writer.send(WriterMsg::Completeness(completeness)).map_err(died)?;
+        if let Some(end) = end {
+            self.writer.send(WriterMsg::End(end)).map_err(died)?;
+        }
+        self.writer.send(WriterMsg::Sync(reply_tx)).map_err(died)?;
+        let SyncReport { events, spooled, lost } = reply_rx.recv().map_err(|_| "writer thread died".to_string())?;
+        Ok(StoreReport { events, completeness, spooled, lost })
+    }
+}
+
+/// How many event descriptors one read() may bring: the kernel opens one per
+/// event, and an open that fails on RLIMIT_NOFILE loses the event.
+fn fd_budget() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap_or((1024, 1024));
+    let limit = if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() { hard } else { soft };
+    // Leave room for the database, spool and our own descriptors.
+    usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(128).max(16)
+}

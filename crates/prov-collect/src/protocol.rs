@@ -1,0 +1,59 @@
+//! Messages between `prov` (the CLI or, later, the shell shim) and the
+//! collector over the SOCK_SEQPACKET control socket: one JSON object per
+//! datagram. The helper itself only ever sends one raw message: `E` followed
+//! by a one-line error, when it cannot set up an observation.
+
+use std::path::PathBuf;
+
+use prov_model::config::PathFilter;
+use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
+use serde::{Deserialize, Serialize};
+
+/// Collector → caller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToCaller {
+    /// Sent once, with two descriptors attached: the observed namespace's
+    /// root directory and the tracker socket every process of the command
+    /// must inherit (its hang-up ends the observation).
+    Ready { holder_pid: i32, unmarked_mounts: u32, reports_fd_errors: bool },
+    /// Answer to `End`: everything up to the end of the command is stored
+    /// (or spooled).
+    Stored(StoreReport),
+}
+
+/// Caller → collector.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToCollector {
+    Begin { begin: CommandBegin, settings: Settings },
+    End(CommandEnd),
+}
+
+/// What the collector needs of the user's configuration; resolved by the
+/// caller, which reports configuration errors to the user.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
+    pub database: PathBuf,
+    pub spool_dir: PathBuf,
+    pub hash: HashParams,
+    pub read: PathFilter,
+    pub write: PathFilter,
+    /// prov's own directories: never recorded.
+    pub private_dirs: Vec<PathBuf>,
+    pub busy_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StoreReport {
+    pub events: u64,
+    pub completeness: Completeness,
+    /// Why the record went to the spool instead of the database.
+    pub spooled: Option<String>,
+    /// Why (part of) the record could not be kept at all.
+    pub lost: Option<String>,
+}
+
+/// Tag of the helper's error datagram.
+pub const HELPER_ERROR_TAG: u8 = b'E';
+/// Tag of a join helper's report on the tracker socket: a setuid/setgid
+/// program (path follows) ran outside the observation.
+pub const UNOBSERVED_TAG: u8 = b'U';

@@ -1,0 +1,151 @@
+//! Turns one kernel event into a `FileEvent`: path, permission re-check,
+//! metadata, content hash — all through the descriptor the kernel gave us,
+//! never by opening the file again (that would be a new event, forever).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use nix::unistd::{faccessat, AccessFlags};
+use nix::fcntl::AtFlags;
+use prov_model::{partial_hash, Access, Completeness, FileEvent};
+
+use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW};
+use crate::protocol::Settings;
+
+/// Per-observation state: filters, limits, what was already recorded.
+pub struct Resolver {
+    settings: Settings,
+    private_dirs: Vec<Vec<u8>>,
+    /// Root may read everything; the re-check is for ordinary users.
+    check_access: bool,
+    seen: HashSet<(Access, u64, u64, i64, u64)>,
+    recorded: [u64; 2],
+    pub completeness: Completeness,
+}
+
+impl Resolver {
+    pub fn new(settings: Settings, check_access: bool) -> Resolver {
+        use std::os::unix::ffi::OsStrExt;
+        let private_dirs = settings
+            .private_dirs
+            .iter()
+            .map(|p: &PathBuf| p.as_os_str().as_bytes().to_vec())
+            .collect();
+        Resolver {
+            settings,
+            private_dirs,
+            check_access,
+            seen: HashSet::new(),
+            recorded: [0, 0],
+            completeness: Completeness::default(),
+        }
+    }
+
+    /// Resolves `ev`, pushing zero, one or two (read and write merged by the
+    /// kernel) file events; the descriptor is closed on return.
+    pub fn resolve(&mut self, ev: RawEvent, out: &mut Vec<FileEvent>) {
+        if ev.mask & FAN_Q_OVERFLOW != 0 {
+            self.completeness.queue_overflows += 1;
+            return;
+        }
+        let file = match ev.file {
+            EventFile::Open(fd) => File::from(fd),
+            EventFile::None | EventFile::Error(_) => {
+                self.completeness.unreadable += 1;
+                return;
+            }
+        };
+        for (bit, access) in [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)] {
+            if ev.mask & bit != 0 {
+                if let Some(e) = self.resolve_one(&file, access, ev.pid) {
+                    out.push(e);
+                }
+            }
+        }
+    }
+
+    fn resolve_one(&mut self, file: &File, access: Access, pid: i32) -> Option<FileEvent> {
+        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let Ok(target) = nix::fcntl::readlink(proc_path.as_str()) else {
+            self.completeness.unreadable += 1;
+            return None;
+        };
+        let mut path = std::os::unix::ffi::OsStringExt::into_vec(target);
+        // Not absolute: the file's mount is no longer reachable (the
+        // namespace went away or it was lazily unmounted).
+        if !path.starts_with(b"/") {
+            self.completeness.unreadable += 1;
+            return None;
+        }
+        let Ok(meta) = file.metadata() else {
+            self.completeness.unreadable += 1;
+            return None;
+        };
+        if meta.nlink() == 0 {
+            // Deleted before we looked: the kernel appends " (deleted)".
+            if let Some(stripped) = path.strip_suffix(b" (deleted)") {
+                path.truncate(stripped.len());
+            }
+        }
+        if !meta.file_type().is_file() || self.is_private(&path) {
+            return None;
+        }
+        let filter = match access {
+            Access::Read => &self.settings.read,
+            Access::Write => &self.settings.write,
+        };
+        if !filter.allows(&path) {
+            return None;
+        }
+        let key = (access, meta.dev(), meta.ino(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), meta.size());
+        if self.seen.contains(&key) {
+            return None;
+        }
+        if self.check_access && !self.user_may_read(&proc_path, &path, meta.nlink() > 0) {
+            self.completeness.denied += 1;
+            return None;
+        }
+        let slot = access as usize;
+        if self.recorded[slot] >= filter.max_events {
+            match access {
+                Access::Read => self.completeness.dropped_read_limit += 1,
+                Access::Write => self.completeness.dropped_write_limit += 1,
+            }
+            return None;
+        }
+        self.recorded[slot] += 1;
+        self.seen.insert(key);
+        let hash = partial_hash(file, meta.size(), self.settings.hash).ok();
+        Some(FileEvent {
+            access,
+            path,
+            size: meta.size(),
+            mtime_ns: key.3,
+            hash,
+            hash_params: self.settings.hash,
+            pid: u32::try_from(pid).ok().filter(|&p| p > 0),
+        })
+    }
+
+    /// The kernel opened the event file without a permission check, so a
+    /// privileged descendant's files would reach the user's database. Check
+    /// the inode through the magic link (no open, so no new event) and, while
+    /// the file still has a name, the path too (search permission on its
+    /// directories).
+    fn user_may_read(&self, proc_path: &str, path: &[u8], has_name: bool) -> bool {
+        let ok = |p: &std::path::Path| {
+            faccessat(nix::fcntl::AT_FDCWD, p, AccessFlags::R_OK, AtFlags::AT_EACCESS).is_ok()
+        };
+        use std::os::unix::ffi::OsStrExt;
+        ok(proc_path.as_ref()) && (!has_name || ok(std::ffi::OsStr::from_bytes(path).as_ref()))
+    }
+
+    fn is_private(&self, path: &[u8]) -> bool {
+        self.private_dirs.iter().any(|d| {
+            path.starts_with(d) && (path.len() == d.len() || path[d.len()] == b'/')
+        })
+    }
+}

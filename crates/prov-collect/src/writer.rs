@@ -1,0 +1,116 @@
+//! The writer thread: owns the database connection (or, when the database
+//! cannot be written, the spool file) for one observation. The reader thread
+//! never waits for SQLite except when the caller asks for a `Sync`.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
+
+use prov_model::{CommandBegin, CommandEnd, Completeness, FileEvent};
+use prov_store::spool::{SpoolEntry, SpoolWriter};
+use prov_store::Store;
+
+pub enum WriterMsg {
+    Begin { begin: CommandBegin, database: PathBuf, spool_dir: PathBuf, busy_timeout: Duration },
+    Events(Vec<FileEvent>),
+    Completeness(Completeness),
+    End(CommandEnd),
+    /// Reply once everything sent before is stored or spooled.
+    Sync(Sender<SyncReport>),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SyncReport {
+    pub events: u64,
+    pub spooled: Option<String>,
+    pub lost: Option<String>,
+}
+
+enum Sink {
+    None,
+    Database { store: Store, id: i64 },
+    Spool(SpoolWriter),
+}
+
+struct Writer {
+    sink: Sink,
+    begin: Option<CommandBegin>,
+    spool_dir: PathBuf,
+    report: SyncReport,
+}
+
+pub fn run(rx: Receiver<WriterMsg>) {
+    let mut w = Writer { sink: Sink::None, begin: None, spool_dir: PathBuf::new(), report: SyncReport::default() };
+    for msg in rx {
+        match msg {
+            WriterMsg::Begin { begin, database, spool_dir, busy_timeout } => {
+                w.spool_dir = spool_dir;
+                w.begin = Some(begin.clone());
+                match Store::open(&database, busy_timeout).and_then(|mut s| {
+                    let id = s.begin_command(&begin)?;
+                    Ok((s, id))
+                }) {
+                    Ok((mut store, id)) => {
+                        // Records spooled earlier get their chance now.
+                        let _ = store.ingest_spool(&w.spool_dir);
+                        w.sink = Sink::Database { store, id };
+                    }
+                    Err(e) => w.to_spool(e.to_string()),
+                }
+            }
+            WriterMsg::Events(events) => {
+                let n = events.len() as u64;
+                w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
+                w.report.events += n;
+            }
+            WriterMsg::Completeness(c) => {
+                w.write(|store, id| store.set_completeness(id, &c), || SpoolEntry::Completeness(c));
+            }
+            WriterMsg::End(end) => {
+                w.write(|store, id| store.end_command(id, &end), || SpoolEntry::End(end.clone()));
+            }
+            WriterMsg::Sync(reply) => {
+                let _ = reply.send(w.report.clone());
+            }
+        }
+    }
+}
+
+impl Writer {
+    fn write(
+        &mut self,
+        to_db: impl FnOnce(&mut Store, i64) -> Result<(), prov_store::StoreError>,
+        to_spool: impl FnOnce() -> SpoolEntry,
+    ) {
+        if let Sink::Database { store, id } = &mut self.sink {
+            match to_db(store, *id) {
+                Ok(()) => return,
+                // The transaction rolled back: this entry goes to the spool
+                // together with the command's begin, which ingest merges by uuid.
+                Err(e) => self.to_spool(e.to_string()),
+            }
+        }
+        if let Sink::Spool(spool) = &mut self.sink {
+            if let Err(e) = spool.append(&to_spool()) {
+                self.report.lost.get_or_insert(format!("cannot write spool: {e}"));
+            }
+        }
+    }
+
+    fn to_spool(&mut self, why: String) {
+        self.report.spooled.get_or_insert(why);
+        let Some(begin) = self.begin.clone() else { return };
+        match SpoolWriter::create(&self.spool_dir, &begin.uuid)
+            .and_then(|mut s| s.append(&SpoolEntry::Begin(begin)).map(|()| s))
+        {
+            Ok(spool) => self.sink = Sink::Spool(spool),
+            Err(e) => {
+                self.report.lost.get_or_insert(format!(
+                    "cannot write spool in {}: {e}",
+                    self.spool_dir.display()
+                ));
+                self.sink = Sink::None;
+            }
+        }
+    }
+}

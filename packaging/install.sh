@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs prov on this machine. Run as root from a checkout:
+#
+#     sudo ./packaging/install.sh [--prefix DIR]      (default DIR: /usr/local)
+#
+# Builds release binaries (as the invoking user when run through sudo),
+# creates the dedicated system group `prov`, and installs
+#   DIR/bin/prov                     the command users run
+#   DIR/libexec/prov/prov-helper     setuid root, group prov: the only privileged code
+#   DIR/libexec/prov/prov-collector  started by the helper, runs as the user
+# Safe to run again: it rebuilds and replaces the files.
+set -euo pipefail
+
+prefix=/usr/local
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) [ $# -ge 2 ] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }
+                  prefix=$2; shift 2 ;;
+        --prefix=*) prefix=${1#--prefix=}; shift ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) echo "install.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+case "$prefix" in /*) ;; *) prefix=$(pwd)/$prefix ;; esac
+[ "$(id -u)" = 0 ] || { echo "install.sh: must run as root (the helper is installed setuid root)" >&2; exit 1; }
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+# Build tools. Debian's own cargo may be too old for the pinned crates; a
+# rustup toolchain of the invoking user is preferred when there is one.
+builder=${SUDO_USER:-root}
+builder_home=$(getent passwd "$builder" | cut -d: -f6)
+cargo_bin=$(PATH="$builder_home/.cargo/bin:$PATH" command -v cargo || true)
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+[ -n "$cargo_bin" ] || need_apt+=(cargo)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "install.sh: installing ${need_apt[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    cargo_bin=$(command -v cargo)
+fi
+
+target=$src/target/install
+build=(env "PATH=$(dirname "$cargo_bin"):$PATH" CARGO_TARGET_DIR="$target"
+       "$cargo_bin" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
+       -p prov-cli -p prov-collect -p prov-helper)
+if [ "$builder" != root ]; then
+    install -d -o "$builder" "$target"
+    runuser -u "$builder" -- "${build[@]}"
+else
+    "${build[@]}"
+fi
+
+getent group prov >/dev/null || groupadd --system prov
+
+install -d -m 0755 -o root -g root "$prefix/bin" "$prefix/libexec/prov"
+install -m 0755 -o root -g root "$target/release/prov" "$prefix/bin/prov"
+install -m 0755 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
+# install(1) sets ownership before the mode, so the setuid bit stays.
+install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/prov/prov-helper"
+
+if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | grep -qx nosuid; then
+    echo "install.sh: warning: $prefix is on a filesystem mounted nosuid; tracing will not work there" >&2
+fi
+echo "prov installed in $prefix (helper: $prefix/libexec/prov/prov-helper, setuid root, group prov)"
