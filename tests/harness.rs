@@ -1,1 +1,282 @@
+//! Shared setup of the end-to-end tests. They use only real parts: prov is
+//! installed by packaging/install.sh (setuid helper included) into a
+//! temporary prefix, commands run as an ordinary user created here, and
+//! results are read back through `prov query --json`, as a user would.
+//!
+//! Needs root (to install the setuid helper and create the user); CI runs
+//! as root. Run with `./tests/run` (see README.md).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The unprivileged user the tests act as.
+pub const TEST_USER: &str = "provtest";
+
+pub struct Installation {
+    pub root: PathBuf,
+    pub prefix: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Installation {
+    pub fn prov(&self) -> PathBuf {
+        self.prefix.join("bin/prov")
+    }
+    pub fn helper(&self) -> PathBuf {
+        self.prefix.join("libexec/prov/prov-helper")
+    }
+}
+
+/// Installs prov once per test binary and makes sure the test user exists.
+pub fn installation() -> &'static Installation {
+    static INSTALL: OnceLock<Installation> = OnceLock::new();
+    INSTALL.get_or_init(|| {
+        assert_eq!(
+            unsafe_geteuid(),
+            0,
+            "the end-to-end tests install a setuid helper and create a user: run them as root (./tests/run)"
+        );
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let root = PathBuf::from(format!("/var/tmp/prov-e2e-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let prefix = root.join("prefix");
+        let out = Command::new(repo.join("packaging/install.sh"))
+            .arg("--prefix")
+            .arg(&prefix)
+            .output()
+            .expect("run packaging/install.sh");
+        assert!(out.status.success(), "install.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        ensure_user();
+        let (uid, gid) = user_ids();
+        Installation { root, prefix, uid, gid }
+    })
+}
+
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+fn ensure_user() {
+    // useradd is not safe to race between test binaries: serialise with a lock file.
+    let lock = std::fs::File::create("/var/tmp/prov-e2e-useradd.lock").unwrap();
+    lock.lock().unwrap();
+    let exists = Command::new("id").arg(TEST_USER).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success();
+    if !exists {
+        let st = Command::new("useradd").args(["--create-home", "--shell", "/bin/bash", TEST_USER]).status().unwrap();
+        assert!(st.success(), "useradd {TEST_USER} failed");
+    }
+}
+
+fn user_ids() -> (u32, u32) {
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id").args([flag, TEST_USER]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    (id("-u"), id("-g"))
+}
+
+/// Who runs a command of a test.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum As {
+    User,
+    Root,
+}
+
+/// One test's private world: its own HOME (so its own database, config and
+/// spool) and a work directory, owned by the acting user.
+pub struct Case {
+    pub inst: &'static Installation,
+    pub who: As,
+    pub home: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Case {
+    pub fn new(name: &str) -> Case {
+        Case::new_as(name, As::User)
+    }
+
+    pub fn new_as(name: &str, who: As) -> Case {
+        let inst = installation();
+        let home = inst.root.join(name).join("home");
+        let work = home.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let case = Case { inst, who, home, work };
+        case.chown_tree(&case.home);
+        case
+    }
+
+    fn ids(&self) -> (u32, u32) {
+        match self.who {
+            As::User => (self.inst.uid, self.inst.gid),
+            As::Root => (0, 0),
+        }
+    }
+
+    /// Gives a path (recursively) to the acting user.
+    pub fn chown_tree(&self, path: &Path) {
+        let (uid, gid) = self.ids();
+        let st = Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg(path).status().unwrap();
+        assert!(st.success());
+    }
+
+    /// Writes a file in the work directory owned by the acting user.
+    pub fn write(&self, name: impl AsRef<Path>, content: &[u8]) -> PathBuf {
+        let path = self.work.join(name);
+        std::fs::write(&path, content).unwrap();
+        self.chown_tree(&path);
+        path
+    }
+
+    /// A command run as the acting user in the work dir with a clean
+    /// environment: HOME is the case's home.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let (uid, gid) = self.ids();
+        let mut cmd = Command::new("setpriv");
+        if self.who == As::User {
+            cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={gid}")).arg("--init-groups");
+        }
+        cmd.arg("--").arg(program);
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .env("USER", if self.who == As::User { TEST_USER } else { "root" })
+            .current_dir(&self.work)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `prov ARGS…` as the acting user.
+    pub fn prov<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command(self.inst.prov()).args(args).output().unwrap()
+    }
+
+    /// `prov run -- ARGS…`, asserting nothing.
+    pub fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.command(self.inst.prov());
+        cmd.arg("run").arg("--").args(args);
+        cmd.output().unwrap()
+    }
+
+    /// `prov run -- sh -c SCRIPT`, asserting that it ran traced and succeeded.
+    pub fn run_sh(&self, script: &str) -> Output {
+        let out = self.run(["sh", "-c", script]);
+        assert_traced(&out);
+        assert!(out.status.success(), "{script}: {}", describe(&out));
+        out
+    }
+
+    /// JSON Lines of a query (`--json` is added).
+    pub fn query<I, S>(&self, args: I) -> Vec<Value>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.command(self.inst.prov());
+        cmd.arg("query").args(args).arg("--json");
+        let out = cmd.output().unwrap();
+        parse_json_lines(&out.stdout)
+    }
+
+    /// The newest record of the case.
+    pub fn last_command(&self) -> Value {
+        self.query(["history", "-n", "1"]).pop().expect("a record in history")
+    }
+
+    /// The one command that wrote `file` (by query), with all its files.
+    pub fn writer_of(&self, file: impl AsRef<OsStr>) -> Value {
+        let mut found = self.query([OsStr::new("wrote"), file.as_ref()]);
+        assert_eq!(found.len(), 1, "expected exactly one writer of {:?}: {found:#?}", file.as_ref());
+        found.pop().unwrap()
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.home.join(".local/share/prov/prov.db")
+    }
+}
+
+pub fn parse_json_lines(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+pub fn assert_traced(out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not tracing"), "prov did not trace: {err}");
+}
+
+/// The files of a command object, as (access, path bytes) pairs.
+pub fn files(command: &Value) -> Vec<(String, Vec<u8>)> {
+    command["files"]
+        .as_array()
+        .map(|fs| fs.iter().map(|f| (f["access"].as_str().unwrap().to_string(), path_bytes(f))).collect())
+        .unwrap_or_default()
+}
+
+/// A path field's exact bytes: `path_hex` when the name is not UTF-8.
+pub fn path_bytes(file: &Value) -> Vec<u8> {
+    match file.get("path_hex").and_then(Value::as_str) {
+        Some(hex) => (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect(),
+        None => file["path"].as_str().unwrap().as_bytes().to_vec(),
+    }
+}
+
+/// The test's own implementation of the documented partial hash: xxh3-64 of
+/// the whole file up to N*b bytes, else of N chunks of b bytes at k*floor(s/N).
+pub fn expected_hash(content: &[u8], chunk_size: usize, chunks: usize) -> String {
+    let data: Vec<u8> = if content.len() <= chunk_size * chunks {
+        content.to_vec()
+    } else {
+        let stride = content.len() / chunks;
+        (0..chunks).flat_map(|k| content[k * stride..k * stride + chunk_size].to_vec()).collect()
+    };
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&data))
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn content(size: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+pub fn bytes_of(p: &Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_vec()
+}

@@ -194,12 +194,20 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     let (tracker_collector, tracker_command) =
         sys::seqpacket_pair().map_err(|e| os_fail("socketpair", e))?;
     let (holder_read, holder_write) = sys::pipe().map_err(|e| os_fail("pipe", e))?;
+    let (ready_read, ready_write) = sys::pipe().map_err(|e| os_fail("pipe", e))?;
 
     let holder_pid = match sys::fork().map_err(|e| os_fail("fork", e))? {
-        sys::Forked::Child => run_holder(&id, holder_read),
+        sys::Forked::Child => run_holder(&id, holder_read, ready_write),
         sys::Forked::Parent(pid) => pid,
     };
     drop(holder_read);
+    drop(ready_write);
+    // Joins verify the holder's ids: it must have taken them before anyone
+    // learns its pid.
+    if !matches!(sys::read(ready_read.as_raw_fd(), &mut [0u8; 1]), Ok(1)) {
+        return Err(fail("the holder process failed to start"));
+    }
+    drop(ready_read);
 
     // The collector runs in the original namespace: its own database I/O
     // must never become events of the command.
@@ -292,16 +300,17 @@ fn open_collector(id: &Identity) -> Result<OwnedFd, Failure> {
 
 /// The holder: sits in the observed namespace as (user, prov group) until the
 /// collector closes its end of the pipe. Never returns.
-fn run_holder(id: &Identity, until_closed: OwnedFd) -> ! {
+fn run_holder(id: &Identity, until_closed: OwnedFd, ready: OwnedFd) -> ! {
     // Its own session: Ctrl-C in the user's terminal must not kill it.
     sys::setsid();
-    // Keep only the pipe; stdio goes to /dev/null.
-    let pipe = until_closed.as_raw_fd();
-    let ok = sys::arrange_fds(&[pipe]).is_ok()
+    // Keep only the pipes (now 3 and 4); stdio goes to /dev/null.
+    let ok = sys::arrange_fds(&[until_closed.as_raw_fd(), ready.as_raw_fd()]).is_ok()
         && sys::open(c"/dev/null", libc::O_RDWR)
             .and_then(|null| (0..3).try_for_each(|fd| sys::dup2(null.as_raw_fd(), fd)))
             .is_ok();
-    std::mem::forget(until_closed); // now fd 3, closed by arrange_fds' dup
+    // Their numbers now belong to the copies at 3 and 4.
+    std::mem::forget(until_closed);
+    std::mem::forget(ready);
     if !ok
         || sys::set_keepcaps(false).is_err()
         || sys::setresgid(id.prov_gid, id.prov_gid, id.prov_gid).is_err()
@@ -313,6 +322,9 @@ fn run_holder(id: &Identity, until_closed: OwnedFd) -> ! {
     }
     // Dropping ids without exec leaves the holder non-dumpable: the user
     // cannot ptrace it into doing anything.
+    if sys::send_pipe(4, b"r").is_err() || sys::close(4).is_err() {
+        sys::exit(111);
+    }
     let mut buf = [0u8; 64];
     // fd 3 is the pipe placed by arrange_fds.
     while matches!(sys::read(3, &mut buf), Ok(n) if n > 0) {}

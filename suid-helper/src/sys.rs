@@ -304,6 +304,16 @@ pub fn close(fd: RawFd) -> io::Result<()> {
     check(unsafe { libc::close(fd) }).map(drop)
 }
 
+pub fn send_pipe(fd: RawFd, msg: &[u8]) -> io::Result<()> {
+    // SAFETY: msg is valid for reads of msg.len() bytes.
+    let n = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 pub fn chdir(path: &CStr) -> io::Result<()> {
     // SAFETY: path is NUL-terminated.
     check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)

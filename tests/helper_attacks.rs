@@ -1,0 +1,212 @@
+//! The setuid helper treats every input as hostile: these attacks must be
+//! refused with a clear error and no privileged action, and what it runs must
+//! hold nothing of root.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use prov_e2e::*;
+
+fn helper(case: &Case) -> Command {
+    case.command(case.inst.helper())
+}
+
+/// Runs the helper's join mode as the user against `pid`, with a target that
+/// would leave a marker file if it ran.
+fn join_refused(case: &Case, pid: u32) -> String {
+    let marker = case.work.join(format!("ran-{pid}"));
+    let out = helper(case)
+        .args(["join", &pid.to_string(), "0", "-", "/usr/bin/touch", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "join of {pid} must fail: {}", describe(&out));
+    assert!(!marker.exists(), "the target must not run");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn forged_holder_is_refused() {
+    let case = Case::new("forged");
+    // Same uid as the user, but not the prov group: an ordinary process.
+    let mut sleeper = case.command("sleep").arg("30").spawn().unwrap();
+    let err = join_refused(&case, sleeper.id());
+    assert!(err.contains("refusing to join"), "{err}");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    // Root's init and a nonexistent pid are refused alike.
+    assert!(join_refused(&case, 1).contains("refusing to join"));
+    assert!(join_refused(&case, 4_000_000).contains("refusing to join"));
+}
+
+#[test]
+fn user_made_namespace_is_refused() {
+    let case = Case::new("userns");
+    let mut ns = case.command("unshare").args(["-Urm", "sleep", "30"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let err = join_refused(&case, ns.id());
+    assert!(err.contains("refusing to join"), "{err}");
+    ns.kill().unwrap();
+    ns.wait().unwrap();
+}
+
+#[test]
+fn garbage_argv_is_refused_with_usage() {
+    let case = Case::new("argv");
+    let attempts: &[&[&str]] = &[
+        &[],
+        &["observe"],
+        &["observe", "3x"],
+        &["observe", "-1"],
+        &["observe", "99999999999999999999"],
+        &["join"],
+        &["join", "abc", "0", "-", "/bin/true", "true"],
+        &["join", "12", "0", "-", "/bin/true"],
+        &["join", "+12", "0", "-", "/bin/true", "true"],
+        &["join", "0", "0", "-", "/bin/true", "true"],
+        &["frobnicate", "1", "2", "3", "4", "5"],
+    ];
+    for args in attempts {
+        let out = helper(&case).args(*args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("prov-helper: ") && err.contains("usage:"), "{args:?}: {err}");
+    }
+    let long = "9".repeat(100_000);
+    let out = helper(&case).args(["join", &long, "0", "-", "/bin/true", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn helper_refuses_without_the_setuid_bit() {
+    let case = Case::new("nosetuid");
+    let copy = case.work.join("prov-helper-copy");
+    std::fs::copy(case.inst.helper(), &copy).unwrap();
+    case.chown_tree(&copy);
+    let out = helper_at(&case, &copy).args(["observe", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not installed setuid root"), "{}", describe(&out));
+}
+
+fn helper_at(case: &Case, path: &std::path::Path) -> Command {
+    case.command(path)
+}
+
+#[test]
+fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() {
+    let case = Case::new("hostile-env");
+    // A library that leaves a marker named after the euid that loaded it.
+    let src = case.write("evil.c", br#"
+        #include <stdio.h>
+        #include <unistd.h>
+        __attribute__((constructor)) static void mark(void) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/loaded-by-euid-%d", MARKER_DIR, (int)geteuid());
+            FILE *f = fopen(p, "w"); if (f) fclose(f);
+        }"#);
+    let markers = case.work.join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    std::fs::set_permissions(&markers, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let lib = case.work.join("evil.so");
+    let st = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(format!("-DMARKER_DIR=\"{}\"", markers.display()))
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc");
+    let evil_bin = case.work.join("evilbin");
+    std::fs::create_dir_all(&evil_bin).unwrap();
+    std::fs::write(evil_bin.join("prov-collector"), "#!/bin/sh\ntouch /tmp/prov-e2e-pwned\n").unwrap();
+    case.chown_tree(&case.work);
+
+    // Set by `env` after setpriv has become the user, so nothing of root's
+    // own (setpriv) loads the library.
+    let out = case
+        .command("/usr/bin/env")
+        .arg(format!("LD_PRELOAD={}", lib.display()))
+        .arg(format!("LD_LIBRARY_PATH={}", evil_bin.display()))
+        .arg("TMPDIR=/tmp/user-tmp")
+        .arg(format!("PATH={}:/usr/bin:/bin", evil_bin.display()))
+        .arg(case.inst.prov())
+        .args(["run", "--", "sh", "-c", "printf '%s|%s|%s|%s' \"$LD_PRELOAD\" \"$LD_LIBRARY_PATH\" \"$TMPDIR\" \"$PATH\" > env.txt"])
+        .output()
+        .unwrap();
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!markers.join("loaded-by-euid-0").exists(), "LD_PRELOAD must never load into privileged code");
+    assert!(markers.join(format!("loaded-by-euid-{}", case.inst.uid)).exists(), "the target got LD_PRELOAD back");
+    assert!(!std::path::Path::new("/tmp/prov-e2e-pwned").exists());
+    let env = std::fs::read_to_string(case.work.join("env.txt")).unwrap();
+    assert_eq!(
+        env,
+        format!("{}|{}|/tmp/user-tmp|{}:/usr/bin:/bin", lib.display(), evil_bin.display(), evil_bin.display()),
+        "the user's environment is restored for the target"
+    );
+    // And the command was observed: its write, and the preloaded library it read.
+    let observed = files(&case.writer_of("env.txt"));
+    assert!(observed.contains(&("write".into(), bytes_of(&case.work.join("env.txt")))), "{observed:?}");
+    assert!(observed.contains(&("read".into(), bytes_of(&lib))), "{observed:?}");
+}
+
+#[test]
+fn target_runs_with_the_users_ids_groups_and_no_capabilities() {
+    let case = Case::new("creds");
+    case.run_sh("cat /proc/self/status > status.txt; id -G > groups.txt");
+    let status = std::fs::read_to_string(case.work.join("status.txt")).unwrap();
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("{name} in {status}")).trim().to_string()
+    };
+    let uid = case.inst.uid.to_string();
+    let gid = case.inst.gid.to_string();
+    assert_eq!(field("Uid:").split_whitespace().collect::<Vec<_>>(), vec![uid.as_str(); 4]);
+    assert_eq!(field("Gid:").split_whitespace().collect::<Vec<_>>(), vec![gid.as_str(); 4]);
+    for cap in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
+        assert_eq!(field(cap), "0000000000000000", "{cap}");
+    }
+    let expected_groups = Command::new("id").args(["-G", TEST_USER]).output().unwrap().stdout;
+    let groups = std::fs::read(case.work.join("groups.txt")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&groups).trim(), String::from_utf8_lossy(&expected_groups).trim());
+}
+
+/// A setuid copy of cat reading a root-only file: its content and hash must
+/// never reach the user's database, and the record says it is incomplete.
+#[test]
+fn setuid_descendants_never_leak_root_files() {
+    let case = Case::new("setuid");
+    let secret_text = format!("top secret {}", std::process::id());
+    let secret = case.work.join("secret");
+    std::fs::write(&secret, &secret_text).unwrap(); // root-owned
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let suid_cat = case.work.join("suidcat");
+    std::fs::copy("/bin/cat", &suid_cat).unwrap();
+    std::fs::set_permissions(&suid_cat, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let secret_hash = expected_hash(secret_text.as_bytes(), 256, 3);
+
+    // Inside the command tree (the kernel runs it setuid in the namespace).
+    let out = case.run(["sh", "-c", "./suidcat secret > /dev/null; echo done > after.txt"]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let nested = case.writer_of("after.txt");
+    assert_eq!(nested["complete"], false, "{nested:#}");
+    assert!(nested["incomplete"]["denied"].as_u64().unwrap() >= 1);
+
+    // Started directly: run outside the namespace, marked unobserved.
+    let out = case.run(["./suidcat", "secret"]);
+    assert_traced(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), secret_text, "the setuid program still works");
+    let direct = case.last_command();
+    assert_eq!(direct["complete"], false, "{direct:#}");
+    assert_eq!(direct["incomplete"]["unobserved_setuid"], 1);
+
+    for f in nested["files"].as_array().unwrap() {
+        assert_ne!(f["hash"], secret_hash.as_str(), "secret's hash in the record");
+        assert_ne!(path_bytes(f), bytes_of(&secret));
+    }
+    assert!(case.query(["read", "secret"]).is_empty(), "no read event of the secret");
+    let db = std::fs::read(case.database()).unwrap();
+    assert!(!db.windows(secret_text.len()).any(|w| w == secret_text.as_bytes()), "secret content in the database");
+    let wal = std::fs::read(case.database().with_extension("db-wal")).unwrap_or_default();
+    assert!(!wal.windows(secret_text.len()).any(|w| w == secret_text.as_bytes()));
+}

@@ -1,0 +1,196 @@
+//! What `prov run` records, checked as a user would: through `prov query`.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use prov_e2e::*;
+
+#[test]
+fn reads_and_writes_are_attributed_with_correct_hashes() {
+    let case = Case::new("hashes");
+    for (i, size) in [0usize, 1, 255, 256, 767, 768, 769, 4096, 21567, 101978].into_iter().enumerate() {
+        let data = content(size, i as u64 + 1);
+        let input = case.write(format!("in_{size}"), &data);
+        let script = format!("cat in_{size} > out_{size}");
+        case.run_sh(&script);
+
+        let cmd = case.writer_of(format!("out_{size}"));
+        assert_eq!(cmd["text"], format!("sh -c '{script}'"));
+        assert_eq!(cmd["exit_status"], 0);
+        assert_eq!(cmd["cwd"].as_str().unwrap().as_bytes(), case.work.as_os_str().as_bytes());
+        assert_eq!(cmd["complete"], true, "{cmd:#}");
+        assert!(cmd["start_ns"].as_i64().unwrap() <= cmd["end_ns"].as_i64().unwrap());
+        let output = case.work.join(format!("out_{size}"));
+        assert_eq!(
+            files(&cmd),
+            vec![("read".to_string(), bytes_of(&input)), ("write".to_string(), bytes_of(&output))],
+            "size {size}: exactly one read of the input and one write of the output"
+        );
+        let want = expected_hash(&data, 256, 3);
+        for f in cmd["files"].as_array().unwrap() {
+            assert_eq!(f["hash"], want, "size {size}, {}", f["path"]);
+            assert_eq!(f["size"], size as u64);
+            assert_eq!(f["hash_chunk_size"], 256);
+            assert_eq!(f["hash_chunks"], 3);
+        }
+        let mtime = std::fs::metadata(&output).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let write = &cmd["files"][1];
+        assert_eq!(write["mtime_ns"], mtime.mtime() * 1_000_000_000 + mtime.mtime_nsec());
+    }
+}
+
+#[test]
+fn renamed_file_is_found_by_content() {
+    let case = Case::new("rename");
+    case.write("data.csv", b"b\na\nc\n");
+    case.run_sh("sort data.csv > sorted.csv");
+    let before = case.writer_of("sorted.csv");
+    std::fs::rename(case.work.join("sorted.csv"), case.work.join("elsewhere.csv")).unwrap();
+    let after = case.writer_of("elsewhere.csv");
+    assert_eq!(before["uuid"], after["uuid"]);
+    let matched: Vec<_> = after["files"].as_array().unwrap().iter().filter(|f| f["matched"] == true).collect();
+    assert_eq!(matched.len(), 1);
+    assert_eq!(path_bytes(matched[0]), bytes_of(&case.work.join("sorted.csv")));
+    // The reading side is found by content as well.
+    std::fs::rename(case.work.join("data.csv"), case.work.join("input-moved.csv")).unwrap();
+    let readers = case.query(["read", "input-moved.csv"]);
+    assert_eq!(readers.len(), 1);
+    assert_eq!(readers[0]["uuid"], before["uuid"]);
+}
+
+#[test]
+fn static_binary_writes_are_recorded() {
+    let case = Case::new("static");
+    let busybox = Path::new("/bin/busybox");
+    assert!(busybox.exists(), "busybox-static is needed (installed by .ci/run)");
+    let out = case.run(["/bin/busybox", "sh", "-c", "echo static > static.txt; /bin/busybox cp static.txt copy.txt"]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let cmd = case.writer_of("copy.txt");
+    let paths = files(&cmd);
+    assert!(paths.contains(&("write".into(), bytes_of(&case.work.join("static.txt")))), "{paths:?}");
+    assert!(paths.contains(&("read".into(), bytes_of(&case.work.join("static.txt")))), "{paths:?}");
+}
+
+#[test]
+fn processes_outside_the_namespace_are_not_attributed() {
+    let case = Case::new("outside");
+    // An untraced writer in the same directory, running throughout.
+    let mut outside = case
+        .command("sh")
+        .args(["-c", "i=0; while [ ! -e stop ]; do i=$((i+1)); echo x > outside_$i; done"])
+        .spawn()
+        .unwrap();
+    while !case.work.join("outside_20").exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    case.run_sh("for i in $(seq 1 300); do echo y > inside_$i; done");
+    let written_during = std::fs::read_dir(&case.work).unwrap().count();
+    case.write("stop", b"");
+    outside.wait().unwrap();
+
+    let cmd = case.writer_of("inside_1");
+    let paths = files(&cmd);
+    assert_eq!(paths.len(), 300, "only the 300 inside files");
+    assert!(paths.iter().all(|(_, p)| p.windows(7).any(|w| w == b"inside_")));
+    assert!(written_during > 320, "the outside writer ran concurrently");
+    assert!(case.query(["wrote", "outside_5"]).is_empty());
+}
+
+#[test]
+fn non_utf8_names_round_trip() {
+    let case = Case::new("nonutf8");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff\xfe\n.txt");
+    let out = case.run([std::ffi::OsStr::new("sh"), "-c".as_ref(), "echo x > \"$1\"".as_ref(), "sh".as_ref(), name]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let cmd = case.writer_of(name);
+    let want = bytes_of(&case.work.join(name));
+    assert_eq!(files(&cmd), vec![("write".to_string(), want.clone())]);
+    assert!(cmd["files"][0]["path_hex"].is_string(), "non-UTF-8 names carry their exact bytes");
+    // The command text keeps the argument's bytes too.
+    let text_hex = cmd["text_hex"].as_str().expect("text_hex for non-UTF-8 text");
+    assert!(text_hex.contains("636166e920fffe0a2e747874"), "{text_hex}");
+}
+
+#[test]
+fn a_hundred_thousand_files_are_all_recorded() {
+    let case = Case::new("many");
+    case.run_sh("mkdir d && cd d && i=0; while [ $i -lt 100000 ]; do : > f$i; i=$((i+1)); done");
+    let cmd = case.writer_of("d/f0");
+    let writes = files(&cmd).iter().filter(|(a, _)| a == "write").count();
+    let dropped: u64 = cmd["incomplete"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(writes, 100_000, "every file recorded (dropped: {})", cmd["incomplete"]);
+    assert_eq!(dropped, 0);
+    assert_eq!(cmd["complete"], true);
+}
+
+#[test]
+fn limits_are_counted_never_silent() {
+    let case = Case::new("limits");
+    std::fs::create_dir_all(case.home.join(".config/prov")).unwrap();
+    std::fs::write(case.home.join(".config/prov/config.toml"), "[write]\nmax_events = 100\n").unwrap();
+    case.chown_tree(&case.home);
+    case.run_sh("for i in $(seq 1 150); do echo > f$i; done");
+    let cmd = case.last_command();
+    assert_eq!(cmd["complete"], false);
+    assert_eq!(cmd["incomplete"]["dropped_write_limit"], 50);
+    let listed = case.writer_of("f1");
+    assert_eq!(files(&listed).len(), 100);
+}
+
+#[test]
+fn exit_status_and_signal_death_propagate() {
+    let case = Case::new("status");
+    let out = case.run(["sh", "-c", "echo partial > p; exit 7"]);
+    assert_traced(&out);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(case.writer_of("p")["exit_status"], 7);
+
+    let out = case.run(["sh", "-c", "echo dying > d; kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert_eq!(case.writer_of("d")["exit_status"], 128 + 15);
+}
+
+#[test]
+fn stdio_is_untouched() {
+    let case = Case::new("stdio");
+    let mut child = case
+        .command(case.inst.prov())
+        .args(["run", "--", "sh", "-c", "read line; echo \"got $line\"; echo oops >&2"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.stdout, b"got hello\n");
+    assert_eq!(out.stderr, b"oops\n");
+}
+
+#[test]
+fn root_is_traced_too() {
+    let case = Case::new_as("root", As::Root);
+    let data = content(5000, 99);
+    case.write("in", &data);
+    case.run_sh("cat in > out");
+    let cmd = case.writer_of("out");
+    assert_eq!(cmd["user"], "root");
+    assert_eq!(files(&cmd).len(), 2);
+    assert_eq!(cmd["files"][1]["hash"], expected_hash(&data, 256, 3));
+}
+
+#[test]
+fn history_lists_newest_first() {
+    let case = Case::new("history");
+    for i in 0..3 {
+        case.run_sh(&format!("echo {i} > h{i}"));
+    }
+    let history = case.query(["history"]);
+    let texts: Vec<_> = history.iter().map(|c| c["text"].as_str().unwrap().to_string()).collect();
+    assert_eq!(texts, vec!["sh -c 'echo 2 > h2'", "sh -c 'echo 1 > h1'", "sh -c 'echo 0 > h0'"]);
+    assert_eq!(case.query(["history", "-n", "1"]).len(), 1);
+}
