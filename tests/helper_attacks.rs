@@ -210,3 +210,48 @@ fn setuid_descendants_never_leak_root_files() {
     let wal = std::fs::read(case.database().with_extension("db-wal")).unwrap_or_default();
     assert!(!wal.windows(secret_text.len()).any(|w| w == secret_text.as_bytes()));
 }
+
+/// The collector holds the fanotify group (which opens files without a
+/// permission check) and the holder marks the namespace: the user must not be
+/// able to reach into either of them.
+#[test]
+fn collector_and_holder_cannot_be_inspected_by_the_user() {
+    let case = Case::new("nodump");
+    let mut cmd = case.command(case.inst.prov()).args(["run", "--", "sleep", "3"]).spawn().unwrap();
+    let uid = case.inst.uid;
+    let mut ours = Vec::new();
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ours = processes_of(uid)
+            .into_iter()
+            .filter(|(_, comm)| comm == "prov-collector" || comm == "prov-helper")
+            .collect();
+        if ours.len() >= 2 {
+            break;
+        }
+    }
+    assert!(ours.iter().any(|(_, c)| c == "prov-collector"), "collector running: {ours:?}");
+    assert!(ours.iter().any(|(_, c)| c == "prov-helper"), "holder running: {ours:?}");
+    for (pid, comm) in &ours {
+        for attempt in [format!("ls /proc/{pid}/fd"), format!("cat /proc/{pid}/environ"), format!("cat /proc/{pid}/mem")] {
+            let out = case.command("sh").args(["-c", &attempt]).output().unwrap();
+            assert!(!out.status.success(), "{comm} {pid}: `{attempt}` must be denied: {}", describe(&out));
+        }
+    }
+    assert!(cmd.wait().unwrap().success());
+}
+
+/// (pid, comm) of the processes whose real uid is `uid`.
+fn processes_of(uid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let real_uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|v| v.split_whitespace().next().map(str::to_string));
+        let comm = status.lines().find_map(|l| l.strip_prefix("Name:")).map(|v| v.trim().to_string()).unwrap_or_default();
+        if real_uid.as_deref() == Some(&uid.to_string()) {
+            out.push((pid, comm));
+        }
+    }
+    out
+}
