@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 mod doctor;
+mod observe;
 mod output;
 mod query;
 mod run;

@@ -6,49 +6,40 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_collect::ipc;
-use prov_collect::protocol::{StoreReport, ToCaller, ToCollector, HELPER_ERROR_TAG};
-use prov_model::{CommandBegin, CommandEnd};
+use prov_collect::protocol::{CommandStart, StoreReport, ToCaller, ToCollector};
+use prov_model::CommandEnd;
 
-use crate::setup::{self, UserSetup};
+use crate::observe::{self, Observation};
+use crate::setup::UserSetup;
 use crate::spawn;
-
-/// The helper sets up a namespace in well under a second; past this we give
-/// up on tracing rather than keep the user waiting.
-const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(command: Vec<OsString>) -> ExitCode {
     let Some(program) = resolve_program(&command[0]) else {
         eprintln!("prov: {}: command not found", command[0].to_string_lossy());
         return ExitCode::from(127);
     };
-    let observation = match start_observation() {
-        Ok(obs) => Some(obs),
+    let session = std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string());
+    let observation = UserSetup::load()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|user| observe::start(&user, observe::identity(session, "run")));
+    let mut obs = match observation {
+        Ok(obs) => obs,
         Err(reason) => {
             eprintln!("prov: not tracing: {reason}");
-            None
+            return run_untraced(&program, &command);
         }
     };
-    let Some(mut obs) = observation else {
-        return run_untraced(&program, &command);
-    };
-    let begin = CommandBegin {
-        uuid: uuid::Uuid::now_v7().to_string(),
-        session: std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string()),
+    let start = CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
-        host: setup::host_name(),
-        user: setup::user_name(),
-        shell: "run".into(),
         start_ns: now_ns(),
     };
-    let settings = obs.user.settings();
-    if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin { begin, settings }, &[]) {
+    if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin(start), &[]) {
         eprintln!("prov: not tracing: collector unreachable: {e}");
         return run_untraced(&program, &command);
     }
@@ -69,62 +60,6 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         Err(e) => eprintln!("prov: record may be incomplete: {e}"),
     }
     ExitCode::from(shell_status(status) as u8)
-}
-
-struct Observation {
-    user: UserSetup,
-    helper: PathBuf,
-    ctl: OwnedFd,
-    holder_pid: i32,
-    tracker: Option<OwnedFd>,
-}
-
-/// Asks the helper for a new observed namespace; any failure is a reason to
-/// run untraced.
-fn start_observation() -> Result<Observation, String> {
-    let user = UserSetup::load().map_err(|e| format!("{e:#}"))?;
-    let helper = setup::helper_path().map_err(|e| format!("{e:#}"))?;
-    if let Some(reason) = setup::tracing_unavailable(&helper) {
-        return Err(reason);
-    }
-    let (ctl, ctl_for_helper) = nix::sys::socket::socketpair(
-        nix::sys::socket::AddressFamily::Unix,
-        nix::sys::socket::SockType::SeqPacket,
-        None,
-        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(|e| format!("socketpair: {e}"))?;
-    let mut cmd = Command::new(&helper);
-    cmd.args(["observe", "3"]).stdin(Stdio::null()).stdout(Stdio::null());
-    if std::env::var_os("PROV_DEBUG").is_none() {
-        cmd.stderr(Stdio::null());
-    }
-    spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
-    // Not waited for: the helper becomes the collector, which outlives this
-    // process when background descendants of the command keep running.
-    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
-    drop(ctl_for_helper);
-
-    let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
-    let timeout = PollTimeout::try_from(HELPER_TIMEOUT).unwrap_or(PollTimeout::MAX);
-    if !matches!(poll(&mut fds, timeout), Ok(n) if n > 0) {
-        return Err("the helper did not answer".into());
-    }
-    let (msg, mut fds) = match ipc::recv(ctl.as_fd()) {
-        Ok(Some(m)) => m,
-        Ok(None) => return Err("the helper exited without an answer".into()),
-        Err(e) => return Err(format!("cannot talk to the helper: {e}")),
-    };
-    if msg.first() == Some(&HELPER_ERROR_TAG) {
-        return Err(String::from_utf8_lossy(&msg[1..]).into_owned());
-    }
-    match serde_json::from_slice::<ToCaller>(&msg) {
-        Ok(ToCaller::Ready { holder_pid, .. }) if fds.len() == 2 => {
-            let tracker = fds.pop();
-            Ok(Observation { user, helper, ctl, holder_pid, tracker })
-        }
-        _ => Err("unexpected answer from the collector".into()),
-    }
 }
 
 /// Starts the command through the helper's join mode, so it begins life
@@ -220,7 +155,7 @@ fn resolve_program(name: &OsStr) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| is_exec(p))
 }
 
-fn now_ns() -> i64 {
+pub fn now_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 

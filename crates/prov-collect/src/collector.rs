@@ -11,7 +11,7 @@ use prov_model::{CommandEnd, Completeness, FileEvent};
 
 use crate::fanotify::{RawEvent, Reader};
 use crate::ipc;
-use crate::protocol::{StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
+use crate::protocol::{RecordIdentity, Settings, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
 use crate::resolve::Resolver;
 use crate::writer::{self, SyncReport, WriterMsg};
 
@@ -40,6 +40,9 @@ const IDLE_FLUSH: Duration = Duration::from_millis(200);
 struct State {
     reader: Reader,
     resolver: Option<Resolver>,
+    /// Until `Begin`, resolved events wait here (the writer needs the record).
+    identity: Option<(RecordIdentity, Settings)>,
+    begun: bool,
     /// Events that arrived before `Begin` told us the settings.
     early: Vec<RawEvent>,
     raw: Vec<RawEvent>,
@@ -67,6 +70,8 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     let mut st = State {
         reader: Reader::with_fd_budget(fd_budget()),
         resolver: None,
+        identity: None,
+        begun: false,
         early: Vec::new(),
         raw: Vec::new(),
         batch: Vec::new(),
@@ -79,7 +84,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     let mut ended = false;
 
     loop {
-        let timeout = if st.batch.is_empty() { PollTimeout::NONE } else { PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE) };
+        let timeout = if st.batch.is_empty() || !st.begun { PollTimeout::NONE } else { PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE) };
         let mut fds = vec![PollFd::new(h.group.as_fd(), PollFlags::POLLIN)];
         if ctl_open {
             fds.push(PollFd::new(h.ctl.as_fd(), PollFlags::POLLIN));
@@ -116,20 +121,25 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         if ctl_ready {
             match ipc::recv(h.ctl.as_fd()) {
                 Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
-                    Ok(ToCollector::Begin { begin, settings }) if st.resolver.is_none() => {
-                        st.writer
-                            .send(WriterMsg::Begin {
-                                begin,
-                                database: settings.database.clone(),
-                                spool_dir: settings.spool_dir.clone(),
-                                busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
-                            })
-                            .map_err(|_| "writer thread died")?;
-                        st.resolver = Some(Resolver::new(settings, check_access));
+                    Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
+                        st.resolver = Some(Resolver::new(settings.clone(), check_access));
+                        st.identity = Some((identity, settings));
                         let early = std::mem::take(&mut st.early);
                         st.resolve(early);
                     }
-                    Ok(ToCollector::End(end)) if st.resolver.is_some() && !ended => {
+                    Ok(ToCollector::Begin(start)) if !st.begun => {
+                        let (identity, settings) = st.identity.take().ok_or("Begin before Prepare")?;
+                        st.writer
+                            .send(WriterMsg::Begin {
+                                begin: identity.begin(start),
+                                database: settings.database,
+                                spool_dir: settings.spool_dir,
+                                busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
+                            })
+                            .map_err(|_| "writer thread died")?;
+                        st.begun = true;
+                    }
+                    Ok(ToCollector::End(end)) if st.begun && !ended => {
                         ended = true;
                         let report = st.drain_and_sync(&h.group, Some(end))?;
                         let _ = ipc::send_json(h.ctl.as_fd(), &ToCaller::Stored(report), &[]);
@@ -140,7 +150,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             }
         }
         if !tracker_open && (ended || !ctl_open) {
-            if st.resolver.is_some() {
+            if st.begun {
                 st.drain_and_sync(&h.group, None)?;
             }
             break;
@@ -171,7 +181,7 @@ impl State {
         let Some(resolver) = self.resolver.as_mut() else { return };
         for ev in events {
             resolver.resolve(ev, &mut self.batch);
-            if self.batch.len() >= BATCH {
+            if self.begun && self.batch.len() >= BATCH {
                 let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
                 let _ = self.writer.send(WriterMsg::Events(full));
             }
@@ -179,7 +189,7 @@ impl State {
     }
 
     fn flush(&mut self) {
-        if !self.batch.is_empty() {
+        if self.begun && !self.batch.is_empty() {
             let _ = self.writer.send(WriterMsg::Events(std::mem::take(&mut self.batch)));
         }
     }

@@ -21,11 +21,52 @@ pub enum ToCaller {
     Stored(StoreReport),
 }
 
-/// Caller → collector.
+/// Caller → collector, in this order: `Prepare` (may be sent long before the
+/// command starts: the shell prepares the next observation while the prompt
+/// idles), `Begin` when the command starts, `End` when its own process has
+/// finished.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToCollector {
-    Begin { begin: CommandBegin, settings: Settings },
+    Prepare { settings: Settings, identity: RecordIdentity },
+    Begin(CommandStart),
     End(CommandEnd),
+}
+
+/// The parts of a record known before the command is typed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordIdentity {
+    pub uuid: String,
+    pub session: String,
+    pub host: String,
+    pub user: String,
+    pub shell: String,
+}
+
+/// The parts known when it starts. Byte strings are hex (see prov_model).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommandStart {
+    pub seq: u64,
+    #[serde(with = "prov_model::record::bytes_as_hex")]
+    pub text: Vec<u8>,
+    #[serde(with = "prov_model::record::bytes_as_hex")]
+    pub cwd: Vec<u8>,
+    pub start_ns: i64,
+}
+
+impl RecordIdentity {
+    pub fn begin(self, start: CommandStart) -> CommandBegin {
+        CommandBegin {
+            uuid: self.uuid,
+            session: self.session,
+            seq: start.seq,
+            text: start.text,
+            cwd: start.cwd,
+            host: self.host,
+            user: self.user,
+            shell: self.shell,
+            start_ns: start.start_ns,
+        }
+    }
 }
 
 /// What the collector needs of the user's configuration; resolved by the

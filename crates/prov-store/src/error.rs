@@ -4,13 +4,18 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rusqlite::ErrorCode;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Distinct so the CLI can say "no records yet" instead of an error.
     #[error("no database at {0} (no records yet)")]
     NoDatabase(PathBuf),
 
-    #[error("database {path} was written by a newer prov (schema {found}); this prov knows schema {known} at most")]
+    #[error(
+        "database {path} was written by a newer prov (schema {found}); \
+         this prov knows schema {known} at most"
+    )]
     NewerSchema { path: PathBuf, found: i64, known: i64 },
 
     #[error("database {path}: no command with id {id}")]
@@ -55,7 +60,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::Sqlite { source: rusqlite::Error::SqliteFailure(e, _), .. }
-                if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
         )
     }
 }

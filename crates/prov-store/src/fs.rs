@@ -1,19 +1,14 @@
 //! Filesystem facts the store depends on: private directories and whether a
 //! directory is on a network or cluster filesystem.
 
+use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-use crate::error::{Result, StoreError};
-
 /// Creates `dir` and missing parents with mode 0700: records reveal what the
 /// user ran and touched.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// statfs f_type magics of filesystems whose shared memory (mmap of the WAL

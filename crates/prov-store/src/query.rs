@@ -64,14 +64,12 @@ pub(crate) const BY_COMMAND_WHERE: &str = " WHERE f.command_id = ?1";
 /// Uses index commands_start, no sort step.
 pub(crate) const HISTORY_TAIL: &str = " ORDER BY c.start_ns DESC, c.id DESC LIMIT ?1";
 
-pub(crate) fn sql(head: &str, tail: &str) -> String {
-    format!("{head}{tail}")
-}
 pub(crate) fn file_sql(tail: &str) -> String {
-    sql(FILE_SELECT, tail)
+    format!("{FILE_SELECT}{tail}")
 }
+
 pub(crate) fn command_sql(tail: &str) -> String {
-    sql(COMMAND_SELECT, tail)
+    format!("{COMMAND_SELECT}{tail}")
 }
 
 impl Store {
@@ -120,7 +118,8 @@ impl Store {
                     .conn
                     .prepare_cached(&file_sql(BY_PATH_WHERE))
                     .and_then(|mut s| {
-                        s.query_map((name, dir_id, access), |r| file_row(r, &params))?.collect::<rusqlite::Result<Vec<_>>>()
+                        s.query_map((name, dir_id, access), |r| file_row(r, &params))?
+                            .collect::<rusqlite::Result<Vec<_>>>()
                     })
                     .ctx(&self.path, "querying file events by path")?;
                 found.extend(rows.into_iter().map(|f| (f.id, f)));
@@ -138,7 +137,7 @@ impl Store {
                 result.push((c, files));
             }
         }
-        result.sort_by(|(a, _), (b, _)| (b.start_ns, b.id).cmp(&(a.start_ns, a.id)));
+        result.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
         if let Some(n) = limit {
             result.truncate(n);
         }
@@ -161,7 +160,8 @@ impl Store {
             .conn
             .prepare_cached(&file_sql(BY_COMMAND_WHERE))
             .and_then(|mut s| {
-                s.query_map([command_id], |r| file_row(r, &params))?.collect::<rusqlite::Result<Vec<_>>>()
+                s.query_map([command_id], |r| file_row(r, &params))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
             })
             .ctx(&self.path, "querying a command's files")?;
         files.sort_by(|a, b| {
@@ -182,8 +182,10 @@ impl Store {
         self.conn
             .prepare_cached("SELECT id, chunk_size, chunks FROM hash_params")
             .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? })))?
-                    .collect()
+                s.query_map([], |r| {
+                    Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? }))
+                })?
+                .collect()
             })
             .ctx(&self.path, "reading hash parameters")
     }

@@ -57,10 +57,11 @@ impl SpoolWriter {
                 format!("{uuid:?} cannot name a spool file"),
             ));
         }
-        crate::fs::create_private_dir(dir).map_err(|e| io::Error::other(e.to_string()))?;
+        crate::fs::create_private_dir(dir)?;
         let path = dir.join(format!("{uuid}{SUFFIX}"));
         loop {
-            let file = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
+            let file =
+                OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
             lock_patiently(&file, &path)?;
             // An ingester may have taken and deleted the file between our
             // open and our lock; we would then be writing to a dead inode.
@@ -88,7 +89,11 @@ impl SpoolWriter {
                     self.file.set_len(self.len)?;
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
-                        format!("{}: short write ({n} of {} bytes)", self.path.display(), line.len()),
+                        format!(
+                            "{}: short write ({n} of {} bytes)",
+                            self.path.display(),
+                            line.len()
+                        ),
                     ));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -176,7 +181,8 @@ enum Outcome {
     Ingested,
     /// A live writer holds it, or another ingester took it first.
     Skipped,
-    Bad(String),
+    /// Set aside under this name, for this reason.
+    Bad(PathBuf, String),
 }
 
 impl Store {
@@ -189,8 +195,12 @@ impl Store {
         let io_err = |source| StoreError::SpoolIo { path: dir.to_owned(), source };
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(rd) => rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX)))
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX))
+                })
                 .collect(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io_err(e)),
@@ -203,7 +213,7 @@ impl Store {
             match self.ingest_file(&path)? {
                 Outcome::Ingested => ingested += 1,
                 Outcome::Skipped => {}
-                Outcome::Bad(why) => bad.push((path, why)),
+                Outcome::Bad(set_aside, why) => bad.push((set_aside, why)),
             }
         }
         if bad.is_empty() {
@@ -231,30 +241,25 @@ impl Store {
         let mut content = Vec::new();
         (&file).read_to_end(&mut content).map_err(io_err)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let outcome = match parse(&content) {
-            Err(why) => Outcome::Bad(why),
+        let problem = match parse(&content) {
+            Err(why) => Some(why),
             Ok(entries) => {
-                let uuid = name.trim_end_matches(SUFFIX);
+                let uuid = name.strip_suffix(SUFFIX).unwrap_or(&name);
                 let digest = xxhash_rust::xxh3::xxh3_64(&content) as i64;
-                match self.write_tx(|w| apply(w, &name, digest, uuid, &entries))? {
-                    Some(why) => Outcome::Bad(why),
-                    None => Outcome::Ingested,
-                }
+                self.write_tx(|w| apply(w, &name, digest, uuid, &entries))?
             }
         };
         // Still holding the lock: a writer that opens the name now gets a
         // fresh file (see SpoolWriter::create).
-        match outcome {
-            Outcome::Ingested => std::fs::remove_file(path).map_err(io_err)?,
-            Outcome::Bad(ref why) => {
-                let bad = path.with_file_name(format!("{name}.bad"));
-                if let Err(e) = std::fs::rename(path, &bad) {
-                    return Ok(Outcome::Bad(format!("{why}; cannot rename to .bad: {e}")));
-                }
-            }
-            Outcome::Skipped => {}
-        }
-        Ok(outcome)
+        let Some(why) = problem else {
+            std::fs::remove_file(path).map_err(io_err)?;
+            return Ok(Outcome::Ingested);
+        };
+        let set_aside = path.with_file_name(format!("{name}.bad"));
+        Ok(match std::fs::rename(path, &set_aside) {
+            Ok(()) => Outcome::Bad(set_aside, why),
+            Err(e) => Outcome::Bad(path.to_owned(), format!("{why}; cannot rename to .bad: {e}")),
+        })
     }
 }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 use prov_model::{Access, CommandEnd, Completeness, FileEvent, HashParams};
 use rusqlite::Connection;
 
-use crate::query::{command_sql, file_sql, BY_COMMAND_WHERE, BY_CONTENT_WHERE, BY_PATH_WHERE, HISTORY_TAIL};
+use crate::query::{
+    command_sql, file_sql, BY_COMMAND_WHERE, BY_CONTENT_WHERE, BY_PATH_WHERE, HISTORY_TAIL,
+};
 use crate::testutil::{begin, event, Rng, TempDir};
 use crate::{spool, SpoolEntry, SpoolWriter, Store, StoreError, SCHEMA_VERSION};
 
@@ -41,11 +43,19 @@ fn open_creates_a_private_parent_directory() {
 fn newer_schema_is_refused() {
     let dir = TempDir::new("newer");
     drop(open(&dir));
-    Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
-    for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
+    Connection::open(dir.db())
+        .unwrap()
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    for err in
+        [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()]
+    {
         assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
         let msg = err.to_string();
-        assert!(msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)), "{msg}");
+        assert!(
+            msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)),
+            "{msg}"
+        );
         assert!(msg.contains(&dir.db().display().to_string()), "{msg}");
     }
 }
@@ -86,7 +96,8 @@ fn command_round_trip() {
         event(Access::Read, b"/top", 1 << 63, 0),
     ];
     s.add_events(id, &events).unwrap();
-    let c = Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
+    let c =
+        Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
     s.set_completeness(id, &Completeness { unreadable: 9, ..Default::default() }).unwrap();
     s.set_completeness(id, &c).unwrap();
     s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130 }).unwrap();
@@ -96,7 +107,10 @@ fn command_round_trip() {
         (row.id, &row.uuid, &row.session, row.seq, &row.text, &row.cwd),
         (id, &b.uuid, &b.session, b.seq, &b.text, &b.cwd)
     );
-    assert_eq!((&row.host, &row.user, &row.shell, row.start_ns), (&b.host, &b.user, &b.shell, b.start_ns));
+    assert_eq!(
+        (&row.host, &row.user, &row.shell, row.start_ns),
+        (&b.host, &b.user, &b.shell, b.start_ns)
+    );
     assert_eq!((row.end_ns, row.exit_status, row.completeness), (Some(2_000), Some(130), c));
 
     let files = s.files_of(id).unwrap();
@@ -128,7 +142,10 @@ fn unknown_command_is_an_error() {
     let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0 }).unwrap_err();
     assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
     assert!(s.add_events(99, &[event(Access::Read, b"/x", 1, 1)]).is_err());
-    assert_eq!(s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(), 0);
+    assert_eq!(
+        s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(),
+        0
+    );
 }
 
 #[test]
@@ -139,7 +156,8 @@ fn non_utf8_bytes_round_trip_exactly() {
     b.text = b"cat \xff\xfe\n\0x".to_vec();
     b.cwd = b"/home/\xe9t\xe9".to_vec();
     let id = s.begin_command(&b).unwrap();
-    let paths: Vec<&[u8]> = vec![b"/home/\xe9t\xe9/\x80\x81 name\n", b"/\xff", b"/a/\xc3\x28/b\xa0\xa1"];
+    let paths: Vec<&[u8]> =
+        vec![b"/home/\xe9t\xe9/\x80\x81 name\n", b"/\xff", b"/a/\xc3\x28/b\xa0\xa1"];
     let events: Vec<FileEvent> = paths.iter().map(|p| event(Access::Write, p, 5, 5)).collect();
     s.add_events(id, &events).unwrap();
     let row = s.command(id).unwrap().unwrap();
@@ -172,7 +190,10 @@ fn find_by_content_and_by_path() {
     let c4 = s.begin_command(&begin("c4", 40)).unwrap();
     s.add_events(
         c4,
-        &[event(Access::Write, b"/w/data.csv", 0xBB, 100), event(Access::Write, b"/w/other", 0xAA, 101)],
+        &[
+            event(Access::Write, b"/w/data.csv", 0xBB, 100),
+            event(Access::Write, b"/w/other", 0xAA, 101),
+        ],
     )
     .unwrap();
 
@@ -181,17 +202,37 @@ fn find_by_content_and_by_path() {
     };
     // By content: the rename is found; size and params must match too.
     let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], None, None).unwrap();
-    assert_eq!(ids(found), vec![(c2, vec![b"/w/report.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
+    assert_eq!(
+        ids(found),
+        vec![(c2, vec![b"/w/report.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]
+    );
     let other_params = HashParams { chunk_size: 1, chunks: 1 };
-    assert!(s.find_file_events(Access::Write, &[(0xAA, 100, other_params)], None, None).unwrap().is_empty());
+    assert!(s
+        .find_file_events(Access::Write, &[(0xAA, 100, other_params)], None, None)
+        .unwrap()
+        .is_empty());
     // By path.
     let found = s.find_file_events(Access::Write, &[], Some(b"/w/data.csv"), None).unwrap();
-    assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
+    assert_eq!(
+        ids(found),
+        vec![(c4, vec![b"/w/data.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]
+    );
     assert!(s.find_file_events(Access::Write, &[], Some(b"/nowhere/x"), None).unwrap().is_empty());
     // Either; an event matching both keys is listed once; limit.
-    let found = s.find_file_events(Access::Write, &[(0xAA, 100, p), (0xAA, 100, p)], Some(b"/w/data.csv"), Some(2)).unwrap();
-    assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c2, vec![b"/w/report.csv".to_vec()])]);
-    let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], Some(b"/w/data.csv"), None).unwrap();
+    let found = s
+        .find_file_events(
+            Access::Write,
+            &[(0xAA, 100, p), (0xAA, 100, p)],
+            Some(b"/w/data.csv"),
+            Some(2),
+        )
+        .unwrap();
+    assert_eq!(
+        ids(found),
+        vec![(c4, vec![b"/w/data.csv".to_vec()]), (c2, vec![b"/w/report.csv".to_vec()])]
+    );
+    let found =
+        s.find_file_events(Access::Write, &[(0xAA, 100, p)], Some(b"/w/data.csv"), None).unwrap();
     assert_eq!(found.len(), 3);
     assert_eq!(found[2].1.len(), 1);
     // Access is respected.
@@ -215,8 +256,12 @@ fn results_are_newest_first() {
     assert_eq!(hist, vec![c, a, d, b]);
     let hist: Vec<i64> = s.history(Some(2)).unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(hist, vec![c, a]);
-    let found: Vec<i64> =
-        s.find_file_events(Access::Read, &[], Some(b"/f"), None).unwrap().into_iter().map(|r| r.0.id).collect();
+    let found: Vec<i64> = s
+        .find_file_events(Access::Read, &[], Some(b"/f"), None)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.0.id)
+        .collect();
     assert_eq!(found, vec![c, a, d, b]);
 }
 
@@ -266,7 +311,9 @@ fn locked_database_fails_within_the_busy_timeout() {
     other.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let timeout = Duration::from_millis(200);
     let start = Instant::now();
-    let err = Store::open(&dir.db(), timeout).and_then(|mut s| s.begin_command(&begin("u", 1))).unwrap_err();
+    let err = Store::open(&dir.db(), timeout)
+        .and_then(|mut s| s.begin_command(&begin("u", 1)))
+        .unwrap_err();
     let took = start.elapsed();
     assert!(err.is_busy(), "{err}");
     assert!(err.to_string().contains(&dir.db().display().to_string()), "{err}");
@@ -300,7 +347,8 @@ fn read_only_database_gives_an_error() {
     let enforced = std::fs::write(sub.join("probe"), b"").is_err();
     if enforced {
         let start = Instant::now();
-        let r = Store::open(&db, Duration::from_millis(200)).and_then(|mut s| s.begin_command(&begin("u", 1)));
+        let r = Store::open(&db, Duration::from_millis(200))
+            .and_then(|mut s| s.begin_command(&begin("u", 1)));
         assert!(r.is_err());
         assert!(start.elapsed() < Duration::from_secs(2));
     } else {
@@ -315,7 +363,10 @@ fn sample_record() -> Vec<SpoolEntry> {
     b.text = b"sort \xff > out".to_vec();
     vec![
         SpoolEntry::Begin(b),
-        SpoolEntry::Events(vec![event(Access::Read, b"/in/\xfe", 1, 2), event(Access::Write, b"/out", 3, 4)]),
+        SpoolEntry::Events(vec![
+            event(Access::Read, b"/in/\xfe", 1, 2),
+            event(Access::Write, b"/out", 3, 4),
+        ]),
         SpoolEntry::Events(vec![event(Access::Write, b"/out2", 5, 6)]),
         SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
         SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1 }),
@@ -336,7 +387,14 @@ fn apply_directly(s: &mut Store, entries: &[SpoolEntry]) -> i64 {
 }
 
 fn dump(s: &Store) -> Vec<(crate::CommandRow, Vec<crate::FileRow>)> {
-    s.history(None).unwrap().into_iter().map(|c| { let f = s.files_of(c.id).unwrap(); (c, f) }).collect()
+    s.history(None)
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            let f = s.files_of(c.id).unwrap();
+            (c, f)
+        })
+        .collect()
 }
 
 fn spool_uuid(entries: &[SpoolEntry]) -> &str {
@@ -400,12 +458,19 @@ fn torn_line_is_ignored_and_garbage_is_set_aside() {
     let mut f = std::fs::OpenOptions::new().append(true).open(&good).unwrap();
     std::io::Write::write_all(&mut f, &line[..line.len() / 2]).unwrap();
     std::fs::write(dir.path().join("garbage.jsonl"), b"not json\n{\"Begin\":1}\n").unwrap();
-    std::fs::write(dir.path().join("orphan.jsonl"), serde_json::to_string(&record[1]).unwrap() + "\n").unwrap();
+    std::fs::write(
+        dir.path().join("orphan.jsonl"),
+        serde_json::to_string(&record[1]).unwrap() + "\n",
+    )
+    .unwrap();
 
     let mut s = Store::open(&dir.db(), T).unwrap();
     let err = s.ingest_spool(dir.path()).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2), "{msg}");
+    assert!(
+        matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2),
+        "{msg}"
+    );
     assert!(msg.contains("garbage.jsonl") && msg.contains("orphan.jsonl"), "{msg}");
     assert!(dir.path().join("garbage.jsonl.bad").exists());
     assert!(dir.path().join("orphan.jsonl.bad").exists());
@@ -478,7 +543,8 @@ fn synthetic_events(rng: &mut Rng, n: usize) -> Vec<FileEvent> {
         .map(|_| {
             let r = rng.next();
             let dir = r % 300;
-            let path = format!("/home/user/projects/app/src/module{dir}/file_{}.rs", (r >> 16) % 5000);
+            let path =
+                format!("/home/user/projects/app/src/module{dir}/file_{}.rs", (r >> 16) % 5000);
             FileEvent {
                 access: if r >> 60 < 4 { Access::Write } else { Access::Read },
                 path: path.into_bytes(),
@@ -498,14 +564,17 @@ fn pages(s: &Store) -> i64 {
 
 #[test]
 fn size_per_event_and_insert_rate() {
-    const N: usize = 100_000;
+    // PROV_STORE_BENCH_EVENTS=1000000 to measure at a larger scale.
+    let n_env = std::env::var("PROV_STORE_BENCH_EVENTS").ok().and_then(|v| v.parse().ok());
+    let n: usize = n_env.unwrap_or(100_000);
     const BATCH: usize = 4096;
     let dir = TempDir::new("size");
     let mut s = open(&dir);
     let mut rng = Rng(42);
-    let events = synthetic_events(&mut rng, N);
+    let events = synthetic_events(&mut rng, n);
     // Several commands, as in real use.
-    let ids: Vec<i64> = (0..10).map(|i| s.begin_command(&begin(&format!("c{i}"), i)).unwrap()).collect();
+    let ids: Vec<i64> =
+        (0..10).map(|i| s.begin_command(&begin(&format!("c{i}"), i)).unwrap()).collect();
     let before = pages(&s);
     let start = Instant::now();
     for (k, batch) in events.chunks(BATCH).enumerate() {
@@ -514,31 +583,40 @@ fn size_per_event_and_insert_rate() {
     let took = start.elapsed();
     s.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
     let page_size: i64 = s.conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
-    let bytes_per_event = ((pages(&s) - before) * page_size) as f64 / N as f64;
+    let bytes_per_event = ((pages(&s) - before) * page_size) as f64 / n as f64;
     let mut breakdown = s
         .conn
-        .prepare("SELECT name, sum(pgsize) FROM dbstat WHERE name LIKE 'file_events%' GROUP BY name")
+        .prepare(
+            "SELECT name, sum(pgsize) FROM dbstat WHERE name LIKE 'file_events%' GROUP BY name",
+        )
         .unwrap();
     let parts: Vec<String> = breakdown
-        .query_map([], |r| Ok(format!("{} {:.1}", r.get::<_, String>(0)?, r.get::<_, f64>(1)? / N as f64)))
+        .query_map([], |r| {
+            Ok(format!("{} {:.1}", r.get::<_, String>(0)?, r.get::<_, f64>(1)? / n as f64))
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect();
     println!(
-        "{N} events: {bytes_per_event:.1} bytes/event ({}); insert {:.0} events/s",
+        "{n} events: {bytes_per_event:.1} bytes/event ({}); insert {:.0} events/s",
         parts.join(", "),
-        N as f64 / took.as_secs_f64()
+        n as f64 / took.as_secs_f64()
     );
     assert!(bytes_per_event < 200.0, "{bytes_per_event} bytes/event");
 
     // Lookups on the filled table.
-    let probe = &events[N / 2];
+    let probe = &events[n / 2];
     let start = Instant::now();
     let by_content = s
-        .find_file_events(probe.access, &[(probe.hash.unwrap(), probe.size, probe.hash_params)], None, Some(20))
+        .find_file_events(
+            probe.access,
+            &[(probe.hash.unwrap(), probe.size, probe.hash_params)],
+            None,
+            Some(20),
+        )
         .unwrap();
     let by_path = s.find_file_events(probe.access, &[], Some(&probe.path), Some(20)).unwrap();
-    println!("two lookups over {N} events: {:?}", start.elapsed());
+    println!("two lookups over {n} events: {:?}", start.elapsed());
     assert_eq!(by_content.len(), 1);
     assert!(!by_path.is_empty());
 }

@@ -12,7 +12,8 @@ impl TempDir {
     pub(crate) fn new(name: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("prov-store-{name}-{}-{n}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("prov-store-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)

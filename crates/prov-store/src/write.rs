@@ -84,7 +84,8 @@ impl Writer<'_> {
         let cwd_dir = self.dir_id(&b.cwd)?;
         self.conn
             .prepare_cached(
-                "INSERT INTO commands(uuid, session, seq, text, cwd_dir, host, user, shell, start_ns)
+                "INSERT INTO commands(uuid, session, seq, text, cwd_dir, host, user, shell,
+                                      start_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .and_then(|mut s| {
