@@ -8,6 +8,7 @@
 #   DIR/bin/prov                     the command users run
 #   DIR/libexec/prov/prov-helper     setuid root, group prov: the only privileged code
 #   DIR/libexec/prov/prov-collector  started by the helper, runs as the user
+#   DIR/lib/prov/libprov_preload.so  the shim the shell integration preloads
 # Safe to run again: it rebuilds and replaces the files.
 set -euo pipefail
 
@@ -51,11 +52,17 @@ else
     "${build[@]}"
 fi
 
+# The preload shim is C: tiny, no Rust runtime in the user's shell.
+cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
+    -Wall -Wextra -Werror -Wno-nonnull-compare \
+    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" -ldl
+
 getent group prov >/dev/null || groupadd --system prov
 
-install -d -m 0755 -o root -g root "$prefix/bin" "$prefix/libexec/prov"
+install -d -m 0755 -o root -g root "$prefix/bin" "$prefix/libexec/prov" "$prefix/lib/prov"
 install -m 0755 -o root -g root "$target/release/prov" "$prefix/bin/prov"
 install -m 0755 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
+install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # install(1) sets ownership before the mode, so the setuid bit stays.
 install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/prov/prov-helper"
 

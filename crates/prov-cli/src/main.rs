@@ -8,6 +8,7 @@ mod output;
 mod query;
 mod run;
 mod setup;
+mod shell;
 #[allow(unsafe_code)]
 mod spawn;
 
@@ -43,6 +44,21 @@ enum Command {
     },
     /// Explain whether tracing works here, and why not.
     Doctor,
+    /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
+    /// as the last line of ~/.bashrc (~/.zshrc).
+    Init {
+        #[arg(value_enum)]
+        shell: shell::Shell,
+    },
+    /// Start a traced interactive shell (your rc file, then the integration)
+    /// without changing any rc file. Default: $SHELL.
+    Shell {
+        #[arg(value_enum)]
+        shell: Option<shell::Shell>,
+    },
+    /// Internal: prepare the next observation for the shell integration.
+    #[command(name = "__prepare", hide = true)]
+    Prepare { session: String, shell: String },
 }
 
 #[derive(Subcommand)]
@@ -87,6 +103,9 @@ fn main() -> ExitCode {
             QueryCommand::History { opts } => query::history(opts),
         },
         Command::Doctor => doctor::doctor(),
+        Command::Init { shell } => shell::init(shell),
+        Command::Shell { shell } => shell::shell(shell),
+        Command::Prepare { session, shell } => shell::prepare(session, shell),
     };
     match result {
         Ok(code) => code,

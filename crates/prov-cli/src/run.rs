@@ -54,7 +54,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
     let status = wait(child);
-    let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status) };
+    let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status), text: None };
     match finish(&obs, end) {
         Ok(report) => report_problems(&report),
         Err(e) => eprintln!("prov: record may be incomplete: {e}"),

@@ -31,20 +31,38 @@ impl UserSetup {
     pub fn settings(&self) -> Settings {
         let home = &self.locations.home;
         let database = self.database();
-        let mut private_dirs = vec![self.locations.state_dir.clone(), self.locations.data_dir.clone()];
+        let mut private_paths = vec![self.locations.state_dir.clone(), self.locations.data_dir.clone()];
         if let Some(dir) = database.parent() {
-            private_dirs.push(dir.to_owned());
+            private_paths.push(dir.to_owned());
         }
+        private_paths.extend(installation_files());
         Settings {
             spool_dir: self.locations.spool_dir(),
             database,
             hash: self.config.hash.params(),
             read: self.config.resolved_filter(Access::Read, home),
             write: self.config.resolved_filter(Access::Write, home),
-            private_dirs,
+            private_paths,
             busy_timeout_ms: BUSY_TIMEOUT_MS,
         }
     }
+}
+
+/// prov's own executables and libraries, as the kernel names them.
+fn installation_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        let prefix = exe.parent().and_then(Path::parent).map(Path::to_path_buf);
+        files.push(exe);
+        if let Some(prefix) = prefix {
+            files.push(prefix.join("libexec/prov"));
+            files.push(prefix.join("lib/prov"));
+        }
+    }
+    if let Ok(helper) = helper_path() {
+        files.extend(helper.parent().map(Path::to_path_buf));
+    }
+    files.into_iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
 }
 
 /// The installed helper: `$PROV_HELPER`, or `../libexec/prov/prov-helper`

@@ -54,3 +54,10 @@ pub fn no_new_privs() -> bool {
     // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
     unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
 }
+
+/// Descriptor 3, where the shim hands `prov __prepare` its socket.
+pub fn fd3() -> std::os::fd::BorrowedFd<'static> {
+    // SAFETY: only used by `prov __prepare`, whose fd 3 the shim placed and
+    // keeps open; the borrow never outlives the process.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(3) }
+}

@@ -78,8 +78,10 @@ pub struct Settings {
     pub hash: HashParams,
     pub read: PathFilter,
     pub write: PathFilter,
-    /// prov's own directories: never recorded.
-    pub private_dirs: Vec<PathBuf>,
+    /// prov's own files and directories (data, state, the installation):
+    /// never recorded. The shell's observations would otherwise see prov's
+    /// own processes (preparer, helper, collector) exit.
+    pub private_paths: Vec<PathBuf>,
     pub busy_timeout_ms: u64,
 }
 

@@ -18,7 +18,7 @@ use crate::protocol::Settings;
 /// Per-observation state: filters, limits, what was already recorded.
 pub struct Resolver {
     settings: Settings,
-    private_dirs: Vec<Vec<u8>>,
+    private_paths: Vec<Vec<u8>>,
     /// Root may read everything; the re-check is for ordinary users.
     check_access: bool,
     seen: HashSet<(Access, u64, u64, i64, u64)>,
@@ -29,14 +29,14 @@ pub struct Resolver {
 impl Resolver {
     pub fn new(settings: Settings, check_access: bool) -> Resolver {
         use std::os::unix::ffi::OsStrExt;
-        let private_dirs = settings
-            .private_dirs
+        let private_paths = settings
+            .private_paths
             .iter()
             .map(|p: &PathBuf| p.as_os_str().as_bytes().to_vec())
             .collect();
         Resolver {
             settings,
-            private_dirs,
+            private_paths,
             check_access,
             seen: HashSet::new(),
             recorded: [0, 0],
@@ -144,7 +144,7 @@ impl Resolver {
     }
 
     fn is_private(&self, path: &[u8]) -> bool {
-        self.private_dirs.iter().any(|d| {
+        self.private_paths.iter().any(|d| {
             path.starts_with(d) && (path.len() == d.len() || path[d.len()] == b'/')
         })
     }

@@ -72,6 +72,27 @@ pub struct CommandEnd {
     /// Exit status as a shell reports it: the exit code, or 128+N when the
     /// command was killed by signal N.
     pub exit_status: i32,
+    /// The command text, when it was not known at the start (bash learns it
+    /// from its history list after the command ran).
+    #[serde(default, with = "opt_bytes_as_hex", skip_serializing_if = "Option::is_none")]
+    pub text: Option<Vec<u8>>,
+}
+
+mod opt_bytes_as_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(b) => super::bytes_as_hex::serialize(b, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| super::bytes_as_hex::decode(&s).ok_or_else(|| serde::de::Error::custom("invalid hex byte string")))
+            .transpose()
+    }
 }
 
 /// Everything that kept a record from being complete. A record is complete

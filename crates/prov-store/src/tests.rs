@@ -100,13 +100,14 @@ fn command_round_trip() {
         Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
     s.set_completeness(id, &Completeness { unreadable: 9, ..Default::default() }).unwrap();
     s.set_completeness(id, &c).unwrap();
-    s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130 }).unwrap();
+    s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130, text: Some(b"typed later".to_vec()) }).unwrap();
 
     let row = s.command(id).unwrap().unwrap();
     assert_eq!(
-        (row.id, &row.uuid, &row.session, row.seq, &row.text, &row.cwd),
-        (id, &b.uuid, &b.session, b.seq, &b.text, &b.cwd)
+        (row.id, &row.uuid, &row.session, row.seq, &row.cwd),
+        (id, &b.uuid, &b.session, b.seq, &b.cwd)
     );
+    assert_eq!(row.text, b"typed later", "a text given at the end replaces the begin's");
     assert_eq!(
         (&row.host, &row.user, &row.shell, row.start_ns),
         (&b.host, &b.user, &b.shell, b.start_ns)
@@ -139,7 +140,7 @@ fn command_round_trip() {
 fn unknown_command_is_an_error() {
     let dir = TempDir::new("unknown");
     let mut s = open(&dir);
-    let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0 }).unwrap_err();
+    let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0, text: None }).unwrap_err();
     assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
     assert!(s.add_events(99, &[event(Access::Read, b"/x", 1, 1)]).is_err());
     assert_eq!(
@@ -369,7 +370,7 @@ fn sample_record() -> Vec<SpoolEntry> {
         ]),
         SpoolEntry::Events(vec![event(Access::Write, b"/out2", 5, 6)]),
         SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
-        SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1 }),
+        SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1, text: None }),
     ]
 }
 

@@ -105,10 +105,14 @@ impl Writer<'_> {
     }
 
     pub(crate) fn end_command(&mut self, id: i64, e: &CommandEnd) -> Result<()> {
+        // A shell may only learn the text as typed once the command is done
+        // (bash: from its history list); COALESCE keeps the text from the begin.
         let n = self
             .conn
-            .prepare_cached("UPDATE commands SET end_ns = ?2, exit_status = ?3 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![id, e.end_ns, e.exit_status]))
+            .prepare_cached(
+                "UPDATE commands SET end_ns = ?2, exit_status = ?3, text = COALESCE(?4, text) WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![id, e.end_ns, e.exit_status, e.text]))
             .ctx(self.path, "recording a command's end")?;
         self.require_command(id, n)
     }

@@ -1,0 +1,98 @@
+# prov shell integration for bash >= 4.4, printed by `prov init bash`.
+# Put this line last in ~/.bashrc:   eval "$(prov init bash)"
+#
+# At rc time, the first run re-execs the interactive shell with the preload
+# shim (it must be in the process from the start); the shim drops itself from
+# LD_PRELOAD, so no child inherits it. With the shim loaded:
+# - PS0 (expanded after a line is read, before any of it runs, redirections
+#   included) starts the observation through a strftime format the shim knows;
+# - the first PROMPT_COMMAND entry ends it with the exit status and the text.
+# The text is bash's history entry for the line. So that every line gets one
+# whatever HISTCONTROL, HISTIGNORE, HISTSIZE or `set +o history` say, those
+# are neutralised while a line is read and the user's values are back before
+# the command runs (PS0); afterwards the entry is deleted again if the user's
+# settings would have kept it out.
+__prov_shim=@PRELOAD@
+if [[ $- == *i* ]]; then
+    if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
+        if [[ -z ${__prov_hooked-} ]]; then
+            __prov_hooked=1
+            __prov_seq=0 __prov_done=0 __prov_empty= __prov_prev=
+            __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
+            __prov_hist_off=0
+            [[ -o history ]] || __prov_hist_off=1
+
+            # Would the user's settings have kept line "$1" out of the history?
+            __prov_user_ignores() {
+                ((__prov_hist_off)) && return 0
+                local hc=":$__prov_hc:"
+                if [[ $hc == *:ignorespace:* || $hc == *:ignoreboth:* ]] && [[ $1 == [[:space:]]* ]]; then
+                    return 0
+                fi
+                if [[ $hc == *:ignoredups:* || $hc == *:ignoreboth:* || $hc == *:erasedups:* ]] && [[ $1 == "$__prov_prev" ]]; then
+                    return 0
+                fi
+                local IFS=: pattern
+                for pattern in $__prov_hi; do
+                    [[ $pattern == '&' ]] && pattern=$__prov_prev
+                    # shellcheck disable=SC2053 # a glob, as bash applies HISTIGNORE
+                    [[ $1 == $pattern ]] && return 0
+                done
+                return 1
+            }
+
+            __prov_precmd() {
+                local status=$? text=
+                if ((__prov_seq != __prov_done)); then
+                    __prov_done=$__prov_seq
+                    HISTTIMEFORMAT= builtin history 1 >| /.prov-shim-ctl/capture-history
+                    : >| "/.prov-shim-ctl/end-text/$status"
+                    IFS= read -r -d '' text < /.prov-shim-ctl/captured
+                    if __prov_user_ignores "$text"; then
+                        builtin history -d -1 2>/dev/null || builtin history -d $((HISTCMD - 1)) 2>/dev/null
+                    else
+                        __prov_prev=$text
+                    fi
+                    # The user's values, as the command may have changed them.
+                    __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-}
+                    [[ ${HISTSIZE-500} != 1 || $__prov_hs != 0 ]] && __prov_hs=${HISTSIZE-500}
+                    if [[ ! -o history ]]; then
+                        __prov_hist_off=1
+                    elif [[ $text == *"-o history"* ]]; then
+                        __prov_hist_off=0
+                    fi
+                    ((__prov_hs == 0)) && HISTSIZE=0
+                fi
+                # Neutralise for the next line; PS0 restores the variables.
+                HISTCONTROL= HISTIGNORE=
+                set -o history
+                ((__prov_hs == 0)) && HISTSIZE=1
+                [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
+                return $status
+            }
+
+            __prov_ps0='\D{prov-shim-begin}${__prov_empty#${HISTCONTROL:=$__prov_hc}}${__prov_empty#${HISTIGNORE:=$__prov_hi}}${__prov_empty[__prov_seq+=1]}'
+            PS0=$__prov_ps0${PS0-}
+            if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
+                PROMPT_COMMAND=(__prov_precmd "${PROMPT_COMMAND[@]}")
+            else
+                PROMPT_COMMAND="__prov_precmd${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+            fi
+            HISTCONTROL= HISTIGNORE=
+            set -o history
+            ((__prov_hs == 0)) && HISTSIZE=1
+            : >| /.prov-shim-ctl/prepare
+        fi
+        unset __PROV_REEXEC
+    elif [[ ${__PROV_REEXEC-} == "$$" ]]; then
+        unset __PROV_REEXEC
+        printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
+    elif [[ -n ${BASH_SOURCE[0]-} && -r $__prov_shim ]]; then
+        # Only while reading an rc file: re-exec'ing later would lose state.
+        export __PROV_REEXEC=$$
+        LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
+            PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=bash exec -a "$0" "$BASH"
+    elif [[ -z ${BASH_SOURCE[0]-} ]]; then
+        printf '%s\n' 'prov: add  eval "$(prov init bash)"  to ~/.bashrc, or try  prov shell' >&2
+    fi
+fi
