@@ -255,3 +255,62 @@ fn processes_of(uid: u32) -> Vec<(u32, String)> {
     }
     out
 }
+
+/// A mount below a directory the user owns: while the helper marks the new
+/// namespace's mounts, the user swaps a directory on the way for a symlink
+/// into another namespace (/proc/PID/root/…). The mark must never land
+/// there, or the observation would see every process on that filesystem.
+#[test]
+fn symlink_race_on_mount_paths_cannot_redirect_marks() {
+    let case = Case::new("markrace");
+    let x = case.work.join("x");
+    std::fs::create_dir_all(x.join("m")).unwrap();
+    std::fs::create_dir_all(case.work.join("t/m")).unwrap();
+    case.chown_tree(&case.work);
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "provtest-race"]).arg(x.join("m")).status().unwrap();
+    assert!(st.success());
+    // The user's swapper: x <-> a symlink reaching the initial namespace.
+    let swapper = case
+        .command("/usr/bin/python3")
+        .args([
+            "-c",
+            "import os, sys, time\n\
+             w = sys.argv[1]; end = time.time() + 6\n\
+             target = '/proc/%d/root%s/t' % (os.getpid(), w)\n\
+             while time.time() < end:\n\
+             \x20   os.rename(w + '/x', w + '/x.real'); os.symlink(target, w + '/x')\n\
+             \x20   os.unlink(w + '/x'); os.rename(w + '/x.real', w + '/x')\n",
+        ])
+        .arg(&case.work)
+        .spawn()
+        .unwrap();
+    // Root writes outside any observation, all the time.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let outside = {
+        let stop = stop.clone();
+        let dir = case.work.join("t");
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(dir.join(format!("outside_{}", i % 50)), b"x").unwrap();
+                i += 1;
+            }
+        })
+    };
+    for i in 0..40 {
+        let out = case.run(["sh", "-c", &format!("echo {i} > inside_{i}; sleep 0.05")]);
+        assert_traced(&out);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    outside.join().unwrap();
+    let _ = swapper.wait_with_output();
+    let _ = Command::new("umount").arg(x.join("m")).status();
+    for i in 0..40 {
+        let cmd = case.writer_of(format!("inside_{i}"));
+        let unmarked = cmd["incomplete"].get("unmarked_mounts").and_then(|v| v.as_u64()).unwrap_or(0);
+        assert!(unmarked <= 2, "only the raced mount (and another test's) may be left unmarked: {}", cmd["incomplete"]);
+        for (_, path) in files(&cmd) {
+            assert!(!path.windows(8).any(|w| w == b"outside_"), "an outside write leaked into `{}`", cmd["text"]);
+        }
+    }
+}

@@ -178,12 +178,24 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     );
     let mask = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE;
     let mut unmarked = 0u32;
+    let ids: Vec<u64> = mounts.iter().map(|m| m.id).collect();
     for m in mounts.iter().filter(|m| !UNMARKED_FSTYPES.contains(&m.fstype.as_slice())) {
-        let Ok(path) = CString::new(m.mount_point.clone()) else { continue };
-        // A user FUSE mount without allow_root refuses even root (EACCES):
-        // counted, and every record of this observation says so.
-        if sys::fanotify_mark_mount(group.as_fd(), mask, &path).is_err() {
-            unmarked += 1;
+        // The mark goes on exactly the mount mountinfo names, reached without
+        // symlinks and checked by id: never on a mount of another namespace.
+        let target = sys::open_no_symlinks(&m.mount_point);
+        let reached = target.as_ref().ok().and_then(|fd| sys::mount_id(fd.as_fd()).ok());
+        match (target, reached) {
+            (Ok(fd), Some(id)) if id == m.id => {
+                // A user FUSE mount without allow_root refuses even root
+                // (EACCES): counted, and every record says so.
+                if sys::fanotify_mark_mount(group.as_fd(), mask, fd.as_fd()).is_err() {
+                    unmarked += 1;
+                }
+            }
+            // Covered by another mount of this namespace: no path reaches
+            // it; the covering mount is marked in its own turn.
+            (Ok(_), Some(id)) if ids.contains(&id) => {}
+            _ => unmarked += 1,
         }
     }
 

@@ -2,6 +2,9 @@
 //! helper needs, the mount point and the filesystem type.
 
 pub struct Mount {
+    /// The kernel's mount id (first field), to check that a path we open
+    /// is really this mount.
+    pub id: u64,
     pub mount_point: Vec<u8>,
     pub fstype: Vec<u8>,
 }
@@ -13,10 +16,11 @@ pub fn parse(mountinfo: &[u8]) -> Vec<Mount> {
 // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw"
 fn parse_line(line: &[u8]) -> Option<Mount> {
     let mut fields = line.split(|&b| b == b' ');
-    let mount_point = unescape(fields.nth(4)?);
+    let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    let mount_point = unescape(fields.nth(3)?);
     // Optional fields end with a lone "-"; the type follows it.
     let fstype = fields.skip_while(|f| *f != b"-").nth(1)?;
-    Some(Mount { mount_point, fstype: unescape(fstype) })
+    Some(Mount { id, mount_point, fstype: unescape(fstype) })
 }
 
 /// The kernel writes space, tab, newline and backslash as `\ooo`.
@@ -52,6 +56,7 @@ mod tests {
             30 22 0:30 / /mnt/with\\040space\\134x rw master:7 shared:9 - tmpfs tmpfs rw\n";
         let m = parse(info);
         assert_eq!(m.len(), 3);
+        assert_eq!(m[0].id, 22);
         assert_eq!(m[0].mount_point, b"/");
         assert_eq!(m[0].fstype, b"ext4");
         assert_eq!(m[1].fstype, b"devtmpfs");
@@ -61,6 +66,6 @@ mod tests {
 
     #[test]
     fn garbage_lines_are_skipped() {
-        assert!(parse(b"\nshort line\n1 2 3 4\n").is_empty());
+        assert!(parse(b"\nshort line\n1 2 3 4\nx 1 0:1 / / rw - ext4 a rw\n").is_empty());
     }
 }

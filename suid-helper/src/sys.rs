@@ -187,18 +187,50 @@ pub fn fanotify_init(flags: libc::c_uint, event_f_flags: libc::c_uint) -> io::Re
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-pub fn fanotify_mark_mount(group: BorrowedFd<'_>, mask: u64, path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated; group is a live fanotify descriptor.
+/// Marks the mount that `target` (an O_PATH descriptor) lies on. The kernel
+/// takes no O_PATH descriptor as the object itself, so the mark is placed
+/// through its magic link, which resolves to exactly that file.
+pub fn fanotify_mark_mount(group: BorrowedFd<'_>, mask: u64, target: BorrowedFd<'_>) -> io::Result<()> {
+    let link = CString::new(format!("/proc/self/fd/{}", target.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: link is NUL-terminated; group and target are live descriptors.
     check(unsafe {
-        libc::fanotify_mark(
-            group.as_raw_fd(),
-            FAN_MARK_ADD | FAN_MARK_MOUNT,
-            mask,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-        )
+        libc::fanotify_mark(group.as_raw_fd(), FAN_MARK_ADD | FAN_MARK_MOUNT, mask, libc::AT_FDCWD, link.as_ptr())
     })
     .map(drop)
+}
+
+/// Opens an absolute path (O_PATH) one component at a time without
+/// following any symlink: users own directories on the way to mount points
+/// and could swap one for a symlink into another namespace.
+pub fn open_no_symlinks(path: &[u8]) -> io::Result<OwnedFd> {
+    let mut cur = open(c"/", libc::O_PATH | libc::O_DIRECTORY)?;
+    let components: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
+    for (i, comp) in components.iter().enumerate() {
+        if *comp == b".." || *comp == b"." {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let name = CString::new(*comp).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let last = i + 1 == components.len();
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | if last { 0 } else { libc::O_DIRECTORY };
+        cur = openat(Some(std::os::fd::AsFd::as_fd(&cur)), &name, flags)?;
+    }
+    Ok(cur)
+}
+
+/// The id of the mount `fd` lies on (as in /proc/self/mountinfo).
+pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: an all-zero statx is a valid value to be overwritten.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: "" with AT_EMPTY_PATH describes fd itself; stx is a valid
+    // out-pointer.
+    check(unsafe {
+        libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &mut stx)
+    })?;
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(stx.stx_mnt_id)
 }
 
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {

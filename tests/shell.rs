@@ -1,0 +1,375 @@
+//! Interactive bash and zsh, driven through a pty as an ordinary user with
+//! `eval "$(prov init SHELL)"` in the rc file; results are read back with
+//! `prov query … --json`. Every test runs in both shells.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use expectrl::session::OsSession;
+use expectrl::Expect;
+use prov_e2e::*;
+use serde_json::Value;
+
+const PROMPT: &str = "PROMPT> ";
+
+struct Shell {
+    name: &'static str,
+    session: OsSession,
+}
+
+fn rc_file(case: &Case, shell: &str) -> PathBuf {
+    case.home.join(if shell == "bash" { ".bashrc" } else { ".zshrc" })
+}
+
+/// Writes the rc file: `before` (the user's own settings), the prompt, and
+/// the integration line, in that order.
+fn write_rc(case: &Case, shell: &str, prov: &Path, before: &str) {
+    let prompt = if shell == "bash" {
+        format!("PS1='{PROMPT}'\n")
+    } else {
+        format!("PROMPT='{PROMPT}'\nunsetopt PROMPT_SP\n")
+    };
+    let rc = format!("{before}\n{prompt}eval \"$({} init {shell})\"\n", prov.display());
+    std::fs::write(rc_file(case, shell), rc).unwrap();
+    case.chown_tree(&case.home);
+}
+
+impl Shell {
+    fn start(case: &Case, name: &'static str) -> Shell {
+        Shell::start_with(case, name, "", &case.inst.prov())
+    }
+
+    fn start_with(case: &Case, name: &'static str, rc: &str, prov: &Path) -> Shell {
+        write_rc(case, name, prov, rc);
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", case.inst.uid))
+            .arg(format!("--regid={}", case.inst.gid))
+            .arg("--init-groups")
+            .args(["--", "env", "-i"])
+            .arg(format!("HOME={}", case.home.display()))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+            .arg("TERM=dumb")
+            .arg("LANG=C.UTF-8")
+            .arg(format!("SHELL=/bin/{name}"))
+            .args([name, "-i"])
+            .current_dir(&case.work);
+        let mut session = OsSession::spawn(cmd).expect("spawn shell in a pty");
+        session.set_expect_timeout(Some(Duration::from_secs(30)));
+        let mut shell = Shell { name, session };
+        shell.wait_prompt();
+        shell.assert_outside_observations();
+        shell
+    }
+
+    /// The interactive shell itself never lives inside an observation.
+    fn assert_outside_observations(&mut self) {
+        let pid = self.run("echo \"P\"\"ID=$$\"");
+        let pid: u32 = pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
+        let ns = |p: String| std::fs::read_link(p).unwrap();
+        assert_eq!(ns(format!("/proc/{pid}/ns/mnt")), ns("/proc/self/ns/mnt".into()), "{} shell {pid} is inside a mount namespace", self.name);
+    }
+
+    fn wait_prompt(&mut self) -> String {
+        let found = self.session.expect(PROMPT).unwrap_or_else(|e| panic!("{}: no prompt: {e}", self.name));
+        String::from_utf8_lossy(found.before()).into_owned()
+    }
+
+    /// Types `line` and returns what was printed before the next prompt.
+    fn run(&mut self, line: &str) -> String {
+        self.session.send_line(line).unwrap();
+        self.wait_prompt()
+    }
+
+    fn exit(mut self) {
+        let _ = self.session.send_line("exit");
+        let _ = self.session.get_process_mut().wait();
+    }
+}
+
+/// The command that wrote `file`; waits briefly for background writers.
+fn writer(case: &Case, file: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = case.query(["wrote", file]);
+        if found.len() == 1 || Instant::now() > deadline {
+            assert_eq!(found.len(), 1, "exactly one writer of {file}: {found:#?}");
+            return found.into_iter().next().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn assert_wrote(case: &Case, file: &str, typed: &str) -> Value {
+    let cmd = writer(case, file);
+    assert_eq!(cmd["text"], typed, "text of the writer of {file}");
+    let path = bytes_of(&std::fs::canonicalize(case.work.join(file)).unwrap());
+    assert!(
+        files(&cmd).contains(&("write".to_string(), path)),
+        "{file} in the files of `{typed}`: {:?}",
+        files(&cmd)
+    );
+    cmd
+}
+
+macro_rules! in_both_shells {
+    ($($test:ident),* $(,)?) => {
+        mod bash {
+            $(#[test] fn $test() { super::$test("bash"); })*
+        }
+        mod zsh {
+            $(#[test] fn $test() { super::$test("zsh"); })*
+        }
+    };
+}
+
+in_both_shells!(
+    attribution_matrix,
+    partial_hash_edges_and_reads,
+    pipelines_heredocs_functions_aliases_and_status,
+    interrupt_cd_and_nested_shells,
+    background_job_after_the_prompt,
+    history_settings_and_other_hooks_do_not_matter,
+    sessions_order_and_concurrent_shells,
+    fail_open_when_helper_or_database_go_away,
+);
+
+fn attribution_matrix(shell: &str) {
+    let case = Case::new(&format!("{shell}-matrix"));
+    std::fs::create_dir_all(case.work.join("dir")).unwrap();
+    case.chown_tree(&case.work);
+    let work = case.work.display().to_string();
+    let rel_from_root = work.trim_start_matches('/');
+    let work_name = case.work.file_name().unwrap().to_string_lossy().to_string();
+    let mut sh = Shell::start(&case, if shell == "bash" { "bash" } else { "zsh" });
+    let lines: Vec<(String, &str)> = vec![
+        ("echo '%' > f1".into(), "f1"),
+        ("(echo f2) > f2".into(), "f2"),
+        ("(echo f3 > f3)".into(), "f3"),
+        ("/bin/echo f4 > f4".into(), "f4"),
+        ("sh -c 'echo f5 > f5'".into(), "f5"),
+        ("echo f6 > f6 & wait".into(), "f6"),
+        ("(echo f7 > f7 & wait)".into(), "f7"),
+        ("sh -c 'echo f8 > f8 & wait'".into(), "f8"),
+        ("(echo f9 > f9 &); wait".into(), "f9"),
+        (format!("echo x > {work}//f10"), "f10"),
+        (format!("cd / && echo x > {rel_from_root}/f11; cd {work}"), "f11"),
+        ("echo x > ./f12".into(), "f12"),
+        (format!("echo x > ../{work_name}/f13"), "f13"),
+        ("cd dir && echo f14 > ../dir/f14; cd ..".into(), "dir/f14"),
+    ];
+    for (line, _) in &lines {
+        sh.run(line);
+    }
+    sh.exit();
+    for (line, file) in &lines {
+        assert_wrote(&case, file, line);
+    }
+}
+
+fn partial_hash_edges_and_reads(shell: &str) {
+    let case = Case::new(&format!("{shell}-hashes"));
+    let sizes = [510usize, 4096, 21567, 101978];
+    for (i, size) in sizes.iter().enumerate() {
+        case.write(format!("in{size}"), &content(*size, 7 + i as u64));
+    }
+    std::fs::copy("/bin/true", case.work.join("mytrue")).unwrap();
+    std::fs::copy("/bin/true", case.work.join("mytrue2")).unwrap();
+    case.write("rfile", b"read me\n");
+    case.chown_tree(&case.work);
+    let mut sh = Shell::start(&case, leak(shell));
+    for size in sizes {
+        sh.run(&format!("cat in{size} > out{size}"));
+    }
+    sh.run("cat rfile");
+    sh.run("./mytrue");
+    sh.run("env ./mytrue2");
+    sh.exit();
+    for (i, size) in sizes.iter().enumerate() {
+        let cmd = assert_wrote(&case, &format!("out{size}"), &format!("cat in{size} > out{size}"));
+        let want = expected_hash(&content(*size, 7 + i as u64), 256, 3);
+        for f in cmd["files"].as_array().unwrap() {
+            assert_eq!(f["hash"], want, "{}", f["path"]);
+            assert_eq!(f["size"], *size as u64);
+        }
+        assert_eq!(files(&cmd).len(), 2, "one read, one write: {:?}", files(&cmd));
+    }
+    for (file, typed) in [("rfile", "cat rfile"), ("mytrue", "./mytrue"), ("mytrue2", "env ./mytrue2")] {
+        let readers = case.query(["read", file]);
+        assert!(readers.iter().any(|c| c["text"] == typed), "`{typed}` read {file}: {readers:#?}");
+    }
+}
+
+fn pipelines_heredocs_functions_aliases_and_status(shell: &str) {
+    let case = Case::new(&format!("{shell}-forms"));
+    case.write("words", b"b\na\nc\n");
+    let mut sh = Shell::start(&case, leak(shell));
+    let heredoc = "cat > hd.txt <<EOF\nline one\nline two\nEOF";
+    let multi = "for i in 1 2; do\necho $i >> multi.txt\ndone";
+    sh.run("cat words | sort > sorted.txt");
+    sh.run(heredoc);
+    sh.run(multi);
+    sh.run("mkfile() { echo fn > fn.txt; }");
+    sh.run("mkfile");
+    sh.run("alias mk='echo al > alias.txt'");
+    sh.run("mk");
+    sh.run("echo failing > fail.txt; false");
+    sh.exit();
+    let sorted = assert_wrote(&case, "sorted.txt", "cat words | sort > sorted.txt");
+    assert!(files(&sorted).iter().any(|(a, p)| a == "read" && p.ends_with(b"/words")));
+    assert_eq!(std::fs::read_to_string(case.work.join("hd.txt")).unwrap(), "line one\nline two\n");
+    assert_wrote(&case, "hd.txt", heredoc);
+    let multi_cmd = writer(&case, "multi.txt");
+    let text = multi_cmd["text"].as_str().unwrap();
+    assert!(
+        text == multi || text == "for i in 1 2; do echo $i >> multi.txt; done" || text == "for i in 1 2; do\necho $i >> multi.txt\ndone",
+        "multi-line text: {text:?}"
+    );
+    assert_wrote(&case, "fn.txt", "mkfile");
+    assert_wrote(&case, "alias.txt", "mk");
+    assert_eq!(assert_wrote(&case, "fail.txt", "echo failing > fail.txt; false")["exit_status"], 1);
+}
+
+fn interrupt_cd_and_nested_shells(shell: &str) {
+    let case = Case::new(&format!("{shell}-interrupt"));
+    std::fs::create_dir_all(case.work.join("sub")).unwrap();
+    case.chown_tree(&case.work);
+    let mut sh = Shell::start(&case, leak(shell));
+    sh.session.send_line("echo started > int.txt; sleep 30").unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    sh.session.send("\x03").unwrap();
+    sh.wait_prompt();
+    sh.run("cd sub && echo moved > cd.txt");
+    sh.run("cd ..");
+    sh.run("bash -c 'echo nested > nested.txt'");
+    let out = sh.run("echo after");
+    assert!(out.contains("after"), "the shell still works after Ctrl-C: {out:?}");
+    sh.exit();
+    let int = assert_wrote(&case, "int.txt", "echo started > int.txt; sleep 30");
+    assert_eq!(int["exit_status"], 130, "Ctrl-C is exit status 130");
+    let cd = writer(&case, "sub/cd.txt");
+    assert_eq!(cd["text"], "cd sub && echo moved > cd.txt");
+    assert_eq!(cd["cwd"].as_str().unwrap(), case.work.to_str().unwrap(), "cwd at the start");
+    assert_wrote(&case, "nested.txt", "bash -c 'echo nested > nested.txt'");
+}
+
+fn background_job_after_the_prompt(shell: &str) {
+    let case = Case::new(&format!("{shell}-background"));
+    let mut sh = Shell::start(&case, leak(shell));
+    let line = "(sleep 1; echo late > late.txt) &";
+    sh.run(line);
+    sh.run("echo next > next.txt");
+    // The prompt came back before the job wrote; its file still belongs to it.
+    std::thread::sleep(Duration::from_millis(1800));
+    sh.run("true");
+    sh.exit();
+    assert_wrote(&case, "late.txt", line);
+    assert_wrote(&case, "next.txt", "echo next > next.txt");
+}
+
+fn history_settings_and_other_hooks_do_not_matter(shell: &str) {
+    let case = Case::new(&format!("{shell}-hooks"));
+    let user_rc = if shell == "bash" {
+        "HISTCONTROL=ignoreboth\nHISTIGNORE='echo*:ls'\n\
+         PROMPT_COMMAND='echo pc >> ~/hooks.log'\n\
+         trap 'echo debug >> ~/debug.log' DEBUG\n"
+    } else {
+        "setopt HIST_IGNORE_SPACE\nHISTSIZE=0\n\
+         my_precmd() { echo pc >> ~/hooks.log; }\nmy_preexec() { echo pre >> ~/debug.log; }\n\
+         autoload -Uz add-zsh-hook; add-zsh-hook precmd my_precmd; add-zsh-hook preexec my_preexec\n"
+    };
+    let mut sh = Shell::start_with(&case, leak(shell), user_rc, &case.inst.prov());
+    sh.run(" echo spaced > spaced.txt");
+    sh.run("echo ignored > ignored.txt");
+    sh.run("touch plain.txt");
+    sh.run("touch plain.txt");
+    if shell == "bash" {
+        sh.run("set +o history");
+        sh.run("echo off > off.txt");
+        let hist = sh.run("set -o history; history");
+        assert!(!hist.contains("spaced.txt") && !hist.contains("ignored.txt") && !hist.contains("off.txt"), "{hist}");
+    }
+    let settings = sh.run(if shell == "bash" { "echo \"[$HISTCONTROL][$HISTIGNORE]\"" } else { "echo \"[$HISTSIZE]\"" });
+    sh.exit();
+    if shell == "bash" {
+        assert!(settings.contains("[ignoreboth][echo*:ls]"), "the user's values during commands: {settings}");
+        assert_wrote(&case, "off.txt", "echo off > off.txt");
+    } else {
+        assert!(settings.contains("[0]"), "{settings}");
+    }
+    assert_wrote(&case, "spaced.txt", " echo spaced > spaced.txt");
+    assert_wrote(&case, "ignored.txt", "echo ignored > ignored.txt");
+    let hooks = std::fs::read_to_string(case.home.join("hooks.log")).unwrap_or_default();
+    assert!(hooks.lines().count() >= 4, "the user's prompt hook still runs: {hooks:?}");
+    let debug = std::fs::read_to_string(case.home.join("debug.log")).unwrap_or_default();
+    assert!(debug.lines().count() >= 4, "the user's DEBUG trap / preexec still runs: {debug:?}");
+}
+
+fn sessions_order_and_concurrent_shells(shell: &str) {
+    let case = Case::new(&format!("{shell}-sessions"));
+    let mut a = Shell::start(&case, leak(shell));
+    let mut b = Shell::start(&case, leak(shell));
+    for i in 0..3 {
+        a.run(&format!("echo a{i} > a{i}.txt"));
+        b.run(&format!("echo b{i} > b{i}.txt"));
+    }
+    a.exit();
+    b.exit();
+    let history = case.query(["history", "-n", "100"]);
+    let session_of = |prefix: &str| -> Vec<(String, u64, String)> {
+        history
+            .iter()
+            .filter(|c| c["text"].as_str().unwrap().starts_with(&format!("echo {prefix}")))
+            .map(|c| (c["session"].as_str().unwrap().to_string(), c["seq"].as_u64().unwrap(), c["text"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    for prefix in ["a", "b"] {
+        let mut rows = session_of(prefix);
+        assert_eq!(rows.len(), 3, "{prefix}: {history:#?}");
+        rows.reverse(); // history is newest first
+        assert!(rows.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1), "one session, in order: {rows:?}");
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(row.2, format!("echo {prefix}{i} > {prefix}{i}.txt"));
+        }
+    }
+    assert_ne!(session_of("a")[0].0, session_of("b")[0].0, "two shells, two sessions");
+    for i in 0..3 {
+        let a = writer(&case, &format!("a{i}.txt"));
+        assert_eq!(files(&a).len(), 1, "no file of the other shell: {:?}", files(&a));
+    }
+}
+
+fn fail_open_when_helper_or_database_go_away(shell: &str) {
+    let case = Case::new(&format!("{shell}-failopen"));
+    // A private copy of the installation, so its helper can be removed.
+    let prefix = case.work.join("prefix");
+    let st = Command::new("cp").arg("-a").arg(&case.inst.prefix).arg(&prefix).status().unwrap();
+    assert!(st.success());
+    let mut sh = Shell::start_with(&case, leak(shell), "", &prefix.join("bin/prov"));
+    sh.run("echo traced > traced.txt");
+    std::fs::remove_file(prefix.join("libexec/prov/prov-helper")).unwrap();
+    let out = sh.run("echo still works > untraced.txt; cat untraced.txt; (exit 3)");
+    assert!(out.contains("still works"), "{out}");
+    let status = sh.run("echo \"status=$?\"");
+    assert!(status.contains("status=3"), "{status}");
+    let out = sh.run("echo again; ls untraced.txt");
+    assert!(out.contains("again") && out.contains("untraced.txt"), "{out}");
+    assert!(out.matches("not tracing").count() <= 1, "at most one line per cause: {out}");
+
+    // Database read-only: commands run normally.
+    let data = case.home.join(".local/share/prov");
+    Command::new("chmod").args(["-R", "a-w"]).arg(&data).status().unwrap();
+    let out = sh.run("echo ro > ro.txt; cat ro.txt");
+    assert!(out.contains("ro"), "{out}");
+    sh.exit();
+    Command::new("chmod").args(["-R", "u+w"]).arg(&data).status().unwrap();
+    assert_wrote(&case, "traced.txt", "echo traced > traced.txt");
+}
+
+/// Shell names as 'static for Shell::start (the macro passes literals).
+fn leak(shell: &str) -> &'static str {
+    match shell {
+        "bash" => "bash",
+        _ => "zsh",
+    }
+}
