@@ -16,6 +16,7 @@
  *   capture-history      the fd of a memfd receiving `history 1` (bash)
  *   capture              the fd of a memfd receiving the command text (zsh)
  *   captured             an fd reading the captured text, number stripped
+ *   captured-number      an fd reading only the history entry number
  *   begin                start observing (the text is in the capture)
  *   end/STATUS           the command finished with STATUS
  * and bash's PS0 calls strftime with the format BEGIN_FORMAT (\D{...}), which
@@ -291,8 +292,9 @@ static void take_prepared(int wait_ms)
 
 static int null_fd(void) { return real_open("/dev/null", O_RDWR | O_CLOEXEC); }
 
-/* Text of the capture memfd; for bash's `history 1` without the entry number. */
-static int read_capture(struct buf *text)
+/* Text of the capture memfd; for bash's `history 1` without the entry
+ * number (or only the number, with want_number). */
+static int read_capture_part(struct buf *text, int want_number)
 {
     if (S.capture < 0) return -1;
     struct stat st;
@@ -308,17 +310,26 @@ static int read_capture(struct buf *text)
         /* "%5d  text\n" (HISTTIMEFORMAT is emptied by the caller). */
         size_t i = 0;
         while (i < len && p[i] == ' ') i++;
+        size_t digits = i;
         while (i < len && p[i] >= '0' && p[i] <= '9') i++;
+        if (want_number) {
+            memmove(p, p + digits, i - digits);
+            text->len = i - digits;
+            return 0;
+        }
         if (i < len && p[i] == '*') i++; /* modified entry marker */
         if (i + 1 < len && p[i] == ' ' && p[i + 1] == ' ') i += 2;
         memmove(p, p + i, len - i);
         len -= i;
-        if (len && p[len - 1] == '\n') len--;
+        /* The Enter that ended the line (and a here-doc's) is not text. */
+        while (len && p[len - 1] == '\n') len--;
     }
     if (len > MAX_TEXT) len = MAX_TEXT;
     text->len = len;
     return 0;
 }
+
+static int read_capture(struct buf *text) { return read_capture_part(text, 0); }
 
 static void drop_active(void)
 {
@@ -395,12 +406,13 @@ static int new_capture(int is_history)
     return fcntl(S.capture, F_DUPFD_CLOEXEC, 0);
 }
 
-/* An fd from which the shell reads the captured text (number stripped). */
-static int captured_text(void)
+/* An fd from which the shell reads the captured text (number stripped),
+ * or only bash's history entry number. */
+static int captured_text(int want_number)
 {
     struct buf text = {0};
     int fd = (int)syscall(SYS_memfd_create, "prov-captured", MFD_CLOEXEC);
-    if (fd >= 0 && read_capture(&text) == 0) {
+    if (fd >= 0 && read_capture_part(&text, want_number) == 0) {
         ssize_t w = write(fd, text.p, text.len);
         (void)w;
         lseek(fd, 0, SEEK_SET);
@@ -414,7 +426,8 @@ static int control(const char *cmd)
     if (!strcmp(cmd, "ping")) return null_fd();
     if (!strcmp(cmd, "capture-history")) return new_capture(1);
     if (!strcmp(cmd, "capture")) return new_capture(0);
-    if (!strcmp(cmd, "captured")) return captured_text();
+    if (!strcmp(cmd, "captured")) return captured_text(0);
+    if (!strcmp(cmd, "captured-number")) return captured_text(1);
     if (!strcmp(cmd, "begin")) { begin_observation(1); return null_fd(); }
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4, 0); return null_fd(); }
     if (!strncmp(cmd, "end-text/", 9)) { end_observation(cmd + 9, 1); return null_fd(); }

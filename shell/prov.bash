@@ -8,23 +8,22 @@
 #   included) starts the observation through a strftime format the shim knows;
 # - the first PROMPT_COMMAND entry ends it with the exit status and the text.
 # The text is bash's history entry for the line. So that every line gets one
-# whatever HISTCONTROL, HISTIGNORE, HISTSIZE or `set +o history` say, those
-# are neutralised while a line is read and the user's values are back before
-# the command runs (PS0); afterwards the entry is deleted again if the user's
-# settings would have kept it out.
+# whatever HISTCONTROL, HISTIGNORE or HISTSIZE say, those are neutralised
+# while a line is read and the user's values are back before the command runs
+# (PS0); afterwards the entry is deleted again if the user's settings would
+# have kept it out. With history switched off (`set +o history`) commands are
+# still recorded, without their text: a prompt hook cannot switch it back on.
 __prov_shim=@PRELOAD@
 if [[ $- == *i* ]]; then
     if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
         if [[ -z ${__prov_hooked-} ]]; then
             __prov_hooked=1
             __prov_seq=0 __prov_done=0 __prov_empty= __prov_prev=
+            __prov_num= __prov_text= __prov_dropped=
             __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
-            __prov_hist_off=0
-            [[ -o history ]] || __prov_hist_off=1
 
             # Would the user's settings have kept line "$1" out of the history?
             __prov_user_ignores() {
-                ((__prov_hist_off)) && return 0
                 local hc=":$__prov_hc:"
                 if [[ $hc == *:ignorespace:* || $hc == *:ignoreboth:* ]] && [[ $1 == [[:space:]]* ]]; then
                     return 0
@@ -42,36 +41,44 @@ if [[ $- == *i* ]]; then
             }
 
             __prov_precmd() {
-                local status=$? text=
+                local status=$? text= num=
                 if ((__prov_seq != __prov_done)); then
                     __prov_done=$__prov_seq
                     HISTTIMEFORMAT= builtin history 1 >| /.prov-shim-ctl/capture-history
-                    : >| "/.prov-shim-ctl/end-text/$status"
                     IFS= read -r -d '' text < /.prov-shim-ctl/captured
-                    if __prov_user_ignores "$text"; then
-                        builtin history -d -1 2>/dev/null || builtin history -d $((HISTCMD - 1)) 2>/dev/null
+                    IFS= read -r num < /.prov-shim-ctl/captured-number
+                    if [[ ! -o history || ($num == "$__prov_num" && $text == "$__prov_text" && -z $__prov_dropped) ]]; then
+                        # History is switched off (set +o history, which a
+                        # prompt hook cannot undo): the line has no entry,
+                        # so its text is unknown.
+                        : >| "/.prov-shim-ctl/end/$status"
                     else
-                        __prov_prev=$text
+                        : >| "/.prov-shim-ctl/end-text/$status"
+                        __prov_num=$num __prov_text=$text __prov_dropped=
+                        if __prov_user_ignores "$text"; then
+                            builtin history -d -1 2>/dev/null || builtin history -d "$num" 2>/dev/null
+                            __prov_dropped=1
+                        else
+                            __prov_prev=$text
+                        fi
                     fi
                     # The user's values, as the command may have changed them.
                     __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-}
                     [[ ${HISTSIZE-500} != 1 || $__prov_hs != 0 ]] && __prov_hs=${HISTSIZE-500}
-                    if [[ ! -o history ]]; then
-                        __prov_hist_off=1
-                    elif [[ $text == *"-o history"* ]]; then
-                        __prov_hist_off=0
-                    fi
                     ((__prov_hs == 0)) && HISTSIZE=0
                 fi
-                # Neutralise for the next line; PS0 restores the variables.
+                # Neutralised while the next line is read; PS0 restores them.
                 HISTCONTROL= HISTIGNORE=
-                set -o history
                 ((__prov_hs == 0)) && HISTSIZE=1
                 [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
                 return $status
             }
 
-            __prov_ps0='\D{prov-shim-begin}${__prov_empty#${HISTCONTROL:=$__prov_hc}}${__prov_empty#${HISTIGNORE:=$__prov_hi}}${__prov_empty[__prov_seq+=1]}'
+            # Prompt expansion runs in the shell itself: an associative
+            # array subscript performs the := restores and expands to
+            # nothing, an indexed subscript counts the command.
+            declare -gA __prov_none=()
+            __prov_ps0='\D{prov-shim-begin}${__prov_none[x${HISTCONTROL:=$__prov_hc}]}${__prov_none[x${HISTIGNORE:=$__prov_hi}]}${__prov_empty[__prov_seq+=1]}'
             PS0=$__prov_ps0${PS0-}
             if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
                 PROMPT_COMMAND=(__prov_precmd "${PROMPT_COMMAND[@]}")
@@ -79,7 +86,6 @@ if [[ $- == *i* ]]; then
                 PROMPT_COMMAND="__prov_precmd${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
             fi
             HISTCONTROL= HISTIGNORE=
-            set -o history
             ((__prov_hs == 0)) && HISTSIZE=1
             : >| /.prov-shim-ctl/prepare
         fi

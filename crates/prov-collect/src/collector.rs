@@ -43,6 +43,10 @@ struct State {
     /// Until `Begin`, resolved events wait here (the writer needs the record).
     identity: Option<(RecordIdentity, Settings)>,
     begun: bool,
+    /// The record's start, held back while its text is unknown (bash learns
+    /// it only at the end): a command whose shell exits before telling
+    /// (typing `exit`) leaves no empty record behind.
+    held_begin: Option<WriterMsg>,
     /// Events that arrived before `Begin` told us the settings.
     early: Vec<RawEvent>,
     raw: Vec<RawEvent>,
@@ -72,6 +76,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         resolver: None,
         identity: None,
         begun: false,
+        held_begin: None,
         early: Vec::new(),
         raw: Vec::new(),
         batch: Vec::new(),
@@ -129,15 +134,18 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                     }
                     Ok(ToCollector::Begin(start)) if !st.begun => {
                         let (identity, settings) = st.identity.take().ok_or("Begin before Prepare")?;
-                        st.writer
-                            .send(WriterMsg::Begin {
-                                begin: identity.begin(start),
-                                database: settings.database,
-                                spool_dir: settings.spool_dir,
-                                busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
-                            })
-                            .map_err(|_| "writer thread died")?;
+                        let text_known = !start.text.is_empty();
+                        let begin = WriterMsg::Begin {
+                            begin: identity.begin(start),
+                            database: settings.database,
+                            spool_dir: settings.spool_dir,
+                            busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
+                        };
+                        st.held_begin = Some(begin);
                         st.begun = true;
+                        if text_known {
+                            st.start_record();
+                        }
                     }
                     Ok(ToCollector::End(end)) if st.begun && !ended => {
                         ended = true;
@@ -182,14 +190,25 @@ impl State {
         for ev in events {
             resolver.resolve(ev, &mut self.batch);
             if self.begun && self.batch.len() >= BATCH {
+                if let Some(begin) = self.held_begin.take() {
+                    let _ = self.writer.send(begin);
+                }
                 let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
                 let _ = self.writer.send(WriterMsg::Events(full));
             }
         }
     }
 
+    /// Sends the record's start to the writer, once.
+    fn start_record(&mut self) {
+        if let Some(begin) = self.held_begin.take() {
+            let _ = self.writer.send(begin);
+        }
+    }
+
     fn flush(&mut self) {
         if self.begun && !self.batch.is_empty() {
+            self.start_record();
             let _ = self.writer.send(WriterMsg::Events(std::mem::take(&mut self.batch)));
         }
     }
@@ -204,6 +223,11 @@ impl State {
     /// Reads everything queued so far, stores it and waits until it is stored.
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
         while self.read_events(group)? {}
+        if end.is_none() && self.held_begin.is_some() {
+            // Never told what the command was, and nothing stored yet.
+            return Ok(StoreReport::default());
+        }
+        self.start_record();
         self.flush();
         let completeness = self.completeness();
         let (reply_tx, reply_rx) = mpsc::channel();
