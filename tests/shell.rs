@@ -132,6 +132,7 @@ in_both_shells!(
     history_settings_and_other_hooks_do_not_matter,
     sessions_order_and_concurrent_shells,
     fail_open_when_helper_or_database_go_away,
+    rc_twice_exec_and_disown,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -372,6 +373,32 @@ fn fail_open_when_helper_or_database_go_away(shell: &str) {
     sh.exit();
     Command::new("chmod").args(["-R", "u+w"]).arg(&data).status().unwrap();
     assert_wrote(&case, "traced.txt", "echo traced > traced.txt");
+}
+
+fn rc_twice_exec_and_disown(shell: &str) {
+    let case = Case::new(&format!("{shell}-rctwice"));
+    // The integration sourced twice (rc read twice), and in bash a
+    // PROMPT_COMMAND array set up before it.
+    let before = if shell == "bash" { "PROMPT_COMMAND=('echo arr >> ~/arr.log')\n" } else { "" };
+    let prov = case.inst.prov();
+    let mut sh = Shell::start_with(&case, leak(shell), &format!("{before}eval \"$({} init {shell})\"", prov.display()), &prov);
+    sh.run("echo once > once.txt");
+    sh.run("sleep 1 && echo gone > disowned.txt & disown");
+    // exec replaces the shell; the new one sets itself up again from its rc.
+    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.wait_prompt();
+    sh.run("echo after-exec > exec.txt");
+    std::thread::sleep(Duration::from_millis(1500));
+    sh.exit();
+    let once = case.query(["history", "-n", "100"]);
+    assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}");
+    assert_wrote(&case, "once.txt", "echo once > once.txt");
+    assert_wrote(&case, "disowned.txt", "sleep 1 && echo gone > disowned.txt & disown");
+    assert_wrote(&case, "exec.txt", "echo after-exec > exec.txt");
+    if shell == "bash" {
+        let arr = std::fs::read_to_string(case.home.join("arr.log")).unwrap_or_default();
+        assert!(arr.lines().count() >= 2, "the user's PROMPT_COMMAND array still runs: {arr:?}");
+    }
 }
 
 /// Shell names as 'static for Shell::start (the macro passes literals).
