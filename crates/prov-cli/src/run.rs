@@ -33,11 +33,12 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
             return run_untraced(&program, &command);
         }
     };
+    let start_ns = now_ns();
     let start = CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
-        start_ns: now_ns(),
+        start_ns,
     };
     if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin(start), &[]) {
         eprintln!("prov: not tracing: collector unreachable: {e}");
@@ -55,8 +56,12 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     spawn::ignore_terminal_signals();
     let status = wait(child);
     let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status), text: None };
+    let command_ns = end.end_ns - start_ns;
     match finish(&obs, end) {
-        Ok(report) => report_problems(&report),
+        Ok(report) => {
+            report_problems(&report);
+            bench_report(command_ns, now_ns() - start_ns, &report);
+        }
         Err(e) => eprintln!("prov: record may be incomplete: {e}"),
     }
     ExitCode::from(shell_status(status) as u8)
@@ -125,6 +130,24 @@ fn report_problems(report: &StoreReport) {
         eprintln!("prov: record lost: {lost}");
     } else if let Some(why) = &report.spooled {
         eprintln!("prov: database unavailable ({why}); the record is kept in the spool until it can be written");
+    }
+}
+
+/// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
+/// command's own time, the total time including storing, and the
+/// collector's CPU time and event count.
+fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
+    let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
+    let line = serde_json::json!({
+        "command_ns": command_ns,
+        "total_ns": total_ns,
+        "collector_cpu_ns": report.collector_cpu_ns,
+        "events": report.events,
+        "incomplete": report.completeness.reasons().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "spooled": report.spooled,
+    });
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{line}");
     }
 }
 

@@ -238,8 +238,17 @@ impl State {
         }
         self.writer.send(WriterMsg::Sync(reply_tx)).map_err(died)?;
         let SyncReport { events, spooled, lost } = reply_rx.recv().map_err(|_| "writer thread died".to_string())?;
-        Ok(StoreReport { events, completeness, spooled, lost })
+        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns: own_cpu_ns() })
     }
+}
+
+/// CPU time of this process, all threads.
+fn own_cpu_ns() -> u64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| {
+        let ns = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+        ns(u.user_time()) + ns(u.system_time())
+    })
 }
 
 /// How many event descriptors one read() may bring: the kernel opens one per
