@@ -17,7 +17,7 @@
 //! # `include` and `exclude` is an include (ties go to exclude). System
 //! # directories are excluded: every program reads its libraries, locale and
 //! # /etc files, which would multiply the database size for no provenance value.
-//! include = ["/"]
+//! include = ["/", "/dev/shm"]
 //! exclude = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
 //!            "/etc", "/proc", "/sys", "/dev", "/run", "/var/cache", "/var/lib",
 //!            "~/.cache"]
@@ -26,7 +26,7 @@
 //! max_events = 200000
 //!
 //! [write]
-//! include = ["/"]
+//! include = ["/", "/dev/shm"]
 //! exclude = ["/proc", "/sys", "/dev"]
 //! max_events = 200000
 //! ```
@@ -88,8 +88,10 @@ pub struct EventFilter {
     pub max_events: u64,
 }
 
+/// Everything, and /dev/shm although /dev is excluded: a tmpfs that jobs
+/// use for scratch data.
 fn root_only() -> Vec<ConfigPath> {
-    vec![ConfigPath("/".into())]
+    paths(&["/", "/dev/shm"])
 }
 
 fn default_max_events() -> u64 {
