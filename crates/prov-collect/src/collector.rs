@@ -167,6 +167,9 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     drop(st);
     let _ = writer_thread.join();
     drop(h.holder_pipe);
+    // The holder is our child and exits on the pipe's hang-up: reap it, so
+    // no zombie is left where init does not reap (containers).
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(h.holder_pid), None);
     drop(h.namespace);
     Ok(())
 }

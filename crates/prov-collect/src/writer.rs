@@ -10,6 +10,9 @@ use prov_model::{CommandBegin, CommandEnd, Completeness, FileEvent};
 use prov_store::spool::{SpoolEntry, SpoolWriter};
 use prov_store::Store;
 
+/// Events per SQLite transaction at most, when batches queue up.
+const MAX_TRANSACTION: usize = 65_536;
+
 pub enum WriterMsg {
     Begin { begin: CommandBegin, database: PathBuf, spool_dir: PathBuf, busy_timeout: Duration },
     Events(Vec<FileEvent>),
@@ -41,7 +44,15 @@ struct Writer {
 
 pub fn run(rx: Receiver<WriterMsg>) {
     let mut w = Writer { sink: Sink::None, begin: None, spool_dir: PathBuf::new(), report: SyncReport::default() };
-    for msg in rx {
+    let mut pending: Option<WriterMsg> = None;
+    loop {
+        let msg = match pending.take() {
+            Some(msg) => msg,
+            None => match rx.recv() {
+                Ok(msg) => msg,
+                Err(_) => break,
+            },
+        };
         match msg {
             WriterMsg::Begin { begin, database, spool_dir, busy_timeout } => {
                 w.spool_dir = spool_dir;
@@ -58,7 +69,19 @@ pub fn run(rx: Receiver<WriterMsg>) {
                     Err(e) => w.to_spool(e.to_string()),
                 }
             }
-            WriterMsg::Events(events) => {
+            WriterMsg::Events(mut events) => {
+                // Batches that queued up while we were writing go into the
+                // same transaction: fewer, larger commits under load.
+                while events.len() < MAX_TRANSACTION {
+                    match rx.try_recv() {
+                        Ok(WriterMsg::Events(more)) => events.extend(more),
+                        Ok(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
                 let n = events.len() as u64;
                 w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
                 w.report.events += n;

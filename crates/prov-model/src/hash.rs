@@ -40,8 +40,12 @@ impl HashParams {
 /// the stored size then tells that the hash is of a moving target.
 pub fn partial_hash(file: &impl FileExt, size: u64, params: HashParams) -> io::Result<u64> {
     let mut hasher = Xxh3::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    if size <= params.whole_file_limit() {
+    // Only as large as one read needs (most files hashed are small): this
+    // runs once per file event.
+    let whole = size <= params.whole_file_limit();
+    let read_len = if whole { size } else { u64::from(params.chunk_size) };
+    let mut buf = vec![0u8; read_len.min(64 * 1024) as usize];
+    if whole {
         hash_range(file, 0, size, &mut buf, &mut hasher)?;
     } else {
         let stride = size / u64::from(params.chunks);

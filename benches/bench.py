@@ -1,0 +1,1126 @@
+#!/usr/bin/python3
+"""prov overhead benchmarks. Run as root through benches/run (see README.md).
+
+Every workload runs the same command line, as the same unprivileged user, in
+the same cwd with the same environment, in three modes: untraced, under
+`prov run --`, and under strace (the peer tracer). Modes and filesystems are
+interleaved run by run, so slow drift of the machine (disk writeback, page
+cache, thermal) hits every mode alike. Python 3 stdlib only.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import pty
+import pwd
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHES = os.path.join(REPO, "benches")
+BASE = "/var/tmp/prov-bench"
+CACHE = os.path.join(BASE, "cache")
+USER = "provbench"
+KERNEL_XZ = "/usr/src/linux-source-6.1.tar.xz"
+APT_PACKAGES = ["linux-source-6.1", "postmark", "strace", "git", "zsh", "build-essential", "xz-utils", "dpkg-dev"]
+COMPILE_PKG = "zlib"
+STRACE = ["strace", "-f", "-e", "trace=%file,%process", "-o", "/dev/null"]
+PROMPT = b"PB_PROMPT> "
+# Directories removed from the tree for the "small" git commit: big enough
+# that a checkout between the commits rewrites tens of thousands of files.
+GIT_SMALL_DROP = ["drivers/gpu", "drivers/net", "sound", "Documentation", "arch/arm", "arch/arm64", "fs"]
+
+GOALS = {
+    "command_ratio": 1.03,       # traced command's own time vs untraced, every workload
+    "total_ratio_disk": 1.03,    # prov run wall incl. storing, disk workloads
+    "total_ratio_tmpfs": 1.3,    # same, tmpfs kernel copy and tar extract
+    "store_eps": 300_000,        # file events stored per second
+    "prompt_builtin_ms": 1.0,    # added median prompt latency
+    "prompt_external_ms": 2.0,
+    "bytes_per_event": 80,
+    "query_kernel_ms": 20,
+    "query_1m_ms": 50,
+}
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sh(cmd, **kw):
+    """Runs a setup command as root; setup failures are fatal."""
+    kw.setdefault("check", True)
+    return subprocess.run(cmd, shell=isinstance(cmd, str), **kw)
+
+
+# --------------------------------------------------------------- setup ----
+
+def ensure_packages(quick):
+    missing = [p for p in APT_PACKAGES if not dpkg_installed(p)]
+    if quick:
+        # The smoke run needs no kernel source and must work offline.
+        missing = [p for p in missing if p not in ("linux-source-6.1",)]
+    if not missing:
+        return
+    log(f"apt-get install {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    sh(["apt-get", "update", "-qq"], env=env)
+    sh(["apt-get", "install", "-y", "-qq", *missing], env=env, stdout=subprocess.DEVNULL)
+
+
+def dpkg_installed(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True)
+    return r.returncode == 0 and "install ok installed" in r.stdout
+
+
+def install_prov(prefix):
+    log(f"packaging/install.sh --prefix {prefix}")
+    sh([os.path.join(REPO, "packaging", "install.sh"), "--prefix", prefix], stdout=subprocess.DEVNULL)
+
+
+def ensure_user():
+    try:
+        pw = pwd.getpwnam(USER)
+    except KeyError:
+        log(f"useradd {USER}")
+        sh(["useradd", "--create-home", "--shell", "/bin/bash", USER])
+        pw = pwd.getpwnam(USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+def chown_tree(path, uid, gid):
+    sh(["chown", "-R", f"{uid}:{gid}", path])
+
+
+def mount_tmpfs(path):
+    os.makedirs(path, exist_ok=True)
+    if not os.path.ismount(path):
+        sh(["mount", "-t", "tmpfs", "-o", "size=16g,mode=0755", "prov-bench", path])
+
+
+def umount_tmpfs(path):
+    if os.path.ismount(path):
+        subprocess.run(["umount", path])
+
+
+# ------------------------------------------------------------- inputs -----
+
+def done_marker(path):
+    return path + ".done"
+
+
+def prepare_kernel_tree():
+    """Unpacks Debian's kernel source once; returns the tree's path."""
+    tree = os.path.join(CACHE, "linux-source-6.1")
+    if os.path.exists(done_marker(tree)):
+        return tree
+    log(f"unpacking {KERNEL_XZ} into {CACHE} (once)")
+    tmp = os.path.join(CACHE, "linux.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    os.makedirs(tmp)
+    sh(["tar", "-xJf", KERNEL_XZ, "-C", tmp])
+    os.rename(os.path.join(tmp, "linux-source-6.1"), tree)
+    os.rmdir(tmp)
+    open(done_marker(tree), "w").close()
+    return tree
+
+
+def prepare_quick_tree():
+    """A few hundred small files in nested directories: the smoke input."""
+    tree = os.path.join(CACHE, "quick-tree")
+    if os.path.exists(done_marker(tree)):
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    for d in range(12):
+        for sub in ("", "/sub", "/sub/deeper"):
+            os.makedirs(f"{tree}/dir{d}{sub}", exist_ok=True)
+            for f in range(10):
+                with open(f"{tree}/dir{d}{sub}/file{f}.c", "w") as fh:
+                    fh.write(f"/* {d}{sub}/{f} */\n" * (1 + f * d))
+    os.makedirs(f"{tree}/big", exist_ok=True)
+    open(done_marker(tree), "w").close()
+    return tree
+
+
+def prepare_tarball(tree):
+    tar = tree + ".tar"
+    if not os.path.exists(tar):
+        log(f"creating {tar} (once)")
+        sh(["tar", "-cf", tar + ".tmp", "-C", os.path.dirname(tree), os.path.basename(tree)])
+        os.rename(tar + ".tmp", tar)
+    return tar
+
+
+def prepare_git_repo(tree, drop):
+    """A repository with two commits: the whole tree (branch full) and the
+    tree without a few large directories (branch small)."""
+    repo = tree + ".git-work"
+    if os.path.exists(done_marker(repo)):
+        return repo
+    log(f"creating git history from {tree} (once)")
+    shutil.rmtree(repo, ignore_errors=True)
+    sh(["cp", "-a", tree, repo])
+    git = ["git", "-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    sh(git + ["init", "-q", "-b", "full"])
+    sh(git + ["add", "-A"])
+    sh(git + ["commit", "-q", "-m", "full tree"])
+    sh(git + ["checkout", "-q", "-b", "small"])
+    present = [d for d in drop if os.path.exists(os.path.join(repo, d))]
+    sh(git + ["rm", "-r", "-q", *present])
+    sh(git + ["commit", "-q", "-m", "without " + " ".join(present)])
+    sh(git + ["checkout", "-q", "full"])
+    open(done_marker(repo), "w").close()
+    return repo
+
+
+def prepare_compile_source(quick):
+    """`apt-get source` of a small C project, once. None if unavailable."""
+    srcdir = os.path.join(CACHE, "src")
+    found = find_unpacked_source(srcdir)
+    if found or quick:
+        return found
+    add_deb_src()
+    os.makedirs(srcdir, exist_ok=True)
+    log(f"apt-get source {COMPILE_PKG} (once)")
+    sh(["apt-get", "update", "-qq"])
+    sh(["apt-get", "source", "-qq", COMPILE_PKG], cwd=srcdir, stdout=subprocess.DEVNULL)
+    return find_unpacked_source(srcdir)
+
+
+def find_unpacked_source(srcdir):
+    if not os.path.isdir(srcdir):
+        return None
+    dirs = [d for d in sorted(os.listdir(srcdir))
+            if d.startswith(COMPILE_PKG + "-") and os.path.isdir(os.path.join(srcdir, d))]
+    return os.path.join(srcdir, dirs[0]) if dirs else None
+
+
+def add_deb_src():
+    """Debian 12 ships deb822 sources without deb-src; add our own file."""
+    path = "/etc/apt/sources.list.d/prov-bench-src.sources"
+    if os.path.exists(path):
+        return
+    with open(path, "w") as f:
+        f.write("# Added by prov benches/: source packages for the compile workload.\n"
+                "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+                "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+
+
+def count_regular_files(tree):
+    n = 0
+    for root, _dirs, files in os.walk(tree):
+        for f in files:
+            if os.path.isfile(os.path.join(root, f)) and not os.path.islink(os.path.join(root, f)):
+                n += 1
+    return n
+
+
+def gen_db_cached(events):
+    """A database of `events` synthetic file events made by gen_db through
+    the store's API; cached by the generator's and the schema's source."""
+    key = hashlib.sha256()
+    for rel in ("crates/prov-store/examples/gen_db.rs", "crates/prov-store/src/schema.rs",
+                "crates/prov-store/src/write.rs"):
+        with open(os.path.join(REPO, rel), "rb") as f:
+            key.update(f.read())
+    db = os.path.join(CACHE, f"gen-{events}-{key.hexdigest()[:12]}.db")
+    meta = db + ".json"
+    if not os.path.exists(meta):
+        log(f"generating a database of {events} events with gen_db (cached)")
+        for p in (db, db + "-wal", db + "-shm"):
+            if os.path.exists(p):
+                os.unlink(p)
+        env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(BASE, "target"))
+        out = sh(["cargo", "run", "--release", "--quiet", "-p", "prov-store", "--example", "gen_db",
+                  "--", db, str(events)], cwd=REPO, env=env, capture_output=True, text=True).stdout
+        checkpoint_as_root(db)
+        with open(meta, "w") as f:
+            f.write(out.strip().splitlines()[-1])
+    with open(meta) as f:
+        return db, json.load(f)
+
+
+def checkpoint_as_root(db):
+    import sqlite3
+    c = sqlite3.connect(db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    c.close()
+
+
+# ------------------------------------------------------------- running ----
+
+class Ctx:
+    """What every run needs: who runs it, with which prov, where."""
+
+    def __init__(self, args, uid, gid):
+        self.args = args
+        self.uid, self.gid = uid, gid
+        self.prefix = args.prefix
+        self.prov = os.path.join(self.prefix, "bin", "prov")
+        self.homes = os.path.join(BASE, "homes")
+        self.home_seq = 0
+        self.fsdirs = {}
+        if not args.no_tmpfs:
+            self.fsdirs["tmpfs"] = os.path.join(BASE, "tmpfs")
+        if not args.no_disk:
+            self.fsdirs["disk"] = os.path.join(BASE, "disk")
+
+    def fresh_home(self, label):
+        """A new HOME, so each measured database holds one workload only."""
+        self.home_seq += 1
+        home = os.path.join(self.homes, f"{self.home_seq:04d}-{label}")
+        shutil.rmtree(home, ignore_errors=True)
+        os.makedirs(home)
+        os.chown(home, self.uid, self.gid)
+        return home
+
+    def env(self, home):
+        return {"HOME": home, "USER": USER, "LOGNAME": USER, "LANG": "C.UTF-8", "TERM": "dumb",
+                "PATH": f"{self.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+                "PROV_BENCH_REPORT": self.report(home)}
+
+    def report(self, home):
+        """In the run's own HOME: the user must be able to write it."""
+        return os.path.join(home, "bench-report.jsonl")
+
+    def as_user(self, home, argv):
+        """setpriv + env -i: the only difference between modes comes after."""
+        env = [f"{k}={v}" for k, v in self.env(home).items()]
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--",
+                "env", "-i", *env, *argv]
+
+    def mode_prefix(self, mode):
+        return {"untraced": [], "prov": [self.prov, "run", "--"], "strace": STRACE}[mode]
+
+    def db_path(self, home):
+        return os.path.join(home, ".local", "share", "prov", "prov.db")
+
+
+def timed_run(ctx, mode, cmd, cwd, home):
+    """Runs `sh -c cmd` once in `mode`; returns the sample dict."""
+    if os.path.exists(ctx.report(home)):
+        os.unlink(ctx.report(home))
+    argv = ctx.as_user(home, ctx.mode_prefix(mode) + ["sh", "-c", cmd])
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    s = {"mode": mode, "wall_s": wall, "tree_cpu_s": ru.ru_utime + ru.ru_stime, "exit": p.returncode}
+    if err.strip():
+        s["stderr"] = err.strip()[-400:]
+    if mode == "prov":
+        s.update(read_report(ctx.report(home)))
+    return s
+
+
+def read_report(path):
+    try:
+        with open(path) as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+    except FileNotFoundError:
+        return {"invalid": "no PROV_BENCH_REPORT line (tracing did not start?)"}
+    if len(lines) != 1:
+        return {"invalid": f"{len(lines)} report lines, expected 1"}
+    r = lines[0]
+    out = {"command_s": r["command_ns"] / 1e9, "total_s": r["total_ns"] / 1e9,
+           "collector_cpu_s": r["collector_cpu_ns"] / 1e9, "events": r["events"],
+           "incomplete": r.get("incomplete") or {}, "spooled": r.get("spooled")}
+    why = []
+    if out["incomplete"]:
+        why.append("incomplete " + ",".join(f"{k}={v}" for k, v in out["incomplete"].items()))
+    if out["spooled"]:
+        why.append(f"spooled: {out['spooled']}")
+    if why:
+        out["invalid"] = "; ".join(why)
+    return out
+
+
+def db_stats(ctx, home):
+    """Write/read event counts and bytes per event, read as the user (root
+    would leave root-owned -wal/-shm files in the user's directory)."""
+    code = ("import sqlite3,os,json,sys\n"
+            "db=sys.argv[1]\n"
+            "if not os.path.exists(db): print('{}'); sys.exit()\n"
+            "c=sqlite3.connect(db)\n"
+            "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
+            "w,r=c.execute('select sum(access=1),sum(access=0) from file_events').fetchone()\n"
+            "c.close()\n"
+            "size=sum(os.path.getsize(p) for p in (db,db+'-wal') if os.path.exists(p))\n"
+            "print(json.dumps({'writes':w or 0,'reads':r or 0,'db_bytes':size}))\n")
+    out = subprocess.run(ctx.as_user(home, ["python3", "-c", code, ctx.db_path(home)]),
+                         capture_output=True, text=True, cwd="/")
+    try:
+        st = json.loads(out.stdout)
+    except ValueError:
+        return {"db_error": out.stderr.strip()[-300:]}
+    events = st.get("writes", 0) + st.get("reads", 0)
+    if events:
+        st["bytes_per_event"] = st["db_bytes"] / events
+    return st
+
+
+# ----------------------------------------------------------- workloads ----
+
+class Workload:
+    """One benchmark: prepared once per filesystem, reset before each run
+    (untimed), then `command` runs in `cwd`."""
+    name = ""
+    file_heavy = True           # runs on tmpfs and disk; else once, fs "-"
+    modes = ("untraced", "prov", "strace")
+    what = ""
+
+    def __init__(self, ctx, quick):
+        self.ctx, self.quick = ctx, quick
+
+    def prepare(self, fsdir):
+        """Returns per-filesystem state."""
+        return {"cwd": fsdir}
+
+    def reset(self, st):
+        pass
+
+    def command(self, st):
+        raise NotImplementedError
+
+    def expected_writes(self, st):
+        return None
+
+    def user_dir(self, path):
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        os.chown(path, self.ctx.uid, self.ctx.gid)
+        return path
+
+    def source_tree(self):
+        return prepare_quick_tree() if self.quick else prepare_kernel_tree()
+
+    def tree_on(self, fsdir):
+        """The input tree on the workload's own filesystem (on tmpfs a copy,
+        so a tmpfs run touches no disk at all)."""
+        src = self.source_tree()
+        if not fsdir.startswith(os.path.join(BASE, "tmpfs")):
+            return src
+        dst = os.path.join(fsdir, "input", os.path.basename(src))
+        if not os.path.exists(done_marker(dst)):
+            shutil.rmtree(dst, ignore_errors=True)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            sh(["cp", "-a", src, dst])
+            open(done_marker(dst), "w").close()
+        return dst
+
+
+class KernelCopy(Workload):
+    name = "kernel_copy"
+    what = "cp -r of the linux-source-6.1 tree"
+
+    def prepare(self, fsdir):
+        src = self.tree_on(fsdir)
+        return {"cwd": self.user_dir(os.path.join(fsdir, "copy")), "src": src,
+                "files": count_regular_files(src)}
+
+    def reset(self, st):
+        shutil.rmtree(os.path.join(st["cwd"], "dst"), ignore_errors=True)
+
+    def command(self, st):
+        return f"cp -r {st['src']} dst"
+
+    def expected_writes(self, st):
+        return st["files"]
+
+
+class TarExtract(Workload):
+    name = "tar_extract"
+    what = "tar -xf of the same tree (uncompressed tarball)"
+
+    def prepare(self, fsdir):
+        tree = self.source_tree()
+        tar = prepare_tarball(tree)
+        if fsdir.startswith(os.path.join(BASE, "tmpfs")):
+            local = os.path.join(fsdir, "input", os.path.basename(tar))
+            if not os.path.exists(local):
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                shutil.copyfile(tar, local)
+            tar = local
+        return {"cwd": self.user_dir(os.path.join(fsdir, "untar")), "tar": tar,
+                "files": count_regular_files(tree)}
+
+    def reset(self, st):
+        self.user_dir(st["cwd"])
+
+    def command(self, st):
+        return f"tar -xf {st['tar']}"
+
+    def expected_writes(self, st):
+        return st["files"]
+
+
+class GitCheckout(Workload):
+    name = "git_checkout"
+    what = "4 checkouts in a row between two commits (with/without large dirs)"
+
+    def prepare(self, fsdir):
+        drop = ["dir1", "dir2", "dir3"] if self.quick else GIT_SMALL_DROP
+        repo = prepare_git_repo(self.source_tree(), drop)
+        work = os.path.join(fsdir, "git")
+        shutil.rmtree(work, ignore_errors=True)
+        sh(["cp", "-a", repo, work])
+        chown_tree(work, self.ctx.uid, self.ctx.gid)
+        return {"cwd": work}
+
+    def reset(self, st):
+        # Every run starts and ends on `full`; a failed run must not shift the next.
+        subprocess.run(self.ctx.as_user("/tmp", ["git", "checkout", "-q", "-f", "full"]),
+                       cwd=st["cwd"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def command(self, st):
+        return "git checkout -q small && git checkout -q full && git checkout -q small && git checkout -q full"
+
+
+class Compile(Workload):
+    name = "compile"
+    what = f"make clean; make -j2 of Debian's {COMPILE_PKG} source (configured once)"
+
+    def prepare(self, fsdir):
+        src = prepare_compile_source(self.quick)
+        if src is None:
+            return None
+        work = os.path.join(fsdir, "compile")
+        shutil.rmtree(work, ignore_errors=True)
+        sh(["cp", "-a", src, work])
+        chown_tree(work, self.ctx.uid, self.ctx.gid)
+        home = self.ctx.fresh_home("configure")
+        sh(self.ctx.as_user(home, ["sh", "-c", "./configure >/dev/null"]), cwd=work)
+        return {"cwd": work}
+
+    def command(self, st):
+        return "make clean >/dev/null; make -j2 >/dev/null"
+
+
+class ExecLoop(Workload):
+    name = "exec_loop"
+    file_heavy = False
+
+    @property
+    def n(self):
+        return 100 if self.quick else 2000
+
+    @property
+    def what(self):
+        return f"one sh running /bin/true {self.n} times"
+
+    def command(self, st):
+        return f"i=0; while [ $i -lt {self.n} ]; do /bin/true; i=$((i+1)); done"
+
+
+class BuiltinLoop(Workload):
+    name = "builtin_loop"
+    file_heavy = False
+
+    @property
+    def n(self):
+        return 2000 if self.quick else 200000
+
+    @property
+    def what(self):
+        return f"one sh running the builtin true {self.n} times"
+
+    def command(self, st):
+        return f"i=0; while [ $i -lt {self.n} ]; do true; i=$((i+1)); done"
+
+
+class Postmark(Workload):
+    name = "postmark"
+
+    @property
+    def what(self):
+        n, t = self.sizes()
+        return f"postmark: {n} files, {t} transactions, 10 subdirs, seed 42"
+
+    def sizes(self):
+        return (200, 500) if self.quick else (5000, 20000)
+
+    def prepare(self, fsdir):
+        cwd = self.user_dir(os.path.join(fsdir, "postmark"))
+        n, t = self.sizes()
+        cfg = os.path.join(cwd, "postmark.cfg")
+        with open(cfg, "w") as f:
+            f.write(f"set location {cwd}/pm\nset number {n}\nset transactions {t}\n"
+                    "set subdirectories 10\nset size 500 10000\nset seed 42\nrun\nquit\n")
+        return {"cwd": cwd, "cfg": cfg}
+
+    def reset(self, st):
+        self.user_dir(os.path.join(st["cwd"], "pm"))
+
+    def command(self, st):
+        return f"postmark {st['cfg']}"
+
+
+class CreateFiles(Workload):
+    """Collector throughput: many empty files created as fast as a C tool can."""
+    modes = ("untraced", "prov")
+
+    def __init__(self, ctx, quick, n):
+        super().__init__(ctx, quick)
+        self.n = 2000 if quick else n
+        self.name = f"create_{n // 1000}k"
+        self.what = f"xargs touch of {self.n} new empty files (collector throughput)"
+
+    def prepare(self, fsdir):
+        return {"cwd": self.user_dir(os.path.join(fsdir, self.name))}
+
+    def reset(self, st):
+        self.user_dir(os.path.join(st["cwd"], "d"))
+
+    def command(self, st):
+        return f"cd d && seq -f f%.0f 1 {self.n} | xargs touch"
+
+    def expected_writes(self, st):
+        return self.n
+
+
+# --------------------------------------------------------- measuring ------
+
+def run_workload(ctx, wl, results):
+    fss = ctx.fsdirs if wl.file_heavy else {"-": ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"]}
+    if wl.name.startswith("create_") and "tmpfs" in ctx.fsdirs:
+        fss = {"tmpfs": ctx.fsdirs["tmpfs"]}
+    states = {}
+    for fs, d in fss.items():
+        log(f"{wl.name}: preparing on {fs}")
+        os.makedirs(d, exist_ok=True)
+        st = wl.prepare(d)
+        if st is None:
+            log(f"{wl.name}: skipped (input not available; run without --quick once)")
+            return
+        states[fs] = st
+    samples = {(fs, m): [] for fs in states for m in wl.modes}
+    total = ctx.args.warmup + ctx.args.runs
+    for i in range(total):
+        modes = rotate(wl.modes, i)
+        for fs, st in states.items():
+            for mode in modes:
+                s = one_sample(ctx, wl, st, fs, mode, warm=i < ctx.args.warmup)
+                if i >= ctx.args.warmup:
+                    samples[(fs, mode)].append(s)
+    for fs in states:
+        results["workloads"].append(summarize(wl, fs, {m: samples[(fs, m)] for m in wl.modes}))
+
+
+def rotate(modes, i):
+    """A different mode goes first in each round."""
+    k = i % len(modes)
+    return list(modes[k:]) + list(modes[:k])
+
+
+def one_sample(ctx, wl, st, fs, mode, warm):
+    wl.reset(st)
+    # Writeback of the previous run's files must not land in this one.
+    os.sync()
+    home = ctx.fresh_home(f"{wl.name}-{fs}-{mode}")
+    s = timed_run(ctx, mode, wl.command(st), st["cwd"], home)
+    if s["exit"] != 0:
+        s["invalid"] = (s.get("invalid", "") + f" exit status {s['exit']}").strip()
+    if mode == "prov" and not warm:
+        s.update(db_stats(ctx, home))
+        check_writes(wl, st, s)
+    tag = "warm-up " if warm else ""
+    extra = f" events={s.get('events')} total={s.get('total_s', 0):.3f}s" if mode == "prov" else ""
+    log(f"{wl.name} {fs} {mode} {tag}{s['wall_s']:.3f}s{extra}"
+        + (f" INVALID: {s['invalid']}" if s.get("invalid") else ""))
+    keep = isinstance(wl, KernelCopy) and mode == "prov" and not warm and fs == "tmpfs"
+    if keep:
+        old = getattr(ctx, "kept_kernel_home", None)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+        ctx.kept_kernel_home = home
+        ctx.kernel_src = st["src"]
+    elif not ctx.args.keep_homes:
+        shutil.rmtree(home, ignore_errors=True)
+    return s
+
+
+def check_writes(wl, st, s):
+    """A copy of N regular files must be N write events, or say why not."""
+    want = wl.expected_writes(st)
+    if want is None or "writes" not in s:
+        return
+    s["expected_writes"] = want
+    if s["writes"] != want and not s.get("invalid"):
+        s["invalid"] = f"{s['writes']} write events for {want} files, and no counter says why"
+    elif s["writes"] != want:
+        s["invalid"] += f" ({s['writes']} write events for {want} files)"
+
+
+def spread(values):
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values), "n": len(values)}
+
+
+def summarize(wl, fs, by_mode):
+    base = spread([s["wall_s"] for s in by_mode["untraced"]])
+    row = {"workload": wl.name, "fs": fs, "what": wl.what, "modes": {}}
+    for mode, ss in by_mode.items():
+        m = {"wall": spread([s["wall_s"] for s in ss]),
+             "tree_cpu": spread([s["tree_cpu_s"] for s in ss]),
+             "samples": ss}
+        if base and m["wall"]:
+            m["wall_ratio"] = m["wall"]["median"] / base["median"]
+        if mode == "prov":
+            add_prov_stats(m, ss, base)
+        row["modes"][mode] = m
+    return row
+
+
+def add_prov_stats(m, ss, base):
+    ok = [s for s in ss if "command_s" in s]
+    m["command"] = spread([s["command_s"] for s in ok])
+    m["total"] = spread([s["total_s"] for s in ok])
+    m["collector_cpu"] = spread([s["collector_cpu_s"] for s in ok])
+    m["events"] = spread([s["events"] for s in ok])
+    if ok and base:
+        m["command_ratio"] = m["command"]["median"] / base["median"]
+        m["total_ratio"] = m["total"]["median"] / base["median"]
+        m["store_eps_total"] = statistics.median(s["events"] / s["total_s"] for s in ok)
+        m["store_eps_cpu"] = statistics.median(s["events"] / max(s["collector_cpu_s"], 1e-9) for s in ok)
+        m["tail"] = spread([s["total_s"] - s["command_s"] for s in ok])
+    bpe = [s["bytes_per_event"] for s in ok if "bytes_per_event" in s]
+    if bpe:
+        m["bytes_per_event"] = statistics.median(bpe)
+    m["invalid"] = sorted({s["invalid"] for s in ss if s.get("invalid")})
+
+
+# ---------------------------------------------------------- prompts -------
+
+class PtyShell:
+    """An interactive shell on a pty, driven line by line."""
+
+    def __init__(self, argv, cwd):
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                os.chdir(cwd)
+                os.execvp(argv[0], argv)
+            finally:
+                os._exit(127)
+        self.pid, self.fd, self.buf = pid, fd, b""
+
+    def wait_prompt(self, timeout=30.0):
+        deadline = time.perf_counter() + timeout
+        while True:
+            i = self.buf.find(PROMPT)
+            if i >= 0:
+                self.buf = self.buf[i + len(PROMPT):]
+                return
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError(f"no prompt; output so far: {self.buf[-300:]!r}")
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    raise EOFError(f"shell exited; output: {self.buf[-300:]!r}")
+                self.buf += data
+
+    def line(self, text):
+        """Prompt-to-prompt time of one command line, in seconds."""
+        self.buf = b""
+        t0 = time.perf_counter()
+        os.write(self.fd, text.encode() + b"\n")
+        self.wait_prompt()
+        return time.perf_counter() - t0
+
+    def close(self):
+        try:
+            os.write(self.fd, b"exit\n")
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(self.pid, 9)
+                os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+        os.close(self.fd)
+
+
+def start_shell(ctx, shell, traced, cwd):
+    home = ctx.fresh_home(f"prompt-{shell}-{'prov' if traced else 'plain'}")
+    rc = os.path.join(home, ".bashrc" if shell == "bash" else ".zshrc")
+    with open(rc, "w") as f:
+        if shell == "bash":
+            f.write(f"PS1='{PROMPT.decode()}'\n")
+        else:
+            f.write(f"PROMPT='{PROMPT.decode()}'\nunsetopt PROMPT_SP\n")
+        if traced:
+            f.write(f'eval "$({ctx.prov} init {shell})"\n')
+    os.chown(rc, ctx.uid, ctx.gid)
+    sh_ = PtyShell(ctx.as_user(home, [f"/bin/{shell}", "-i"]), cwd)
+    sh_.wait_prompt()
+    return sh_, home
+
+
+PROMPT_COMMANDS = {"builtin": "true", "external": "/bin/true", "redirect": "echo x > f"}
+
+
+def run_prompts(ctx, results):
+    n = 20 if ctx.args.quick else ctx.args.prompt_commands
+    cwd = os.path.join(ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"], "prompt")
+    os.makedirs(cwd, exist_ok=True)
+    os.chown(cwd, ctx.uid, ctx.gid)
+    for shell in ("bash", "zsh"):
+        log(f"prompt latency: {shell}, {n} lines per command kind and mode")
+        shells = {}
+        try:
+            for mode in ("plain", "prov"):
+                shells[mode] = start_shell(ctx, shell, mode == "prov", cwd)
+            times = {(k, m): [] for k in PROMPT_COMMANDS for m in shells}
+            for i in range(n + 10):     # the first 10 are warm-up
+                for kind, text in PROMPT_COMMANDS.items():
+                    for mode in rotate(("plain", "prov"), i):
+                        t = shells[mode][0].line(text)
+                        if i >= 10:
+                            times[(kind, mode)].append(t)
+            prov_home = shells["prov"][1]
+            for kind in PROMPT_COMMANDS:
+                plain, prov = times[(kind, "plain")], times[(kind, "prov")]
+                results["prompts"].append({
+                    "shell": shell, "kind": kind, "command": PROMPT_COMMANDS[kind], "n": n,
+                    "plain_ms": spread([t * 1e3 for t in plain]),
+                    "prov_ms": spread([t * 1e3 for t in prov]),
+                    "added_ms": statistics.median(prov) * 1e3 - statistics.median(plain) * 1e3,
+                })
+        except (TimeoutError, EOFError) as e:
+            log(f"prompt latency {shell}: FAILED: {e}")
+            results["prompts"].append({"shell": shell, "error": str(e)})
+            continue
+        finally:
+            for s, _ in shells.values():
+                s.close()
+        recorded = count_commands(ctx, prov_home)
+        results["prompts_recorded"][shell] = {"recorded": recorded, "typed": (n + 10) * len(PROMPT_COMMANDS)}
+        log(f"prompt {shell}: {recorded} commands recorded of {(n + 10) * len(PROMPT_COMMANDS)} typed")
+
+
+def count_commands(ctx, home):
+    code = ("import sqlite3,sys,os\n"
+            "db=sys.argv[1]\n"
+            "print(sqlite3.connect(db).execute('select count(*) from commands').fetchone()[0] if os.path.exists(db) else 0)\n")
+    out = subprocess.run(ctx.as_user(home, ["python3", "-c", code, ctx.db_path(home)]),
+                         capture_output=True, text=True, cwd="/")
+    return int(out.stdout.strip() or 0)
+
+
+# ----------------------------------------------------------- queries ------
+
+def query_set(wrote, read, pattern):
+    return [
+        ("wrote FILE", ["prov", "query", "wrote", wrote, "--json"]),
+        ("read FILE", ["prov", "query", "read", read, "--json"]),
+        ("history -n 20", ["prov", "query", "history", "-n", "20", "--json"]),
+        ("text search (history | grep -c)",
+         ["sh", "-c", f"prov query history -n 1000000 --json | grep -c '{pattern}'"]),
+    ]
+
+
+def time_queries(ctx, home, queries, label, events):
+    runs = max(ctx.args.runs, 3)
+    launcher = [time_argv(ctx, home, ["true"]) for _ in range(runs)]
+    rows = []
+    for name, argv in queries:
+        ms, rc = [], None
+        for i in range(runs + 1):
+            t, rc = time_argv(ctx, home, argv, want_rc=True)
+            if i:
+                ms.append(t * 1e3)
+        rows.append({"db": label, "events": events, "query": name, "ms": spread(ms), "exit": rc})
+        log(f"query {label} {name}: median {statistics.median(ms):.1f} ms (exit {rc})")
+    return rows, statistics.median(launcher) * 1e3
+
+
+def time_argv(ctx, home, argv, want_rc=False):
+    t0 = time.perf_counter()
+    p = subprocess.run(ctx.as_user(home, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+    t = time.perf_counter() - t0
+    return (t, p.returncode) if want_rc else t
+
+
+def run_queries(ctx, results):
+    n = 20_000 if ctx.args.quick else ctx.args.query_events
+    db, meta = gen_db_cached(n)
+    home = ctx.fresh_home("query-gen")
+    dst = ctx.db_path(home)
+    os.makedirs(os.path.dirname(dst))
+    shutil.copyfile(db, dst)
+    chown_tree(os.path.join(home, ".local"), ctx.uid, ctx.gid)
+    os.chmod(os.path.dirname(dst), 0o700)
+    rows, launcher = time_queries(ctx, home, query_set(meta["sample_write"], meta["sample_read"], "cargo build"),
+                                  "generated", meta["events"])
+    results["queries"] += rows
+    results["query_launcher_ms"] = launcher
+    results["gen_db"] = meta
+    kh = getattr(ctx, "kept_kernel_home", None)
+    if kh:
+        probe = os.path.join(ctx.kernel_src, "Makefile")
+        if not os.path.exists(probe):
+            probe = first_file(ctx.kernel_src)
+        st = db_stats(ctx, kh)
+        rows, _ = time_queries(ctx, kh, query_set(probe, probe, "cp -r"), "kernel_copy",
+                               st.get("writes", 0) + st.get("reads", 0))
+        results["queries"] += rows
+
+
+def first_file(tree):
+    for root, _d, files in os.walk(tree):
+        for f in sorted(files):
+            return os.path.join(root, f)
+
+
+# ----------------------------------------------------------- output -------
+
+def fmt_spread(sp, unit="s", scale=1.0):
+    if not sp:
+        return "-"
+    return f"{sp['median'] * scale:.3g} ({sp['min'] * scale:.3g}–{sp['max'] * scale:.3g}){unit}"
+
+
+def goal_cell(value, goal, lower_is_better=True, unit="×"):
+    if value is None:
+        return "-"
+    met = value <= goal if lower_is_better else value >= goal
+    if lower_is_better:
+        by = f"{value / goal:.2f}× the goal" if not met else "met"
+    else:
+        by = f"{value / goal:.2f}× the goal" if not met else "met"
+    return f"{value:.3g}{unit} (goal {'≤' if lower_is_better else '≥'} {goal:g}{unit}: {'met' if met else 'MISSED, ' + by})"
+
+
+def total_goal(row):
+    if row["fs"] == "tmpfs" and row["workload"] in ("kernel_copy", "tar_extract"):
+        return GOALS["total_ratio_tmpfs"]
+    if row["fs"] == "disk":
+        return GOALS["total_ratio_disk"]
+    return None
+
+
+def markdown(results):
+    out = [f"# prov benchmarks — {results['started']}", "",
+           f"Machine: {results['machine']}. prov {results['prefix']}; runs {results['runs']} "
+           f"after {results['warmup']} warm-up, modes interleaved. Times: median (min–max).", ""]
+    if results["workloads"]:
+        out += workload_table(results)
+        out += goal_table(results)
+    if results["prompts"]:
+        out += prompt_table(results)
+    if results["queries"]:
+        out += query_table(results)
+    return "\n".join(out) + "\n"
+
+
+def workload_table(results):
+    out = ["## Workloads", "",
+           "| workload | fs | untraced wall | prov command time | prov run wall (incl. storing) | strace wall "
+           "| cmd ratio | prov ratio | strace ratio | collector CPU | workload CPU untraced / prov "
+           "| events | B/event | validity |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["workloads"]:
+        u, p, s = r["modes"].get("untraced"), r["modes"].get("prov", {}), r["modes"].get("strace")
+        ratio = lambda v: f"{v:.2f}×" if v is not None else "-"
+        valid = "INVALID: " + "; ".join(p["invalid"]) if p.get("invalid") else "valid"
+        cpu = f"{fmt_spread(u['tree_cpu'])} / {fmt_spread(p.get('tree_cpu'))}" if u else "-"
+        ev = p.get("events")
+        bpe = f"{p['bytes_per_event']:.0f}" if "bytes_per_event" in p else "-"
+        out.append(
+            f"| {r['workload']} | {r['fs']} | {fmt_spread(u['wall'] if u else None)} | {fmt_spread(p.get('command'))} "
+            f"| {fmt_spread(p.get('total'))} | {fmt_spread(s['wall']) if s else '-'} "
+            f"| {ratio(p.get('command_ratio'))} | {ratio(p.get('total_ratio'))} "
+            f"| {ratio(s.get('wall_ratio') if s else None)} | {fmt_spread(p.get('collector_cpu'))} | {cpu} "
+            f"| {int(ev['median']) if ev else '-'} | {bpe} | {valid} |")
+    out += ["", "cmd ratio: prov's command time (until the traced command's own processes exit) / untraced wall; "
+            "prov ratio: `prov run` wall including storing / untraced wall (medians). Workload CPU: user+sys of the "
+            "command tree (in prov mode plus the `prov run` client); the collector's CPU is its own column.", ""]
+    for r in results["workloads"]:
+        for s in r["modes"].get("prov", {}).get("samples", []):
+            if s.get("expected_writes") is not None:
+                out.append(f"- {r['workload']}/{r['fs']}: {s['writes']} write events for "
+                           f"{s['expected_writes']} regular files ({'equal' if s['writes'] == s['expected_writes'] else 'DIFFERENT'})"
+                           + (f"; invalid: {s['invalid']}" if s.get("invalid") else ""))
+                break
+    out.append("")
+    return out
+
+
+def goal_table(results):
+    out = ["## Goals", "", "| goal | workload | measured |", "|---|---|---|"]
+    for r in results["workloads"]:
+        p = r["modes"].get("prov", {})
+        if p.get("command_ratio") is not None:
+            out.append(f"| command time ≤ 1.03× | {r['workload']}/{r['fs']} | {goal_cell(p['command_ratio'], GOALS['command_ratio'])} |")
+        g = total_goal(r)
+        if g and p.get("total_ratio") is not None:
+            out.append(f"| prov run wall ≤ {g}× | {r['workload']}/{r['fs']} | {goal_cell(p['total_ratio'], g)} |")
+        if r["workload"].startswith("create_") and p.get("store_eps_total"):
+            out.append(f"| storing ≥ 300 000 events/s (events / prov run wall) | {r['workload']}/{r['fs']} "
+                       f"| {goal_cell(p['store_eps_total'], GOALS['store_eps'], False, ' ev/s')}; per collector CPU-second "
+                       f"{p['store_eps_cpu']:.0f} ev/s; storing tail after the command {fmt_spread(p.get('tail'))} |")
+        if r["workload"] == "kernel_copy" and p.get("bytes_per_event"):
+            out.append(f"| ≤ 80 bytes per file event (db+wal after checkpoint) | {r['workload']}/{r['fs']} "
+                       f"| {goal_cell(p['bytes_per_event'], GOALS['bytes_per_event'], True, ' B')} |")
+    for pr in results["prompts"]:
+        if "added_ms" in pr and pr["kind"] in ("builtin", "external"):
+            g = GOALS["prompt_builtin_ms"] if pr["kind"] == "builtin" else GOALS["prompt_external_ms"]
+            out.append(f"| prompt latency added ≤ +{g:g} ms | {pr['shell']} `{pr['command']}` "
+                       f"| {goal_cell(pr['added_ms'], g, True, ' ms')} |")
+    for q in results["queries"]:
+        g = GOALS["query_kernel_ms"] if q["db"] == "kernel_copy" else GOALS["query_1m_ms"]
+        out.append(f"| query ≤ {g} ms | {q['query']} ({q['db']}, {q['events']} events) "
+                   f"| {goal_cell(q['ms']['median'], g, True, ' ms')} |")
+    out.append("")
+    return out
+
+
+def prompt_table(results):
+    out = ["## Prompt latency (prompt-to-prompt through a pty)", "",
+           "| shell | command | n | plain ms | with prov init ms | added (median) |", "|---|---|---|---|---|---|"]
+    for p in results["prompts"]:
+        if "error" in p:
+            out.append(f"| {p['shell']} | FAILED: {p['error'][:120]} | | | | |")
+            continue
+        out.append(f"| {p['shell']} | `{p['command']}` | {p['n']} | {fmt_spread(p['plain_ms'], '')} "
+                   f"| {fmt_spread(p['prov_ms'], '')} | {p['added_ms']:+.2f} ms |")
+    for shell, r in results["prompts_recorded"].items():
+        out.append(f"\n{shell}: {r['recorded']} commands recorded of {r['typed']} typed in the traced shell.")
+    out.append("")
+    return out
+
+
+def query_table(results):
+    out = ["## Query latency (real CLI, wall time incl. process start)", "",
+           "| database | events | query | ms median (min–max) | exit |", "|---|---|---|---|---|"]
+    for q in results["queries"]:
+        out.append(f"| {q['db']} | {q['events']} | {q['query']} | {fmt_spread(q['ms'], '')} | {q['exit']} |")
+    out += ["", f"Starting a process as the bench user (setpriv + env + true) alone takes "
+            f"{results.get('query_launcher_ms', 0):.1f} ms; it is included above. There is no text-search "
+            "subcommand yet: the text search is `prov query history -n 1000000 --json | grep -c PATTERN`, "
+            "pending a dedicated filter. Generated-database queries ask about paths that do not exist on "
+            "disk (lookup by path only); kernel-copy queries ask about an existing source file (by content "
+            "and path; `wrote` finds cp's copy by content).", ""]
+    return out
+
+
+# ------------------------------------------------------------- main -------
+
+WORKLOADS = ["kernel_copy", "tar_extract", "git_checkout", "compile", "exec_loop", "builtin_loop",
+             "postmark", "create", "prompt", "query"]
+
+
+def make_workload(ctx, name, quick):
+    simple = {"kernel_copy": KernelCopy, "tar_extract": TarExtract, "git_checkout": GitCheckout,
+              "compile": Compile, "exec_loop": ExecLoop, "builtin_loop": BuiltinLoop, "postmark": Postmark}
+    if name in simple:
+        return [simple[name](ctx, quick)]
+    if name == "create":
+        return [CreateFiles(ctx, quick, 100_000), CreateFiles(ctx, quick, 190_000)]
+    return []
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description="prov overhead benchmarks (run as root)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: tiny inputs, 1 run, no warm-up")
+    ap.add_argument("--only", help="comma-separated workloads: " + ",".join(WORKLOADS))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--out", default=os.path.join(BENCHES, "results"))
+    ap.add_argument("--no-disk", action="store_true")
+    ap.add_argument("--no-tmpfs", action="store_true")
+    ap.add_argument("--prefix", help="use prov already installed in this prefix (skips install.sh)")
+    ap.add_argument("--prompt-commands", type=int, default=500, help="lines per command kind and mode")
+    ap.add_argument("--query-events", type=int, default=1_000_000)
+    ap.add_argument("--keep-homes", action="store_true", help="keep every run's HOME (and database)")
+    a = ap.parse_args()
+    if a.quick:
+        a.runs, a.warmup = 1, 0
+    if a.no_disk and a.no_tmpfs:
+        ap.error("--no-disk and --no-tmpfs leave nowhere to run")
+    a.only = a.only.split(",") if a.only else list(WORKLOADS)
+    bad = [w for w in a.only if w not in WORKLOADS]
+    if bad:
+        ap.error(f"unknown workload(s): {', '.join(bad)}")
+    return a
+
+
+def machine():
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    try:
+        with open("/etc/debian_version") as f:
+            deb = "Debian " + f.read().strip()
+    except OSError:
+        deb = platform.platform()
+    return f"{os.cpu_count()} CPUs, {mem:.0f} GiB RAM, {deb}, kernel {platform.release()}"
+
+
+def main():
+    args = parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root (it installs packages and prov, and mounts a tmpfs)")
+    os.makedirs(CACHE, exist_ok=True)
+    ensure_packages(args.quick)
+    if not args.prefix:
+        args.prefix = os.path.join(BASE, "prefix")
+        install_prov(args.prefix)
+    uid, gid = ensure_user()
+    ctx = Ctx(args, uid, gid)
+    shutil.rmtree(ctx.homes, ignore_errors=True)
+    os.makedirs(ctx.homes)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    results = {"started": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "prefix": args.prefix,
+               "quick": args.quick, "runs": args.runs, "warmup": args.warmup, "goals": GOALS,
+               "workloads": [], "prompts": [], "prompts_recorded": {}, "queries": []}
+    if "tmpfs" in ctx.fsdirs:
+        mount_tmpfs(ctx.fsdirs["tmpfs"])
+    try:
+        for name in args.only:
+            if name == "prompt":
+                run_prompts(ctx, results)
+            elif name == "query":
+                run_queries(ctx, results)
+            else:
+                for wl in make_workload(ctx, name, args.quick):
+                    run_workload(ctx, wl, results)
+    finally:
+        write_results(args, results, started)
+        if "tmpfs" in ctx.fsdirs:
+            umount_tmpfs(ctx.fsdirs["tmpfs"])
+
+
+def write_results(args, results, started):
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if args.quick else ""))
+    with open(stem + ".json", "w") as f:
+        json.dump(results, f, indent=1)
+    md = markdown(results)
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    print(md)
+    log(f"results: {stem}.md and {stem}.json")
+
+
+if __name__ == "__main__":
+    main()
