@@ -585,11 +585,26 @@ static int environment_fd(char *const envp[])
     return fd;
 }
 
+/* Shared by the shell and all its forks: so a dead observation is reported
+ * once, not once per process of a pipeline. */
+static volatile int *dead_holder_reported;
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     resolve_real();
     if (!S.active || S.tracker < 0 || !path) return real_execve(path, argv, envp);
     int saved = errno;
+    struct pollfd hup = { .fd = S.ctl, .events = POLLRDHUP };
+    if (poll(&hup, 1, 0) > 0 && (hup.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+        /* The collector died (its end of the control socket hung up) and
+         * its holder with it: the join would be refused; run untraced. */
+        if (dead_holder_reported && *dead_holder_reported != S.holder) {
+            *dead_holder_reported = S.holder;
+            warn_once("the observation ended early (its collector is gone)");
+        }
+        errno = saved;
+        return real_execve(path, argv, envp);
+    }
     int envfd = environment_fd(envp);
     size_t argc = 0;
     while (argv && argv[argc]) argc++;
@@ -712,5 +727,7 @@ __attribute__((constructor)) static void prov_shim_init(void)
         *o++ = digits[r[i] & 15];
     }
     *o = 0;
+    void *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared != MAP_FAILED) dead_holder_reported = shared;
     S.loaded = 1;
 }

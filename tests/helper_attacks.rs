@@ -11,18 +11,25 @@ fn helper(case: &Case) -> Command {
     case.command(case.inst.helper())
 }
 
-/// Runs the helper's join mode as the user against `pid`, with a target that
-/// would leave a marker file if it ran.
+/// Runs the helper's join mode as the user against `pid`. The join must be
+/// refused: the target still runs (a dead observation must not cost the user
+/// their command), but as the plain user and in the caller's own namespace.
 fn join_refused(case: &Case, pid: u32) -> String {
     let marker = case.work.join(format!("ran-{pid}"));
     let out = helper(case)
-        .args(["join", &pid.to_string(), "0", "-", "/usr/bin/touch", "touch"])
-        .arg(&marker)
+        .args(["join", &pid.to_string(), "0", "-", "/bin/sh", "sh", "-c"])
+        .arg(format!("{{ readlink /proc/self/ns/mnt; grep -E '^(Uid|CapEff):' /proc/self/status; }} > {}", marker.display()))
         .output()
         .unwrap();
-    assert!(!out.status.success(), "join of {pid} must fail: {}", describe(&out));
-    assert!(!marker.exists(), "the target must not run");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("refusing to join") && err.contains("untraced"), "{err}");
+    let seen = std::fs::read_to_string(&marker).expect("the target ran");
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert!(seen.starts_with(&format!("{}\n", own_ns.display())), "outside any observation: {seen}");
+    let uid = case.inst.uid;
+    assert!(seen.contains(&format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}")), "{seen}");
+    assert!(seen.contains("CapEff:\t0000000000000000"), "{seen}");
+    err
 }
 
 #[test]

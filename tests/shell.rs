@@ -16,6 +16,7 @@ const PROMPT: &str = "PROMPT> ";
 struct Shell {
     name: &'static str,
     session: OsSession,
+    pid: u32,
 }
 
 fn rc_file(case: &Case, shell: &str) -> PathBuf {
@@ -56,7 +57,7 @@ impl Shell {
             .current_dir(&case.work);
         let mut session = OsSession::spawn(cmd).expect("spawn shell in a pty");
         session.set_expect_timeout(Some(Duration::from_secs(30)));
-        let mut shell = Shell { name, session };
+        let mut shell = Shell { name, session, pid: 0 };
         shell.wait_prompt();
         shell.assert_outside_observations();
         shell
@@ -68,6 +69,7 @@ impl Shell {
         let pid: u32 = pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
         let ns = |p: String| std::fs::read_link(p).unwrap();
         assert_eq!(ns(format!("/proc/{pid}/ns/mnt")), ns("/proc/self/ns/mnt".into()), "{} shell {pid} is inside a mount namespace", self.name);
+        self.pid = pid;
     }
 
     fn wait_prompt(&mut self) -> String {
@@ -356,6 +358,16 @@ fn fail_open_when_helper_or_database_go_away(shell: &str) {
     assert!(st.success());
     let mut sh = Shell::start_with(&case, leak(shell), "", &prefix.join("bin/prov"));
     sh.run("echo traced > traced.txt");
+
+    // The collector of the running observation dies: the command's programs
+    // still run (untraced), with at most one line about it.
+    sh.session.send_line("sleep 1; echo x | cat | cat; echo done-after-kill").unwrap();
+    let collector = collector_of_child_of(sh.pid, "sleep");
+    nix_kill(collector);
+    let out = sh.wait_prompt();
+    assert!(out.contains("done-after-kill") && out.contains("\nx"), "{out}");
+    assert!(out.matches("prov").count() <= 1, "at most one line per cause: {out}");
+
     std::fs::remove_file(prefix.join("libexec/prov/prov-helper")).unwrap();
     let out = sh.run("echo still works > untraced.txt; cat untraced.txt; (exit 3)");
     assert!(out.contains("still works"), "{out}");
@@ -399,6 +411,38 @@ fn rc_twice_exec_and_disown(shell: &str) {
         let arr = std::fs::read_to_string(case.home.join("arr.log")).unwrap_or_default();
         assert!(arr.lines().count() >= 2, "the user's PROMPT_COMMAND array still runs: {arr:?}");
     }
+}
+
+/// The collector observing the process named `comm` that `parent` started:
+/// the parent of the holder that sits in that process's mount namespace.
+fn collector_of_child_of(parent: u32, comm: &str) -> u32 {
+    let status = |pid: &str, key: &str| -> Option<String> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let pids: Vec<String> = std::fs::read_dir("/proc").unwrap().flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        let child = pids.iter().find(|p| status(p, "Name:").as_deref() == Some(comm) && status(p, "PPid:") == Some(parent.to_string()));
+        if let Some(child) = child {
+            let ns = std::fs::read_link(format!("/proc/{child}/ns/mnt")).ok();
+            for p in &pids {
+                if status(p, "Name:").as_deref() == Some("prov-helper") && std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok() == ns {
+                    return status(p, "PPid:").unwrap().parse().unwrap();
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no observed {comm} under {parent}");
+}
+
+fn nix_kill(pid: u32) {
+    let st = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert!(st.success());
 }
 
 /// Shell names as 'static for Shell::start (the macro passes literals).

@@ -11,6 +11,8 @@
 //!   namespace, drop every privilege for good and exec PATH with the
 //!   environment read from ENV_FD (glibc strips LD_*, TMPDIR … from setuid
 //!   programs, so the caller's environment travels by this side channel).
+//!   A holder that fails verification is not joined: PATH then runs as the
+//!   plain user outside, with one line saying so.
 //!
 //! Nothing here reads an environment variable or a user-writable file. All
 //! `unsafe` lives in `sys`.
@@ -370,7 +372,12 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let privileged_target = with_user_euid(&id, || sys::stat(&path))?
         .is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
     if !privileged_target {
-        enter_holder_namespace(&id, holder as libc::pid_t)?;
+        // Refused or failed (the observation may simply be over): the
+        // program still runs, as the user and outside, so a dying collector
+        // never costs the user their command.
+        if let Err(f) = enter_holder_namespace(&id, holder as libc::pid_t) {
+            eprintln!("prov-helper: {}; running it untraced", f.message);
+        }
     }
     drop_privileges(&id, id.gid)?;
 
