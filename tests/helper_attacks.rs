@@ -90,7 +90,7 @@ fn helper_refuses_without_the_setuid_bit() {
     let copy = case.work.join("prov-helper-copy");
     std::fs::copy(case.inst.helper(), &copy).unwrap();
     case.chown_tree(&copy);
-    let out = helper_at(&case, &copy).args(["observe", "1"]).output().unwrap();
+    let out = helper_at(&case, &copy).args(["join", "1", "0", "-", "/bin/true", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not installed setuid root"), "{}", describe(&out));
 }
@@ -319,5 +319,47 @@ fn symlink_race_on_mount_paths_cannot_redirect_marks() {
         for (_, path) in files(&cmd) {
             assert!(!path.windows(8).any(|w| w == b"outside_"), "an outside write leaked into `{}`", cmd["text"]);
         }
+    }
+}
+
+/// A setuid program writes files the user may not reach: a 0644 file inside a
+/// root-only 0700 directory, and one it deletes right after writing. The
+/// kernel hands the collector both; neither path nor hash may be recorded.
+#[test]
+fn root_files_behind_closed_directories_or_deleted_never_leak() {
+    let case = Case::new("behind");
+    let secret_dir = case.inst.root.join("behind-secret");
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    std::fs::set_permissions(&secret_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let src = case.inst.root.join("behind-writer.c");
+    std::fs::write(&src, format!(r#"
+        #include <fcntl.h>
+        #include <unistd.h>
+        int main(void) {{
+            const char *keep = "{dir}/kept", *gone = "{dir}/gone";
+            int fd = open(keep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            write(fd, "kept secret\n", 12); close(fd);
+            fd = open(gone, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            write(fd, "gone secret\n", 12); close(fd);
+            unlink(gone);
+            return 0;
+        }}"#, dir = secret_dir.display())).unwrap();
+    let prog = case.inst.root.join("behind-writer");
+    assert!(Command::new("gcc").arg("-o").arg(&prog).arg(&src).status().unwrap().success());
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+
+    let out = case.run(["sh", "-c", &format!("{} && echo ran > ran.txt", prog.display())]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(secret_dir.join("kept").exists(), "the setuid program did its work");
+    let cmd = case.writer_of("ran.txt");
+    let recorded = files(&cmd);
+    assert!(recorded.contains(&("write".to_string(), bytes_of(&case.work.join("ran.txt")))), "{cmd:#}");
+    let hidden = bytes_of(&secret_dir);
+    assert!(recorded.iter().all(|(_, p)| !p.starts_with(&hidden)), "nothing behind the closed directory: {cmd:#}");
+    assert!(cmd["incomplete"]["denied"].as_u64().unwrap_or(0) >= 2, "{cmd:#}");
+    for secret in ["kept secret\n", "gone secret\n"] {
+        let hash = expected_hash(secret.as_bytes(), 256, 3);
+        assert!(cmd["files"].as_array().unwrap().iter().all(|f| f["hash"] != hash.as_str()));
     }
 }

@@ -45,14 +45,16 @@ const USAGE: &str = "usage: prov-helper observe CTL_FD | prov-helper join HOLDER
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    // Only a SOCK_SEQPACKET socket is a control channel: never write to, or
+    // hand the collector, some other descriptor the caller named.
     let ctl = match args.first().map(|a| a.as_bytes()) {
-        Some(b"observe") => args.get(1).and_then(|a| parse_fd(a)),
+        Some(b"observe") => args.get(1).and_then(|a| parse_fd(a)).filter(|&fd| sys::is_seqpacket_socket(fd)),
         _ => None,
     };
     let result = match (args.first().map(|a| a.as_bytes()), args.len()) {
         (Some(b"observe"), 2) => match ctl {
             Some(fd) => observe(fd),
-            None => Err(usage("CTL_FD must be a descriptor number")),
+            None => Err(usage("CTL_FD must be the number of a SOCK_SEQPACKET socket")),
         },
         (Some(b"join"), n) if n >= 6 => join(&args[1..]),
         _ => Err(usage("unknown or incomplete command")),
@@ -62,7 +64,7 @@ fn main() {
             // The caller waits on the control socket; tell it there too.
             let _ = sys::send(fd, format!("E{}", f.message).as_bytes());
         }
-        eprintln!("prov-helper: {}", f.message);
+        sys::say(&f.message);
         std::process::exit(f.exit_code);
     }
 }
@@ -301,6 +303,15 @@ fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
 fn open_collector(id: &Identity) -> Result<OwnedFd, Failure> {
     let dir = sys::open(&id.install_dir, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| os_fail("cannot open install directory", e))?;
+    // The directory must be the one this very helper lives in (the path
+    // text of /proc/self/exe could have been swapped since).
+    let me = sys::stat(c"/proc/self/exe").map_err(|e| os_fail("cannot stat own executable", e))?;
+    let sibling = sys::openat(Some(dir.as_fd()), c"prov-helper", libc::O_PATH | libc::O_NOFOLLOW)
+        .and_then(|fd| sys::fstat(fd.as_fd()))
+        .map_err(|e| os_fail("cannot find the helper in its install directory", e))?;
+    if (sibling.st_dev, sibling.st_ino) != (me.st_dev, me.st_ino) {
+        return Err(fail("refusing to run: the install directory no longer holds this helper"));
+    }
     let file = sys::openat(Some(dir.as_fd()), c"prov-collector", libc::O_PATH | libc::O_NOFOLLOW)
         .map_err(|e| os_fail("cannot open prov-collector next to the helper", e))?;
     for (what, fd) in [("install directory", &dir), ("prov-collector", &file)] {
@@ -376,7 +387,7 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
         // program still runs, as the user and outside, so a dying collector
         // never costs the user their command.
         if let Err(f) = enter_holder_namespace(&id, holder as libc::pid_t) {
-            eprintln!("prov-helper: {}; running it untraced", f.message);
+            sys::say(&format!("{}; running it untraced", f.message));
         }
     }
     drop_privileges(&id, id.gid)?;

@@ -277,10 +277,13 @@ pub fn setsid() {
 pub fn arrange_fds(fds: &[RawFd]) -> io::Result<()> {
     // First move everything out of the way so the dup2s below cannot clobber
     // a source that happens to sit at a target number.
+    // Above the targets, but as low as possible: a low RLIMIT_NOFILE must
+    // not make this fail.
+    let above_targets = 3 + fds.len() as libc::c_int;
     let mut high = Vec::with_capacity(fds.len());
     for &fd in fds {
         // SAFETY: F_DUPFD_CLOEXEC on a live descriptor returns a new one.
-        high.push(check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100) })?);
+        high.push(check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above_targets) })?);
     }
     for (i, &fd) in high.iter().enumerate() {
         // SAFETY: dup2 onto a small number we own; the new fd is inheritable.
@@ -405,6 +408,29 @@ pub fn fexecve(fd: RawFd, argv: &[CString], envp: &[CString]) -> io::Error {
 
 fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
+}
+
+/// One line to stderr; a closed or broken stderr is ignored (the Rust print
+/// macros would panic, and the helper must never abort half-way).
+pub fn say(line: &str) {
+    let mut msg = Vec::with_capacity(line.len() + 14);
+    msg.extend_from_slice(b"prov-helper: ");
+    msg.extend_from_slice(line.as_bytes());
+    msg.push(b'\n');
+    // SAFETY: msg is valid for reads of msg.len() bytes.
+    let _ = unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Whether `fd` is a SOCK_SEQPACKET socket (the only kind of control channel
+/// prov hands the helper).
+pub fn is_seqpacket_socket(fd: RawFd) -> bool {
+    let mut kind: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: kind/len are valid out-pointers of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut kind as *mut libc::c_int).cast(), &mut len)
+    };
+    r == 0 && kind == libc::SOCK_SEQPACKET
 }
 
 pub fn exit(code: i32) -> ! {

@@ -67,7 +67,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     // Only the command's processes may hold the tracker's other end, or its
     // hang-up would never come.
     drop(h.tracker_for_command);
-    drop(h.ns_root);
+    let mut ns_root = Some(h.ns_root);
 
     let (tx, rx) = mpsc::channel();
     let writer_thread = std::thread::spawn(move || writer::run(rx));
@@ -127,7 +127,8 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             match ipc::recv(h.ctl.as_fd()) {
                 Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
                     Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
-                        st.resolver = Some(Resolver::new(settings.clone(), check_access));
+                        let root = ns_root.take().ok_or("Prepare twice")?;
+                        st.resolver = Some(Resolver::new(settings.clone(), check_access, root));
                         st.identity = Some((identity, settings));
                         let early = std::mem::take(&mut st.early);
                         st.resolve(early);

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -22,13 +22,15 @@ pub struct Resolver {
     /// Root may read everything; the re-check is for ordinary users.
     check_access: bool,
     uid: u32,
+    /// `/` of the observed namespace, where paths are checked.
+    ns_root: OwnedFd,
     seen: HashSet<(Access, u64, u64, i64, u64)>,
     recorded: [u64; 2],
     pub completeness: Completeness,
 }
 
 impl Resolver {
-    pub fn new(settings: Settings, check_access: bool) -> Resolver {
+    pub fn new(settings: Settings, check_access: bool, ns_root: OwnedFd) -> Resolver {
         use std::os::unix::ffi::OsStrExt;
         let private_paths = settings
             .private_paths
@@ -40,6 +42,7 @@ impl Resolver {
             private_paths,
             check_access,
             uid: nix::unistd::getuid().as_raw(),
+            ns_root,
             seen: HashSet::new(),
             recorded: [0, 0],
             completeness: Completeness::default(),
@@ -133,23 +136,34 @@ impl Resolver {
     }
 
     /// The kernel opened the event file without a permission check, so a
-    /// privileged descendant's files would reach the user's database. Check
-    /// the inode through the magic link (no open, so no new event) and, while
-    /// the file still has a name, the path too (search permission on its
-    /// directories).
+    /// privileged descendant's files would reach the user's database. Without
+    /// opening the file again (that would be a new event), the user must be
+    /// able to read the inode (checked through the magic link) and to reach
+    /// it by its path *inside the observed namespace* (an O_PATH open there,
+    /// as the user, must find the same inode: no rename or other namespace
+    /// can stand in for it).
     ///
     /// The user's own files need no check (the common case, and two path
     /// walks saved per event): whatever wrote them, their content is theirs.
+    /// A deleted file of someone else cannot be reached by path: dropped.
     fn user_may_read(&self, meta: &std::fs::Metadata, proc_path: &str, path: &[u8]) -> bool {
+        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+        use std::os::unix::ffi::OsStrExt;
         if meta.uid() == self.uid && meta.mode() & 0o400 != 0 {
             return true;
         }
-        let ok = |p: &std::path::Path| {
-            faccessat(nix::fcntl::AT_FDCWD, p, AccessFlags::R_OK, AtFlags::AT_EACCESS).is_ok()
-        };
-        use std::os::unix::ffi::OsStrExt;
-        let has_name = meta.nlink() > 0;
-        ok(proc_path.as_ref()) && (!has_name || ok(std::ffi::OsStr::from_bytes(path).as_ref()))
+        let inode_readable =
+            faccessat(nix::fcntl::AT_FDCWD, proc_path, AccessFlags::R_OK, AtFlags::AT_EACCESS).is_ok();
+        if !inode_readable || meta.nlink() == 0 {
+            return false;
+        }
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let reached = openat2(self.ns_root.as_fd(), std::ffi::OsStr::from_bytes(path), how)
+            .ok()
+            .and_then(|fd| nix::sys::stat::fstat(fd).ok());
+        reached.is_some_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino())
     }
 
     fn is_private(&self, path: &[u8]) -> bool {
