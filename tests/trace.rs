@@ -194,3 +194,25 @@ fn history_lists_newest_first() {
     assert_eq!(texts, vec!["sh -c 'echo 2 > h2'", "sh -c 'echo 1 > h1'", "sh -c 'echo 0 > h0'"]);
     assert_eq!(case.query(["history", "-n", "1"]).len(), 1);
 }
+
+#[test]
+fn configured_hash_parameters_and_database_location_are_used() {
+    let case = Case::new("config");
+    std::fs::create_dir_all(case.home.join(".config/prov")).unwrap();
+    std::fs::write(
+        case.home.join(".config/prov/config.toml"),
+        "[database]\npath = \"~/elsewhere/journal.db\"\n\n[hash]\nchunk_size = 16\nchunks = 2\n",
+    )
+    .unwrap();
+    case.chown_tree(&case.home);
+    let data = content(1000, 5);
+    case.write("in", &data);
+    case.run_sh("cat in > out");
+    assert!(case.home.join("elsewhere/journal.db").exists(), "the configured database is used");
+    assert!(!case.database().exists(), "not the default one");
+    let cmd = case.writer_of("out");
+    for f in cmd["files"].as_array().unwrap() {
+        assert_eq!((f["hash_chunk_size"].as_u64(), f["hash_chunks"].as_u64()), (Some(16), Some(2)));
+        assert_eq!(f["hash"], expected_hash(&data, 16, 2));
+    }
+}
