@@ -574,7 +574,7 @@ class CreateFiles(Workload):
     def __init__(self, ctx, quick, n):
         super().__init__(ctx, quick)
         self.n = 2000 if quick else n
-        self.name = f"create_{n // 1000}k"
+        self.name = f"create_{n // 1000}k" + ("_smoke" if quick else "")
         self.what = f"xargs touch of {self.n} new empty files (collector throughput)"
 
     def prepare(self, fsdir):
@@ -594,7 +594,7 @@ class CreateFiles(Workload):
 
 def run_workload(ctx, wl, results):
     fss = ctx.fsdirs if wl.file_heavy else {"-": ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"]}
-    if wl.name.startswith("create_") and "tmpfs" in ctx.fsdirs:
+    if isinstance(wl, CreateFiles) and "tmpfs" in ctx.fsdirs:
         fss = {"tmpfs": ctx.fsdirs["tmpfs"]}
     states = {}
     for fs, d in fss.items():
@@ -616,6 +616,8 @@ def run_workload(ctx, wl, results):
                     samples[(fs, mode)].append(s)
     for fs in states:
         results["workloads"].append(summarize(wl, fs, {m: samples[(fs, m)] for m in wl.modes}))
+    if isinstance(wl, KernelCopy):
+        save_kernel_db(ctx)
 
 
 def rotate(modes, i):
@@ -845,26 +847,36 @@ def time_queries(ctx, home, queries, label, events):
     launcher = [time_argv(ctx, home, ["true"]) for _ in range(runs)]
     rows = []
     for name, argv in queries:
-        ms, rc = [], None
+        ms, rc, err = [], None, ""
         for i in range(runs + 1):
-            t, rc = time_argv(ctx, home, argv, want_rc=True)
+            t, rc, err = time_argv(ctx, home, argv, want_rc=True)
             if i:
                 ms.append(t * 1e3)
-        rows.append({"db": label, "events": events, "query": name, "ms": spread(ms), "exit": rc})
-        log(f"query {label} {name}: median {statistics.median(ms):.1f} ms (exit {rc})")
+        row = {"db": label, "events": events, "query": name, "ms": spread(ms), "exit": rc}
+        # `wrote`/`read` exit 1 when nothing matches; every query here asks
+        # about something recorded, so a failure means the numbers are void.
+        if rc != 0:
+            row["invalid"] = f"exit {rc}: {err.strip()[:160]}"
+        rows.append(row)
+        log(f"query {label} {name}: median {statistics.median(ms):.1f} ms (exit {rc})"
+            + (f" INVALID: {row['invalid']}" if rc else ""))
     return rows, statistics.median(launcher) * 1e3
 
 
 def time_argv(ctx, home, argv, want_rc=False):
     t0 = time.perf_counter()
-    p = subprocess.run(ctx.as_user(home, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+    p = subprocess.run(ctx.as_user(home, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
     t = time.perf_counter() - t0
-    return (t, p.returncode) if want_rc else t
+    return (t, p.returncode, p.stderr.decode(errors="replace")) if want_rc else t
 
 
 def run_queries(ctx, results):
-    n = 20_000 if ctx.args.quick else ctx.args.query_events
-    db, meta = gen_db_cached(n)
+    if ctx.args.query_db:
+        db = ctx.args.query_db
+        with open(db + ".json") as f:
+            meta = json.load(f)
+    else:
+        db, meta = gen_db_cached(20_000 if ctx.args.quick else ctx.args.query_events)
     home = ctx.fresh_home("query-gen")
     dst = ctx.db_path(home)
     os.makedirs(os.path.dirname(dst))
@@ -876,15 +888,46 @@ def run_queries(ctx, results):
     results["queries"] += rows
     results["query_launcher_ms"] = launcher
     results["gen_db"] = meta
-    kh = getattr(ctx, "kept_kernel_home", None)
+    kh, src = last_kernel_db(ctx.args.quick)
     if kh:
-        probe = os.path.join(ctx.kernel_src, "Makefile")
+        probe = os.path.join(src, "Makefile")
         if not os.path.exists(probe):
-            probe = first_file(ctx.kernel_src)
+            probe = first_file(src)
         st = db_stats(ctx, kh)
         rows, _ = time_queries(ctx, kh, query_set(probe, probe, "cp -r"), "kernel_copy",
                                st.get("writes", 0) + st.get("reads", 0))
         results["queries"] += rows
+
+
+def last_kernel_dir(quick):
+    return os.path.join(CACHE, "last-kernel-copy" + ("-quick" if quick else ""))
+
+
+def save_kernel_db(ctx):
+    """Keeps the last tmpfs kernel copy's HOME (database) in the cache, so
+    `--only query` in a later session still measures queries on it."""
+    kh = getattr(ctx, "kept_kernel_home", None)
+    if not kh or not os.path.exists(kh):
+        return
+    keep = last_kernel_dir(ctx.args.quick)
+    shutil.rmtree(keep, ignore_errors=True)
+    shutil.move(kh, keep)
+    with open(keep + ".json", "w") as f:
+        json.dump({"src": ctx.kernel_src}, f)
+    ctx.kept_kernel_home = None
+
+
+def last_kernel_db(quick):
+    keep = last_kernel_dir(quick)
+    try:
+        with open(keep + ".json") as f:
+            src = json.load(f)["src"]
+    except (OSError, ValueError, KeyError):
+        return None, None
+    if not os.path.exists(src):
+        # The tmpfs copy of the tree is gone with the tmpfs; the cache's is identical.
+        src = os.path.join(CACHE, os.path.basename(src))
+    return (keep, src) if os.path.isdir(keep) else (None, None)
 
 
 def first_file(tree):
@@ -926,6 +969,7 @@ def markdown(results):
            f"after {results['warmup']} warm-up, modes interleaved. Times: median (min–max).", ""]
     if results["workloads"]:
         out += workload_table(results)
+    if results["workloads"] or results["prompts"] or results["queries"]:
         out += goal_table(results)
     if results["prompts"]:
         out += prompt_table(results)
@@ -990,8 +1034,8 @@ def goal_table(results):
                        f"| {goal_cell(pr['added_ms'], g, True, ' ms')} |")
     for q in results["queries"]:
         g = GOALS["query_kernel_ms"] if q["db"] == "kernel_copy" else GOALS["query_1m_ms"]
-        out.append(f"| query ≤ {g} ms | {q['query']} ({q['db']}, {q['events']} events) "
-                   f"| {goal_cell(q['ms']['median'], g, True, ' ms')} |")
+        cell = "INVALID (query failed)" if q.get("invalid") else goal_cell(q["ms"]["median"], g, True, " ms")
+        out.append(f"| query ≤ {g} ms | {q['query']} ({q['db']}, {q['events']} events) | {cell} |")
     out.append("")
     return out
 
@@ -1013,9 +1057,10 @@ def prompt_table(results):
 
 def query_table(results):
     out = ["## Query latency (real CLI, wall time incl. process start)", "",
-           "| database | events | query | ms median (min–max) | exit |", "|---|---|---|---|---|"]
+           "| database | events | query | ms median (min–max) | exit | validity |", "|---|---|---|---|---|---|"]
     for q in results["queries"]:
-        out.append(f"| {q['db']} | {q['events']} | {q['query']} | {fmt_spread(q['ms'], '')} | {q['exit']} |")
+        out.append(f"| {q['db']} | {q['events']} | {q['query']} | {fmt_spread(q['ms'], '')} | {q['exit']} "
+                   f"| {'INVALID: ' + q['invalid'] if q.get('invalid') else 'valid'} |")
     out += ["", f"Starting a process as the bench user (setpriv + env + true) alone takes "
             f"{results.get('query_launcher_ms', 0):.1f} ms; it is included above. There is no text-search "
             "subcommand yet: the text search is `prov query history -n 1000000 --json | grep -c PATTERN`, "
@@ -1053,6 +1098,8 @@ def parse_args():
     ap.add_argument("--prefix", help="use prov already installed in this prefix (skips install.sh)")
     ap.add_argument("--prompt-commands", type=int, default=500, help="lines per command kind and mode")
     ap.add_argument("--query-events", type=int, default=1_000_000)
+    ap.add_argument("--query-db", help="use this generated database (with its PATH.json from gen_db) "
+                    "instead of generating one; it must match the installed prov's schema")
     ap.add_argument("--keep-homes", action="store_true", help="keep every run's HOME (and database)")
     a = ap.parse_args()
     if a.quick:

@@ -50,6 +50,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <spawn.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,8 @@
 #define RESOLVE_IN_ROOT 0x10
 #endif
 struct prov_open_how { uint64_t flags, mode, resolve; };
+
+extern char **environ;
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
@@ -210,35 +213,43 @@ static void buf_free(struct buf *b)
 
 /* ------------------------------------------------------- preparation */
 
-/* Starts `prov __prepare SESSION SHELL` detached (double fork, own
- * session, stdio on /dev/null) with its end of a fresh socketpair as fd 3:
- * if it dies without an answer, our end hangs up and nobody waits. */
+/* Starts `prov __prepare SESSION SHELL` in its own session, stdio on
+ * /dev/null, with its end of a fresh socketpair as fd 3: if it dies without
+ * an answer, our end hangs up and nobody waits. posix_spawn (vfork-like) keeps
+ * this off the prompt's critical path; the shell reaps the child like any
+ * other it does not know. */
 static void spawn_preparer(void)
 {
     if (S.preparing || S.r_ctl >= 0 || !S.loaded) return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return;
-    pid_t pid = fork();
-    if (pid < 0) { close(sv[0]); close(sv[1]); return; }
-    if (pid == 0) {
-        if (fork() != 0) _exit(0);
-        setsid();
-        int null = real_open("/dev/null", O_RDWR);
-        if (null >= 0) { real_dup2(null, 0); real_dup2(null, 1); real_dup2(null, 2); }
-        if (real_dup2(sv[1], 3) < 0) _exit(127);
-        syscall(SYS_close_range, 4, ~0U, 0);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
-        char *argv[] = { "prov", "__prepare", S.session, S.shell, NULL };
-        real_execve(S.prov, argv, environ);
-        _exit(127);
-    }
-    close(sv[1]);
+    int peer = move_high(sv[1], 1); /* never 3 itself: dup2 onto 3 must clear CLOEXEC */
+    char *argv[] = { "prov", "__prepare", S.session, S.shell, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
+    posix_spawn_file_actions_adddup2(&fa, peer, 3);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+#endif
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int err = posix_spawn(&pid, S.prov, &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(peer);
+    if (err) { close(sv[0]); return; }
     close_fd(&S.prep_sock);
     S.prep_sock = move_high(sv[0], 1);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
     S.preparing = 1;
 }
 
@@ -651,7 +662,6 @@ EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm 
 /* The environment is edited through `environ` itself: bash defines its own
  * getenv/setenv/unsetenv (working on shell variables, not yet set up when
  * constructors run), which would otherwise be the ones called here. */
-extern char **environ;
 
 static char **env_slot(const char *name)
 {

@@ -144,12 +144,14 @@ impl Resolver {
     /// can stand in for it).
     ///
     /// The user's own files need no check (the common case, and two path
-    /// walks saved per event): whatever wrote them, their content is theirs.
-    /// A deleted file of someone else cannot be reached by path: dropped.
+    /// walks saved per event): whatever wrote them, their content is theirs,
+    /// whatever their mode (tar's mode-0 placeholders for symlinks included;
+    /// the owner may chmod them at will). A deleted file of someone else
+    /// cannot be reached by path: dropped.
     fn user_may_read(&self, meta: &std::fs::Metadata, proc_path: &str, path: &[u8]) -> bool {
         use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
         use std::os::unix::ffi::OsStrExt;
-        if meta.uid() == self.uid && meta.mode() & 0o400 != 0 {
+        if meta.uid() == self.uid {
             return true;
         }
         let inode_readable =
