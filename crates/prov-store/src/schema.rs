@@ -18,16 +18,22 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, MIGRATION_1)];
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 const MIGRATION_1: &str = "
--- Directory paths, interned: most events share a handful of directories.
--- Raw bytes, no trailing slash except for '/' itself. The UNIQUE index
--- serves interning and by-path lookups.
+-- Directories, interned as a tree: (parent, last component). A path is
+-- stored once per distinct directory, not once per event, and a deep tree
+-- costs one component per directory instead of its whole path twice (a
+-- copied source tree has a directory for every 16 files). Raw bytes. A
+-- root has parent 0: '/', '' (the directory of a relative name) and any
+-- directory that does not split back into parent + component (see
+-- paths::split_dir). The UNIQUE index serves interning and by-path lookups.
 CREATE TABLE dirs(
     id INTEGER PRIMARY KEY,
-    path BLOB NOT NULL UNIQUE
+    parent INTEGER NOT NULL,
+    name BLOB NOT NULL,
+    UNIQUE(parent, name)
 );
 
--- Partial-hash parameters, interned: every event names the ones its hash
--- was computed with, nearly always the same row (id 1, stored in 0 bytes).
+-- Partial-hash parameters, interned: every run of events (event_runs) names
+-- the ones its hashes were computed with, nearly always the same row.
 CREATE TABLE hash_params(
     id INTEGER PRIMARY KEY,
     chunk_size INTEGER NOT NULL,
@@ -36,14 +42,15 @@ CREATE TABLE hash_params(
 );
 
 -- One row per observed command. uuid's UNIQUE index makes re-ingesting a
--- spooled record idempotent.
+-- spooled record idempotent. start_ns and pid_base are also the bases of
+-- the command's events' mtime_rel and pid_rel.
 CREATE TABLE commands(
     id INTEGER PRIMARY KEY,
     uuid TEXT NOT NULL UNIQUE,
     session TEXT NOT NULL,
     seq INTEGER NOT NULL,
     text BLOB NOT NULL,
-    cwd_dir INTEGER NOT NULL REFERENCES dirs,
+    cwd BLOB NOT NULL,
     host TEXT NOT NULL,
     user TEXT NOT NULL,
     shell TEXT NOT NULL,
@@ -56,34 +63,77 @@ CREATE TABLE commands(
     dropped_read_limit INTEGER NOT NULL DEFAULT 0,
     dropped_write_limit INTEGER NOT NULL DEFAULT 0,
     unobserved_setuid INTEGER NOT NULL DEFAULT 0,
-    unmarked_mounts INTEGER NOT NULL DEFAULT 0
+    unmarked_mounts INTEGER NOT NULL DEFAULT 0,
+    -- The pid of the command's first event that had one (NULL before).
+    pid_base INTEGER
 );
 -- history: newest first without a sort (the index's implicit trailing
 -- rowid gives the id tie-break).
 CREATE INDEX commands_start ON commands(start_ns);
 
--- One row per file closed. Kept small (the goal is <= 80 bytes per event
--- with indexes): access 0/1 and hash_params_id 1 cost no payload bytes,
--- the directory is an integer, the hash is the u64 bit pattern as i64.
+-- One row per file closed; the bulk of the database, so every byte counts
+-- (the goal is <= 80 bytes per event with its index entries). SQLite stores
+-- 0 and 1 in no payload bytes and other integers in 1, 2, 3, 4, 6 or 8, so
+-- values are kept small: access 0/1, small interned ids, and the mtime and
+-- pid as differences to per-command bases. Every column costs a header byte
+-- too, so what is shared by a run of events is in event_runs instead: the
+-- command (a column and its index would cost about 13 bytes per event) and
+-- the hash parameters. id is an INTEGER PRIMARY KEY so that the ids, which
+-- event_runs refers to, survive a VACUUM.
 CREATE TABLE file_events(
     id INTEGER PRIMARY KEY,
-    command_id INTEGER NOT NULL REFERENCES commands,
     access INTEGER NOT NULL,          -- 0 read, 1 write
-    dir_id INTEGER NOT NULL,          -- dirs.id
+    -- The directory and a 16-bit hash of the path, for the path index:
+    -- dirs.id << 16 | (xxh3(name, seed: dirs.id) & 0xffff); 4 bytes for the
+    -- first 32767 directories, 6 up to 2G.
+    path_key INTEGER NOT NULL,
     name BLOB NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    hash INTEGER,                     -- NULL: content unreadable
-    hash_params_id INTEGER NOT NULL,  -- hash_params.id
-    pid INTEGER
+    size INTEGER NOT NULL,            -- u64 bit pattern
+    -- mtime_ns - commands.start_ns, wrapping (lossless): a file the command
+    -- wrote has an mtime close to its start, 4 bytes within 2 s and 6 within
+    -- 39 h, instead of 8.
+    mtime_rel INTEGER NOT NULL,
+    hash INTEGER,                     -- u64 bit pattern; NULL: content unreadable
+    -- pid - commands.pid_base: 0 (no payload byte) for the command's own
+    -- process, small for its children. NULL: pid unknown.
+    pid_rel INTEGER
 );
--- find_file_events by content (hash, size). Partial: an event without a
--- hash can never match by content, so it costs no index entry.
-CREATE INDEX file_events_content ON file_events(hash, size) WHERE hash IS NOT NULL;
--- find_file_events by path (name first: far more selective than the dir).
-CREATE INDEX file_events_path ON file_events(name, dir_id);
--- files_of: a command's files.
-CREATE INDEX file_events_command ON file_events(command_id);
+-- The two lookup indexes. A batch of events lands at random places in an
+-- index ordered by a hash, so once the index is larger than the batch each
+-- commit rewrites about one index page per event: at 1M events, a batch of
+-- 4096 wrote ~4800 pages (20 MB) to the WAL, and the insert rate fell to a
+-- sixth of a fresh database's. So both are ordered by epoch (id >> 16,
+-- 65536 events) first: a batch only touches the pages of the newest epoch
+-- (~200 per index), at the price of one probe per epoch in a lookup (16 at
+-- 1M events, a few microseconds each). The value is epoch * 65536 + a
+-- signed 16-bit key: 2 bytes in the first epoch, 3 up to 8M events, 4 up
+-- to 2G.
+--
+-- find_file_events by content: the key is the top 16 bits of the hash (the
+-- index holds neither the rest of the hash, 8 bytes, nor the size). About
+-- one other event per epoch shares it; the query checks the whole hash,
+-- the size and the parameters on the candidates. Partial: an event without
+-- a hash can never match by content.
+CREATE INDEX file_events_content ON file_events(((id >> 16) << 16) + (hash >> 48))
+    WHERE hash IS NOT NULL;
+-- find_file_events by exact path: the key is path_key's 16-bit hash of the
+-- path (the index does not hold the name, ~13 bytes); the query checks the
+-- path_key and the name on the candidates.
+CREATE INDEX file_events_path
+    ON file_events(((id >> 16) << 16) + (path_key & 65535) - 32768);
+
+-- Events first_id..=last_id are command_id's and were hashed with
+-- hash_params_id. A command's consecutive batches extend one run, so there
+-- is one run per command unless commands write at the same time. An event's
+-- run is the one with the greatest first_id <= its id.
+CREATE TABLE event_runs(
+    first_id INTEGER PRIMARY KEY,
+    last_id INTEGER NOT NULL,
+    command_id INTEGER NOT NULL,
+    hash_params_id INTEGER NOT NULL
+);
+-- files_of: a command's runs.
+CREATE INDEX event_runs_command ON event_runs(command_id);
 
 -- Spool files already applied, by name and content digest, so that a crash
 -- between the commit and the deletion of a spool file cannot apply it twice.

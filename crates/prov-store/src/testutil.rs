@@ -72,3 +72,99 @@ impl Rng {
         z ^ (z >> 31)
     }
 }
+
+impl Rng {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Events of a `cp -r` of a Linux source tree: `files` distinct paths in
+/// about `files / 16` directories, each written once by one process, in
+/// the order a depth-first copy writes them. Modelled on linux-6.1 (78 635
+/// files, 4 777 directories, 60 055 distinct names, names of 12.7 bytes and
+/// directories of 44 bytes on average): a quarter of the files have a name
+/// shared with other directories (Makefile, Kconfig, core.c, ...), the rest
+/// a name of their own; mtimes fall within the 3 s the copy takes.
+pub(crate) fn kernel_copy_events(rng: &mut Rng, files: usize, start_ns: i64) -> Vec<FileEvent> {
+    const ROOT: &str = "/home/user/src/linux-copy";
+    const EXT: &[&str] = &[".c", ".c", ".c", ".h", ".h", ".S", ".rst", ".txt", ".yaml", ".dts"];
+    const COMMON: &[&str] = &[
+        "Makefile",
+        "Kconfig",
+        ".gitignore",
+        "index.rst",
+        "Kbuild",
+        "core.c",
+        "main.c",
+        "setup.c",
+        "Build",
+        "irq.c",
+        "core.h",
+        "common.h",
+        "init.c",
+        "trace.h",
+        "config",
+    ];
+    let word = |rng: &mut Rng, len: u64| -> String {
+        (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect()
+    };
+    // A tree of directories: each one under a random earlier one, so
+    // depths vary like a source tree's (arch/x86/kernel/cpu/...).
+    let n_dirs = files.div_ceil(16);
+    let mut dirs: Vec<(String, usize)> = vec![(ROOT.to_owned(), 0)];
+    let mut children: Vec<Vec<usize>> = vec![Vec::new()];
+    while dirs.len() < n_dirs {
+        let parent = rng.below(dirs.len() as u64) as usize;
+        if dirs[parent].1 >= 6 {
+            continue;
+        }
+        let len = 3 + rng.below(8);
+        let path = format!("{}/{}", dirs[parent].0, word(rng, len));
+        dirs.push((path, dirs[parent].1 + 1));
+        children.push(Vec::new());
+        children[parent].push(dirs.len() - 1);
+    }
+    // Depth-first order, as cp -r visits them.
+    let mut order = Vec::with_capacity(dirs.len());
+    let mut stack = vec![0usize];
+    while let Some(d) = stack.pop() {
+        order.push(d);
+        stack.extend(children[d].iter().rev());
+    }
+    let mut events = Vec::with_capacity(files);
+    let per_dir = files as f64 / order.len() as f64;
+    let mut owed = 0.0;
+    for (k, &d) in order.iter().enumerate() {
+        owed += per_dir;
+        let mut here = std::collections::HashSet::new();
+        while owed >= 1.0 || (k + 1 == order.len() && events.len() < files) {
+            owed -= 1.0;
+            let name = loop {
+                let name = if rng.below(4) == 0 {
+                    COMMON[rng.below(COMMON.len() as u64) as usize].to_owned()
+                } else {
+                    let len = 5 + rng.below(14);
+                    word(rng, len) + EXT[rng.below(EXT.len() as u64) as usize]
+                };
+                if here.insert(name.clone()) {
+                    break name;
+                }
+            };
+            let i = events.len() as i64;
+            events.push(FileEvent {
+                access: Access::Write,
+                path: format!("{}/{name}", dirs[d].0).into_bytes(),
+                // Mostly a few KiB, some large: 2^(6..18) bytes.
+                size: 1 << (6 + rng.below(12)) | rng.below(64),
+                // 3 s for the whole copy.
+                mtime_ns: start_ns + i * 37_500 + rng.below(30_000) as i64,
+                hash: Some(rng.next()),
+                hash_params: HashParams::default(),
+                pid: Some(123_456),
+            });
+        }
+    }
+    events.truncate(files);
+    events
+}

@@ -81,10 +81,9 @@ impl Writer<'_> {
         if let Some(id) = self.command_id(&b.uuid)? {
             return Ok(id);
         }
-        let cwd_dir = self.dir_id(&b.cwd)?;
         self.conn
             .prepare_cached(
-                "INSERT INTO commands(uuid, session, seq, text, cwd_dir, host, user, shell,
+                "INSERT INTO commands(uuid, session, seq, text, cwd, host, user, shell,
                                       start_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
@@ -94,7 +93,7 @@ impl Writer<'_> {
                     b.session,
                     b.seq as i64, // u64 bit pattern; read back `as u64`
                     b.text,
-                    cwd_dir,
+                    b.cwd,
                     b.host,
                     b.user,
                     b.shell,
@@ -143,40 +142,125 @@ impl Writer<'_> {
     }
 
     pub(crate) fn add_events(&mut self, id: i64, events: &[FileEvent]) -> Result<()> {
-        // Foreign keys are not enforced (they would cost a lookup per row);
-        // one check per batch keeps orphan events out.
-        let exists = self
+        // The command's bases for mtime_rel and pid_rel; also keeps orphan
+        // events out (one check per batch, not a foreign key per row).
+        let found = self
             .conn
-            .prepare_cached("SELECT 1 FROM commands WHERE id = ?1")
-            .and_then(|mut s| s.exists([id]))
+            .prepare_cached("SELECT start_ns, pid_base FROM commands WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?)))
+                    .optional()
+            })
             .ctx(self.path, "looking up a command")?;
-        self.require_command(id, usize::from(exists))?;
+        let Some((start_ns, mut pid_base)) = found else {
+            return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
+        };
+        if events.is_empty() {
+            return Ok(());
+        }
+        if pid_base.is_none() {
+            if let Some(pid) = events.iter().find_map(|e| e.pid) {
+                pid_base = Some(i64::from(pid));
+                self.conn
+                    .prepare_cached("UPDATE commands SET pid_base = ?2 WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id, pid_base]))
+                    .ctx(self.path, "recording a command's pid base")?;
+            }
+        }
+        // Ids are given explicitly so that each run is contiguous for sure.
+        let mut next: i64 = self
+            .conn
+            .prepare_cached("SELECT coalesce(max(id), 0) + 1 FROM file_events")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .ctx(self.path, "finding the next event id")?;
+        // A run has one set of hash parameters; they change (nearly) never.
+        for group in events.chunk_by(|a, b| a.hash_params == b.hash_params) {
+            let params_id = self.params_id(group[0].hash_params)?;
+            self.insert_events(next, group, start_ns, pid_base)?;
+            let last = next + group.len() as i64 - 1;
+            self.add_run(id, params_id, next, last)?;
+            next = last + 1;
+        }
+        Ok(())
+    }
+
+    /// Inserts `events` with ids `first`, `first + 1`, ...
+    fn insert_events(
+        &mut self,
+        first: i64,
+        events: &[FileEvent],
+        start_ns: i64,
+        pid_base: Option<i64>,
+    ) -> Result<()> {
+        // One row per statement: measured faster than multi-row VALUES.
         let mut insert = self
             .conn
             .prepare_cached(
-                "INSERT INTO file_events(command_id, access, dir_id, name, size, mtime_ns, hash,
-                                         hash_params_id, pid)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO file_events(id, access, path_key, name, size, mtime_rel, hash, pid_rel)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .ctx(self.path, "preparing the file event insert")?;
-        for ev in events {
+        // Consecutive events mostly share the directory.
+        let mut last_dir: Option<(&[u8], i64)> = None;
+        for (id, ev) in (first..).zip(events) {
             let (dir, name) = paths::split(&ev.path);
-            let dir_id = self.dir_id(dir)?;
-            let params_id = self.params_id(ev.hash_params)?;
-            insert
-                .execute(params![
-                    id,
-                    access_code(ev.access),
-                    dir_id,
-                    name,
-                    ev.size as i64, // bit pattern, like the hash
-                    ev.mtime_ns,
-                    ev.hash.map(|h| h as i64),
-                    params_id,
-                    ev.pid
-                ])
-                .ctx(self.path, "inserting a file event")?;
+            let dir_id = match last_dir {
+                Some((d, id)) if d == dir => id,
+                _ => self.dir_id(dir)?,
+            };
+            last_dir = Some((dir, dir_id));
+            let pid_rel = match (ev.pid, pid_base) {
+                (Some(pid), Some(base)) => Some(i64::from(pid) - base),
+                _ => None,
+            };
+            let mut bind = || -> rusqlite::Result<()> {
+                insert.raw_bind_parameter(1, id)?;
+                insert.raw_bind_parameter(2, access_code(ev.access))?;
+                insert.raw_bind_parameter(3, paths::path_key(dir_id, name))?;
+                insert.raw_bind_parameter(4, name)?;
+                insert.raw_bind_parameter(5, ev.size as i64)?; // bit pattern, like the hash
+                insert.raw_bind_parameter(6, ev.mtime_ns.wrapping_sub(start_ns))?;
+                insert.raw_bind_parameter(7, ev.hash.map(|h| h as i64))?;
+                insert.raw_bind_parameter(8, pid_rel)?;
+                insert.raw_execute().map(drop)
+            };
+            bind().ctx(self.path, "inserting a file event")?;
         }
+        Ok(())
+    }
+
+    /// Records that events `first..=last` are command `id`'s, hashed with
+    /// parameters `params_id`: extends the newest run when it is of the same
+    /// command and parameters and ends just before `first`.
+    fn add_run(&mut self, id: i64, params_id: i64, first: i64, last: i64) -> Result<()> {
+        let newest = self
+            .conn
+            .prepare_cached(
+                "SELECT first_id, last_id, command_id, hash_params_id FROM event_runs
+                 ORDER BY first_id DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row([], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()
+            })
+            .ctx(self.path, "looking up the newest event run")?;
+        let n = match newest {
+            Some((run, end, cmd, params)) if (cmd, params, end + 1) == (id, params_id, first) => {
+                self.conn
+                    .prepare_cached("UPDATE event_runs SET last_id = ?2 WHERE first_id = ?1")
+                    .and_then(|mut s| s.execute([run, last]))
+            }
+            _ => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO event_runs(first_id, last_id, command_id, hash_params_id)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| s.execute([first, last, id, params_id])),
+        };
+        n.ctx(self.path, "recording an event run")?;
         Ok(())
     }
 
@@ -187,29 +271,51 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The id of directory `dir`, interned on first sight.
+    /// The id of directory `dir`, interned on first sight (with its
+    /// ancestors, see the dirs table).
     fn dir_id(&mut self, dir: &[u8]) -> Result<i64> {
         if let Some(&id) = self.dir_ids.get(dir) {
             return Ok(id);
         }
-        let found = self
-            .conn
-            .prepare_cached("SELECT id FROM dirs WHERE path = ?1")
-            .and_then(|mut s| s.query_row([dir], |r| r.get(0)).optional())
-            .ctx(self.path, "looking up a directory")?;
-        let id = match found {
-            Some(id) => id,
-            None => self
-                .conn
-                .prepare_cached("INSERT INTO dirs(path) VALUES (?1)")
-                .and_then(|mut s| s.insert([dir]))
-                .ctx(self.path, "inserting a directory")?,
-        };
-        if self.dir_ids.len() >= DIR_CACHE_MAX {
+        // Walk up to a cached ancestor or a root, then intern downwards;
+        // iterative, since a path may have a thousand components.
+        let mut chain = vec![dir];
+        let mut parent_id = 0;
+        while let Some((parent, _)) = paths::split_dir(chain[chain.len() - 1]) {
+            if let Some(&id) = self.dir_ids.get(parent) {
+                parent_id = id;
+                break;
+            }
+            chain.push(parent);
+        }
+        if self.dir_ids.len() + chain.len() > DIR_CACHE_MAX {
             self.dir_ids.clear();
         }
-        self.dir_ids.insert(dir.to_vec(), id);
-        Ok(id)
+        for d in chain.into_iter().rev() {
+            let name = match paths::split_dir(d) {
+                Some((_, name)) => name,
+                None => d,
+            };
+            parent_id = self.intern_dir(parent_id, name)?;
+            self.dir_ids.insert(d.to_vec(), parent_id);
+        }
+        Ok(parent_id)
+    }
+
+    fn intern_dir(&mut self, parent: i64, name: &[u8]) -> Result<i64> {
+        let found = self
+            .conn
+            .prepare_cached("SELECT id FROM dirs WHERE parent = ?1 AND name = ?2")
+            .and_then(|mut s| s.query_row(params![parent, name], |r| r.get(0)).optional())
+            .ctx(self.path, "looking up a directory")?;
+        match found {
+            Some(id) => Ok(id),
+            None => self
+                .conn
+                .prepare_cached("INSERT INTO dirs(parent, name) VALUES (?1, ?2)")
+                .and_then(|mut s| s.insert(params![parent, name]))
+                .ctx(self.path, "inserting a directory"),
+        }
     }
 
     fn params_id(&mut self, p: HashParams) -> Result<i64> {
