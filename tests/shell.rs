@@ -400,7 +400,11 @@ fn rc_twice_exec_and_disown(shell: &str) {
     sh.session.send_line(&format!("exec {shell} -i")).unwrap();
     sh.wait_prompt();
     sh.run("echo after-exec > exec.txt");
-    std::thread::sleep(Duration::from_millis(1500));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !case.work.join("disowned.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sh.run("true");
     sh.exit();
     let once = case.query(["history", "-n", "100"]);
     assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}");
