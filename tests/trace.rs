@@ -118,7 +118,12 @@ fn non_utf8_names_round_trip() {
 fn a_hundred_thousand_files_are_all_recorded() {
     let case = Case::new("many");
     case.run_sh("mkdir d && cd d && i=0; while [ $i -lt 100000 ]; do : > f$i; i=$((i+1)); done");
-    let cmd = case.writer_of("d/f0");
+    let summary = case.writer_of("d/f0");
+    assert_eq!(summary["file_count"], 100_000);
+    assert_eq!(summary["files_truncated"], true, "a big command lists a part unless asked");
+    let mut all = case.query(["wrote", "d/f0", "--all-files"]);
+    assert_eq!(all.len(), 1);
+    let cmd = all.pop().unwrap();
     let writes = files(&cmd).iter().filter(|(a, _)| a == "write").count();
     let dropped: u64 = cmd["incomplete"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(writes, 100_000, "every file recorded (dropped: {})", cmd["incomplete"]);

@@ -91,6 +91,10 @@ pub struct QueryOpts {
     /// JSON Lines: one object per command (fields documented in README.md).
     #[arg(long)]
     pub json: bool,
+    /// List every file of each command found, even of commands with more
+    /// than 1000 files (by default those show the matched files and a count).
+    #[arg(long)]
+    pub all_files: bool,
 }
 
 fn main() -> ExitCode {

@@ -9,7 +9,10 @@
 //! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
 //! `size`, `mtime_ns`, `mtime`, `hash` (16 hex digits, null if unreadable),
 //! `hash_chunk_size`, `hash_chunks`, `pid`, `matched` (this file is what the
-//! query asked about). Byte strings (`text`, `cwd`, `path`) that are not
+//! query asked about), plus `file_count` (all files of the command) and
+//! `files_truncated` (true when `files` lists only the matched files and
+//! some others because the command has more than 1000; `--all-files` lists
+//! all). Byte strings (`text`, `cwd`, `path`) that are not
 //! valid UTF-8 come as a lossy string plus `<field>_hex` with the exact bytes.
 
 use std::io::{self, Write};
@@ -42,7 +45,15 @@ fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
     }
 }
 
-pub fn command_json(c: &CommandRow, files: Option<(&[FileRow], &[i64])>) -> Value {
+/// The files shown with a command: a selection of `total` when that is large.
+#[derive(Clone, Copy)]
+pub struct Listing<'a> {
+    pub files: &'a [FileRow],
+    pub matched: &'a [i64],
+    pub total: u64,
+}
+
+pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     let mut o = Map::new();
     o.insert("type".into(), "command".into());
     o.insert("id".into(), c.id.into());
@@ -63,9 +74,11 @@ pub fn command_json(c: &CommandRow, files: Option<(&[FileRow], &[i64])>) -> Valu
     let reasons: Map<String, Value> =
         c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
     o.insert("incomplete".into(), reasons.into());
-    if let Some((files, matched)) = files {
-        let list: Vec<Value> = files.iter().map(|f| file_json(f, matched.contains(&f.id))).collect();
+    if let Some(l) = files {
+        let list: Vec<Value> = l.files.iter().map(|f| file_json(f, l.matched.contains(&f.id))).collect();
         o.insert("files".into(), list.into());
+        o.insert("file_count".into(), l.total.into());
+        o.insert("files_truncated".into(), (l.files.len() as u64 != l.total).into());
     }
     Value::Object(o)
 }
@@ -102,13 +115,13 @@ pub fn human_size(n: u64) -> String {
     if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }
 
-pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<(&[FileRow], &[i64])>) -> io::Result<()> {
+pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing<'_>>) -> io::Result<()> {
     let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
     writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
-    if let Some((files, matched)) = files {
+    if let Some(Listing { files, matched, total }) = files {
         for f in files.iter().take(HUMAN_FILE_LIMIT) {
             let mark = if matched.contains(&f.id) { '*' } else { ' ' };
             let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
@@ -121,8 +134,9 @@ pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<(&[File
                 local(f.mtime_ns),
             )?;
         }
-        if files.len() > HUMAN_FILE_LIMIT {
-            writeln!(out, "    … and {} more files (--json lists all)", files.len() - HUMAN_FILE_LIMIT)?;
+        let shown = files.len().min(HUMAN_FILE_LIMIT) as u64;
+        if total > shown {
+            writeln!(out, "    … and {} more files (--json --all-files lists all)", total - shown)?;
         }
     }
     if !c.completeness.is_complete() {

@@ -15,6 +15,10 @@ use crate::output;
 use crate::setup::UserSetup;
 use crate::QueryOpts;
 
+/// Commands with more files than this list only a part of them (and the
+/// count) unless --all-files is given.
+const FILE_LIST_LIMIT: u64 = 1000;
+
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
 fn open_store() -> Result<Option<Store>> {
@@ -53,12 +57,23 @@ pub fn by_file(access: Access, file: &OsStr, opts: QueryOpts) -> Result<ExitCode
     let found = store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), opts.limit)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     for (command, matched) in &found {
-        let files = store.files_of(command.id)?;
+        let total = store.file_count(command.id)?;
         let matched_ids: Vec<i64> = matched.iter().map(|f| f.id).collect();
-        if opts.json {
-            output::write_json(&mut out, &output::command_json(command, Some((&files, &matched_ids))))?;
+        let files = if opts.all_files || total <= FILE_LIST_LIMIT {
+            store.files_of(command.id)?
         } else {
-            output::write_command(&mut out, command, Some((&files, &matched_ids)))?;
+            // A tree copy has 100 000 files: the answer shows the matched
+            // ones first, some of the others, and the count.
+            let mut files = matched.clone();
+            files.extend(store.files_of_limited(command.id, FILE_LIST_LIMIT as usize)?.into_iter().filter(|f| !matched_ids.contains(&f.id)));
+            files.truncate(FILE_LIST_LIMIT as usize);
+            files
+        };
+        let listing = output::Listing { files: &files, matched: &matched_ids, total };
+        if opts.json {
+            output::write_json(&mut out, &output::command_json(command, Some(listing)))?;
+        } else {
+            output::write_command(&mut out, command, Some(listing))?;
         }
     }
     out.flush()?;

@@ -247,6 +247,33 @@ impl Store {
         Ok(files)
     }
 
+    /// How many file events command `command_id` has.
+    pub fn file_count(&self, command_id: i64) -> Result<u64> {
+        self.conn
+            .prepare_cached(
+                "SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM event_runs WHERE command_id = ?1",
+            )
+            .and_then(|mut s| s.query_row([command_id], |r| r.get::<_, i64>(0)))
+            .map(|n| n as u64)
+            .ctx(&self.path, "counting a command's files")
+    }
+
+    /// At most `limit` of a command's files, in storage order: showing a
+    /// command that touched 100 000 files must not read them all.
+    pub fn files_of_limited(&self, command_id: i64, limit: usize) -> Result<Vec<FileRow>> {
+        let params = self.hash_params_by_id()?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .conn
+            .prepare_cached(&format!("{} LIMIT ?2", files_of_sql()))
+            .and_then(|mut s| {
+                s.query_map(rusqlite::params![command_id, limit], |r| file_row(r, &params))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx(&self.path, "querying a command's files")?;
+        self.resolve_dirs(rows, &mut DirPaths::default())
+    }
+
     /// One command by id.
     pub fn command(&self, id: i64) -> Result<Option<CommandRow>> {
         self.conn
