@@ -50,6 +50,7 @@ impl Store {
         fs::create_private_dir(dir)
             .map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
         let mut conn = Connection::open(path).ctx(path, "opening")?;
+        harden(&conn, path)?;
         conn.busy_timeout(busy_timeout).ctx(path, "setting busy timeout")?;
         // WAL lets queries run while a command is being recorded, but it
         // needs a shared-memory index (the -shm file, mmap'ed by every
@@ -90,6 +91,7 @@ impl Store {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).ctx(path, "opening read-only")?;
+        harden(&conn, path)?;
         conn.busy_timeout(READ_BUSY_TIMEOUT).ctx(path, "setting busy timeout")?;
         let found = schema::user_version(&conn, path)?;
         schema::refuse_newer(found, path)?;
@@ -130,3 +132,14 @@ fn parent_dir(path: &Path) -> &Path {
 mod tests;
 #[cfg(test)]
 mod testutil;
+
+/// The collector opens this database (the user's file) while it holds a
+/// fanotify group that opens files without permission checks: a crafted
+/// database must not run SQL of its own (triggers, views, schema functions).
+fn harden(conn: &Connection, path: &Path) -> Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+        .ctx(path, "setting defensive mode")?;
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)
+        .ctx(path, "distrusting the schema")?;
+    Ok(())
+}
