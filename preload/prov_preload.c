@@ -493,15 +493,22 @@ static int do_open(int (*real)(const char *, int, ...), const char *path, int fl
     return real(path, flags, mode);
 }
 
+/* open's third argument exists only with O_CREAT or O_TMPFILE. A macro:
+ * variadic arguments cannot be handed on to a helper function. */
+#define OPEN_MODE(flags, mode)                          \
+    do {                                                \
+        if ((flags) & (O_CREAT | O_TMPFILE)) {          \
+            va_list ap;                                 \
+            va_start(ap, flags);                        \
+            (mode) = (mode_t)va_arg(ap, int);           \
+            va_end(ap);                                 \
+        }                                               \
+    } while (0)
+
 EXPORT int open(const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    OPEN_MODE(flags, mode);
     resolve_real();
     return do_open(real_open, path, flags, mode);
 }
@@ -509,12 +516,7 @@ EXPORT int open(const char *path, int flags, ...)
 EXPORT int open64(const char *path, int flags, ...)
 {
     mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    OPEN_MODE(flags, mode);
     resolve_real();
     return do_open(real_open64 ? real_open64 : real_open, path, flags, mode);
 }
