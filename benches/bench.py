@@ -654,14 +654,17 @@ def one_sample(ctx, wl, st, fs, mode, warm):
 
 
 def check_writes(wl, st, s):
-    """A copy of N regular files must be N write events, or say why not."""
+    """A copy of N regular files must give at least N write events, or say
+    why not. More is fine: files that existed only during the run are real
+    writes too (GNU tar extracts a symlink as an empty placeholder file first,
+    then replaces it)."""
     want = wl.expected_writes(st)
     if want is None or "writes" not in s:
         return
     s["expected_writes"] = want
-    if s["writes"] != want and not s.get("invalid"):
+    if s["writes"] < want and not s.get("invalid"):
         s["invalid"] = f"{s['writes']} write events for {want} files, and no counter says why"
-    elif s["writes"] != want:
+    elif s["writes"] < want:
         s["invalid"] += f" ({s['writes']} write events for {want} files)"
 
 
@@ -1004,7 +1007,7 @@ def workload_table(results):
         for s in r["modes"].get("prov", {}).get("samples", []):
             if s.get("expected_writes") is not None:
                 out.append(f"- {r['workload']}/{r['fs']}: {s['writes']} write events for "
-                           f"{s['expected_writes']} regular files ({'equal' if s['writes'] == s['expected_writes'] else 'DIFFERENT'})"
+                           f"{s['expected_writes']} regular files ({'equal' if s['writes'] == s['expected_writes'] else ('more: files that existed only during the run' if s['writes'] > s['expected_writes'] else 'FEWER')})"
                            + (f"; invalid: {s['invalid']}" if s.get("invalid") else ""))
                 break
     out.append("")
