@@ -170,7 +170,8 @@ def prepare_git_repo(tree, drop):
     sh(["cp", "-a", tree, repo])
     git = ["git", "-C", repo, "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
     sh(git + ["init", "-q", "-b", "full"])
-    sh(git + ["add", "-A"])
+    # -f: the kernel tree has .gitignore files of its own.
+    sh(git + ["add", "-A", "-f"])
     sh(git + ["commit", "-q", "-m", "full tree"])
     sh(git + ["checkout", "-q", "-b", "small"])
     present = [d for d in drop if os.path.exists(os.path.join(repo, d))]
