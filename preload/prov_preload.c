@@ -61,8 +61,10 @@
  * the shell's own (bash: 10 and up for saved fds, 255 for scripts). */
 #define HIGH_FD 700
 /* How long `begin` waits for the background preparation (first command
- * right after the prompt, or a preparer still starting). */
-#define PREPARE_WAIT_MS 5000
+ * right after the prompt, or a preparer still starting). A preparer that
+ * missed it once is not waited for again: a hanging helper may cost the user
+ * one pause, never one per command. */
+#define PREPARE_WAIT_MS 2000
 /* Texts longer than this are cut: one control datagram must hold them. */
 #define MAX_TEXT 60000
 
@@ -91,6 +93,7 @@ static struct {
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int prep_sock;           /* our end of the running preparer's socket */
     int preparing;
+    int preparer_late;       /* the running preparer missed a begin */
     int capture;             /* memfd with the captured text */
     int capture_is_history;
     unsigned long seq;
@@ -251,6 +254,7 @@ static void spawn_preparer(void)
     close_fd(&S.prep_sock);
     S.prep_sock = move_high(sv[0], 1);
     S.preparing = 1;
+    S.preparer_late = 0;
 }
 
 /* Takes a prepared observation from the socket, waiting up to wait_ms.
@@ -266,6 +270,7 @@ static void take_prepared(int wait_ms)
         int r = poll(&p, 1, left < 0 ? 0 : left);
         if (r > 0) break;
         if (r < 0 && errno == EINTR) continue;
+        if (wait_ms > 0) S.preparer_late = 1;
         return;
     }
     char msg[512];
@@ -355,7 +360,7 @@ static void begin_observation(int with_text)
     if (S.active || !S.loaded) return;
     if (S.r_ctl < 0) {
         spawn_preparer();
-        take_prepared(PREPARE_WAIT_MS);
+        take_prepared(S.preparer_late ? 0 : PREPARE_WAIT_MS);
     }
     if (S.r_ctl < 0) {
         if (!S.last_warning[0]) warn_once("no observation could be prepared in time");
