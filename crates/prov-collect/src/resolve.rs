@@ -169,8 +169,6 @@ impl Resolver {
     }
 
     fn is_private(&self, path: &[u8]) -> bool {
-        self.private_paths.iter().any(|d| {
-            path.starts_with(d) && (path.len() == d.len() || path[d.len()] == b'/')
-        })
+        self.private_paths.iter().any(|d| prov_model::config::is_within(path, d))
     }
 }

@@ -259,12 +259,15 @@ impl PathFilter {
     pub fn allows(&self, path: &[u8]) -> bool {
         self.rules
             .iter()
-            .find(|(prefix, _)| {
-                path.starts_with(prefix)
-                    && (path.len() == prefix.len() || path[prefix.len()] == b'/')
-            })
+            .find(|(prefix, _)| is_within(path, prefix))
             .is_some_and(|(_, include)| *include)
     }
+}
+
+/// Whether `path` is `dir` or lies below it (raw bytes, no trailing slash
+/// on `dir`; the empty `dir` is the root and contains everything).
+pub fn is_within(path: &[u8], dir: &[u8]) -> bool {
+    path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
 }
 
 impl fmt::Display for ConfigPath {
