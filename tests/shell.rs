@@ -325,7 +325,17 @@ fn sessions_order_and_concurrent_shells(shell: &str) {
     }
     a.exit();
     b.exit();
-    let history = case.query(["history", "-n", "100"]);
+    // Records are stored by the collectors after each prompt returns; under
+    // load the last one may land a moment after the shell exits.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let history = loop {
+        let history = case.query(["history", "-n", "100"]);
+        let typed = |p: &str| history.iter().filter(|c| c["text"].as_str().is_some_and(|t| t.starts_with(p))).count();
+        if (typed("echo a") == 3 && typed("echo b") == 3) || Instant::now() > deadline {
+            break history;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let session_of = |prefix: &str| -> Vec<(String, u64, String)> {
         history
             .iter()
