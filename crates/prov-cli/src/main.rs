@@ -6,6 +6,7 @@ mod doctor;
 mod observe;
 mod output;
 mod query;
+mod report;
 mod run;
 mod setup;
 mod shell;
@@ -41,6 +42,19 @@ enum Command {
     Query {
         #[command(subcommand)]
         query: QueryCommand,
+    },
+    /// Write the journal as one self-contained HTML page: a zoomable
+    /// timeline (a lane per session), each command's details on click,
+    /// a searchable command list and charts. Nothing is loaded from the
+    /// network when viewing it.
+    Report {
+        /// The HTML file to write ("-": standard output). An existing file
+        /// is replaced only once the new report is complete.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// Only the last N commands (default: all).
+        #[arg(short = 'n', long = "limit", value_name = "N")]
+        limit: Option<usize>,
     },
     /// Explain whether tracing works here, and why not.
     Doctor,
@@ -106,6 +120,7 @@ fn main() -> ExitCode {
             QueryCommand::Read { file, opts } => query::by_file(prov_model::Access::Read, &file, opts),
             QueryCommand::History { opts } => query::history(opts),
         },
+        Command::Report { output, limit } => report::report(&output, limit),
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
         Command::Shell { shell } => shell::shell(shell),

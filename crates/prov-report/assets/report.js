@@ -44,6 +44,8 @@
   }
   function firstLine(s) { const k = s.indexOf("\n"); return k < 0 ? s : s.slice(0, k) + " …"; }
   function cut(s, max) { return s.length <= max ? s : s.slice(0, max - 1) + "…"; }
+  // For paths, whose end says more than their start.
+  function cutStart(s, max) { return s.length <= max ? s : "…" + s.slice(s.length - max + 1); }
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -144,7 +146,8 @@
   H = AXIS_H + lanesShown * LANE_H;
   timelineEl.style.height = `${H + 2}px`;
 
-  function span() { return Math.max(cTotal, 1); }
+  // At least 10 ms: a single instant command still gets a readable scale.
+  function span() { return Math.max(cTotal, 0.01); }
   function fit() {
     scale = W / (span() * 1.04);
     viewC0 = -span() * 0.02;
@@ -182,7 +185,7 @@
     return matches && !matches[i] ? FADED[kind] : COLORS[kind];
   }
   function tickLabel(t, step) {
-    const d = new Date(t * 1000);
+    const d = new Date(Math.round(t * 1000));
     if (step >= 86400) return fmtDate(d);
     if (step >= 60) return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
     if (step >= 1) return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
@@ -249,9 +252,12 @@
         }
         continue;
       }
-      const tFrom = fromC(Math.max(segC0[k], viewC0)), tTo = fromC(Math.min(segC1[k], c1));
+      // The first and last stretches extend to the view's edges (the margins).
+      const tFrom = fromC(k === 0 ? viewC0 : Math.max(segC0[k], viewC0));
+      const tTo = fromC(k === nSegs - 1 ? c1 : Math.min(segC1[k], c1));
       const off = -new Date(tFrom * 1000).getTimezoneOffset() * 60;
-      for (let t = Math.ceil((tFrom + off) / step) * step - off; t <= tTo; t += step) {
+      const j0 = Math.ceil((tFrom + off) / step);
+      for (let j = j0, t = j0 * step - off; t <= tTo; j++, t = j * step - off) {
         const x = (toC(t) - viewC0) * scale;
         ctx.fillStyle = "#eaecf0";
         ctx.fillRect(Math.round(x), AXIS_H, 1, H - AXIS_H);
@@ -324,7 +330,7 @@
       `${sessions.length} session${sessions.length === 1 ? "" : "s"}`));
     for (let l = first; l <= last; l++) {
       const s = sessions[l];
-      const who = `${s.user}@${s.host} · ${s.shell}`;
+      const who = `${s.user}@${s.host} · ${s.shell} · ${s.id.slice(-8)}`;
       const div = el("div", { class: "lane", "data-session": s.id, style: `top:${laneY(l)}px;height:${LANE_H}px`,
         title: `${who}\nsession ${s.id}\nfirst command ${fmtTime(s.start_us)}\n${s.commands} commands` },
         el("span", { class: "who" }, who), el("br"),
@@ -544,18 +550,20 @@
 
   // ---------- charts
 
-  function chart(id, bars, onClick) {
+  function chart(id, bars, onClick, keepEnd) {
     const fig = document.getElementById(id);
     if (!bars.length) { fig.append(el("p", { class: "none" }, "nothing recorded")); return; }
-    const rowH = 22, labelW = 330, barW = 210;
+    // Percentages: the bars scale with the figure, the text does not.
+    const rowH = 22, labelW = 50, barW = 38;
     const max = bars.reduce((m, b) => Math.max(m, b.count), 1);
-    const s = svg("svg", { viewBox: `0 0 600 ${bars.length * rowH}`, role: "img" });
+    const s = svg("svg", { height: bars.length * rowH, role: "img" });
     bars.forEach((b, k) => {
       const g = svg("g", { class: `bar-row${onClick ? " clickable" : ""}`, transform: `translate(0 ${k * rowH})` });
       const title = svg("title"); title.textContent = `${b.label}: ${b.count}`;
-      const label = svg("text", { x: 0, y: rowH / 2 + 4 }); label.textContent = cut(firstLine(b.label), 52);
-      const bar = svg("rect", { class: "bar", x: labelW, y: 3, height: rowH - 6, width: Math.max(1, (b.count / max) * barW) });
-      const count = svg("text", { class: "n", x: labelW + Math.max(1, (b.count / max) * barW) + 4, y: rowH / 2 + 4 });
+      const w = Math.max(0.5, (b.count / max) * barW);
+      const label = svg("text", { x: 0, y: rowH / 2 + 4 }); label.textContent = (keepEnd ? cutStart : cut)(firstLine(b.label), 28);
+      const bar = svg("rect", { class: "bar", x: `${labelW}%`, y: 3, height: rowH - 6, width: `${w}%` });
+      const count = svg("text", { class: "n", x: `${labelW + w}%`, dx: 4, y: rowH / 2 + 4 });
       count.textContent = String(b.count);
       g.append(title, label, bar, count);
       if (onClick) g.addEventListener("click", () => onClick(b));
@@ -565,7 +573,7 @@
   }
   chart("chart-writes", data.charts.writes, (b) => select(b.command, "both"));
   chart("chart-sessions", data.charts.sessions, (b) => scrollLanesTo(b.session * LANE_H));
-  chart("chart-dirs", data.charts.dirs, null);
+  chart("chart-dirs", data.charts.dirs, null, true);
 
   // ---------- start
 

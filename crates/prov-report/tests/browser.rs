@@ -118,7 +118,7 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
     browser.click(&browser.find_all("#zoom-fit")[0]);
 
     // Click where a box is drawn: the details are of the command hit there.
-    browser.select_and_click_box(huge_id);
+    browser.click_timeline_box(huge_id);
     let details = browser.wait_for(
         &format!("return document.getElementById('details').dataset.command == {huge_id} && document.getElementById('details').innerText"),
         Duration::from_secs(10),
@@ -146,35 +146,4 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
     let shot = out_dir.join("report-10000.png");
     std::fs::write(&shot, &png).unwrap();
     println!("screenshot: {}", shot.display());
-}
-
-trait ClickBox {
-    fn select_and_click_box(&self, id: i64);
-}
-
-impl ClickBox for Browser {
-    /// Brings command `id` into view (through the page's own selection),
-    /// turns the wheel over its box until a few pixels around its middle
-    /// hit it alone,
-    /// and clicks the middle of it with the mouse.
-    fn select_and_click_box(&self, id: i64) {
-        self.eval(&format!("provReport.select({id}); document.getElementById('timeline').scrollIntoView(); return true"));
-        let locate = format!(
-            "const b = provReport.boxCenter({id}); const r = document.getElementById('tl-canvas').getBoundingClientRect(); \
-             const hit = [-2, 0, 2].map((dx) => provReport.commandAt(b.x + dx, b.y)); \
-             return [r.left + b.x, r.top + b.y, hit.every((h) => h === {id}) ? {id} : hit]"
-        );
-        let mut at = self.eval(&locate);
-        for _ in 0..40 {
-            if at[2] == id {
-                break;
-            }
-            self.wheel_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap(), -400);
-            at = self.eval(&locate);
-        }
-        assert_eq!(at[2], id, "command {id} is not alone under its box's centre");
-        // Forget the selection, so that only the click can bring the details back.
-        self.eval("const d = document.getElementById('details'); d.replaceChildren(); delete d.dataset.command; return true");
-        self.click_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
-    }
 }

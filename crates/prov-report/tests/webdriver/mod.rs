@@ -126,6 +126,31 @@ impl Browser {
         self.session_call("DELETE", "/actions", None);
     }
 
+    /// Clicks command `id`'s box on the report's timeline with the mouse:
+    /// brings it into view (through the page's own selection), turns the
+    /// wheel over it until a few pixels around its middle hit it alone,
+    /// clears the details panel, and clicks the middle of the box.
+    pub fn click_timeline_box(&self, id: i64) {
+        self.eval(&format!("provReport.select({id}); document.getElementById('timeline').scrollIntoView(); return true"));
+        let locate = format!(
+            "const b = provReport.boxCenter({id}); const r = document.getElementById('tl-canvas').getBoundingClientRect(); \
+             const hit = [-2, 0, 2].map((dx) => provReport.commandAt(b.x + dx, b.y)); \
+             return [r.left + b.x, r.top + b.y, hit.every((h) => h === {id}) ? {id} : hit]"
+        );
+        let mut at = self.eval(&locate);
+        for _ in 0..40 {
+            if at[2] == id {
+                break;
+            }
+            self.wheel_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap(), -400);
+            at = self.eval(&locate);
+        }
+        assert_eq!(at[2], id, "command {id} is not alone under its box's centre");
+        // Forget the selection, so that only the click can bring the details back.
+        self.eval("const d = document.getElementById('details'); d.replaceChildren(); delete d.dataset.command; return true");
+        self.click_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
+    }
+
     /// A PNG of the viewport.
     pub fn screenshot(&self) -> Vec<u8> {
         let v = self.session_call("GET", "/screenshot", None);
