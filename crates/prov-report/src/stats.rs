@@ -36,7 +36,7 @@ pub struct Bar {
 fn top<T>(items: impl Iterator<Item = (u64, T)>) -> Vec<(u64, T)> {
     let mut v: Vec<(u64, T)> = items.filter(|(n, _)| *n > 0).collect();
     // Stable: equal counts keep their order.
-    v.sort_by(|a, b| b.0.cmp(&a.0));
+    v.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
     v.truncate(CHART_ROWS);
     v
 }

@@ -38,7 +38,7 @@ fn month_of_records() -> Vec<(CommandRow, Vec<FileRow>)> {
             cwd: format!("/home/dev/proj{project}").into_bytes(),
             host: format!("host{}", session % 3),
             user: "dev".into(),
-            shell: if session % 2 == 0 { "bash" } else { "zsh" }.into(),
+            shell: ["bash", "zsh"][session % 2].into(),
             start_ns,
             end_ns: Some(start_ns + ((k % 13) as i64 + 1) * 700_000_000),
             exit_status: Some(if k % 17 == 0 { 1 } else { 0 }),
