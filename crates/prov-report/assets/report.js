@@ -252,6 +252,20 @@
         }
         continue;
       }
+      // A stretch after an idle gap is labelled with its start: at a wide
+      // zoom the regular ticks may all fall into gaps.
+      if (k > 0 && segGap[k - 1]) {
+        const x = Math.max(0, (segC0[k] - viewC0) * scale);
+        const d = new Date(Math.round(segT0[k] * 1000));
+        const label = `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+        if (x > lastLabelEnd + 8) {
+          ctx.fillStyle = "#98a2b3";
+          ctx.fillRect(Math.round(x), AXIS_H - 5, 1, 5);
+          ctx.fillStyle = "#1d2330";
+          ctx.fillText(label, x + 2, AXIS_H / 2);
+          lastLabelEnd = x + 2 + ctx.measureText(label).width;
+        }
+      }
       // The first and last stretches extend to the view's edges (the margins).
       const tFrom = fromC(k === 0 ? viewC0 : Math.max(segC0[k], viewC0));
       const tTo = fromC(k === nSegs - 1 ? c1 : Math.min(segC1[k], c1));
@@ -276,12 +290,16 @@
     ctx.fillRect(0, AXIS_H - 1, W, 1);
 
     // Boxes. Boxes under a pixel wide that land on one already drawn are
-    // skipped: with 10 000 commands at full view most are.
+    // skipped: with 10 000 commands at full view most are. Failed commands
+    // are marked again last, in the lower third of the lane and no wider
+    // than they are (1 px at least): a zoomed-out view still shows where
+    // they are without turning the lane red.
     ctx.save();
     ctx.beginPath();
     ctx.rect(0, AXIS_H, W, H - AXIS_H);
     ctx.clip();
     let drawn = 0, inView = 0;
+    const failed = [];
     for (let l = firstLane; l <= lastLane; l++) {
       const idx = laneCmds[l], y = laneY(l);
       let coveredTo = -Infinity, lastColor = "";
@@ -292,6 +310,7 @@
         if (x1 < 0) continue;
         inView++;
         const color = colorOf(i);
+        if (commands[i].exit) failed.push([i, y, color]);
         if (x1 <= coveredTo && color === lastColor) continue;
         ctx.fillStyle = color;
         ctx.fillRect(x0, y + BOX_PAD, x1 - x0, LANE_H - 2 * BOX_PAD);
@@ -308,6 +327,12 @@
         coveredTo = Math.max(coveredTo, x1);
         lastColor = color;
       }
+    }
+    const third = (LANE_H - 2 * BOX_PAD) / 3;
+    for (const [i, y, color] of failed) {
+      const x0 = (cs[i] - viewC0) * scale, x1 = Math.max(x0 + 1, (ce[i] - viewC0) * scale);
+      ctx.fillStyle = color;
+      ctx.fillRect(x0, y + LANE_H - BOX_PAD - third, x1 - x0, third);
     }
     if (selected >= 0) {
       const l = commands[selected].s;
