@@ -8,7 +8,7 @@ mod webdriver;
 use std::time::{Duration, Instant};
 
 use prov_model::{Access, Completeness, HashParams};
-use prov_report::{write_report, ReportInput};
+use prov_report::{write_report, ArchivedScript, ReportInput};
 use prov_store::{CommandRow, FileRow};
 use webdriver::Browser;
 
@@ -70,12 +70,19 @@ fn month_of_records() -> Vec<(CommandRow, Vec<FileRow>)> {
 fn ten_thousand_commands_load_draw_zoom_and_click() {
     let records = month_of_records();
     let huge_id = records[COMMANDS / 2].0.id;
+    // Every python3 command ran gen.py, archived once for all of them.
+    let gen_py = ArchivedScript { path: b"/home/dev/gen.py".to_vec(), text: "print('</script>')\n".repeat(50) };
+    let archived = records
+        .iter()
+        .filter(|(c, _)| c.text.starts_with(b"python3"))
+        .map(|(c, _)| (c.id, vec![gen_py.clone()]))
+        .collect();
     let input = ReportInput {
         title: "a month of work".into(),
         description: "synthetic".into(),
         generated_ns: 1_763_000_000 * 1_000_000_000,
         records,
-        ..ReportInput::default()
+        archived,
     };
     let out_dir = webdriver::test_output_dir(env!("CARGO_TARGET_TMPDIR"));
     let page = out_dir.join("report-10000.html");
@@ -130,6 +137,18 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
     assert!(details.contains(&format!("and {} more", writes - shown)), "{details}");
     let written_rows = browser.eval("return document.querySelectorAll('#details table.written tr.file').length");
     assert_eq!(written_rows, shown);
+
+    // An archived script: collapsed until its name is clicked.
+    // "python3 gen.py" is verb 4 (k % 6 == 4), ids are k + 1: k = 5002 is
+    // two rows from the huge command, where the click scrolled the list.
+    let python = huge_id + 2;
+    browser.click(&browser.find_all(&format!("#list .row[data-id='{python}']"))[0]);
+    browser.wait_for(&format!("return document.getElementById('details').dataset.command === '{python}'"), Duration::from_secs(10));
+    let script = browser.eval("const s = document.querySelector('#details details.script'); return [s.open, s.querySelector('summary').textContent]");
+    assert_eq!(script, serde_json::json!([false, "/home/dev/gen.py"]));
+    browser.click(&browser.find_all("#details details.script summary")[0]);
+    let text = browser.eval("const s = document.querySelector('#details details.script'); return s.open && s.querySelector('pre').textContent");
+    assert_eq!(text.as_str().unwrap(), gen_py.text);
 
     // Filtering 10 000 commands by text.
     let filter = &browser.find_all("#filter")[0];
