@@ -150,6 +150,8 @@ fn report_limit_stdout_and_errors() {
     assert!(String::from_utf8_lossy(&empty.stderr).contains("no records yet"));
     assert!(!case.work.join("empty.html").exists());
 
+    // A file name that is not UTF-8 (latin-1 "café") is shown lossily.
+    ok(run_in(&case, SESSION_A, "printf x > \"$(printf 'caf\\351')\""));
     for k in 1..=3 {
         ok(run_in(&case, SESSION_A, &format!("echo {k} > f{k}")));
     }
@@ -163,7 +165,10 @@ fn report_limit_stdout_and_errors() {
     assert!(stdout.status.success(), "{}", describe(&stdout));
     let page = String::from_utf8(stdout.stdout).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(embedded(&page)["commands"].as_array().unwrap().len(), 3);
+    let all = embedded(&page);
+    assert_eq!(all["commands"].as_array().unwrap().len(), 4);
+    let work = std::fs::canonicalize(&case.work).unwrap();
+    assert_eq!(all["commands"][0]["w"][0][0], format!("{}/caf\u{fffd}", work.display()));
 
     // An unwritable destination: one line naming it.
     let bad = case.prov(["report", "-o", "/nonexistent-prov-dir/r.html"]);
