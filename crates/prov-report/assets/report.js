@@ -500,13 +500,18 @@
 
   const detailsEl = document.getElementById("details");
 
+  function filePath(d, name) {
+    const dir = data.dirs[d];
+    return dir === "" ? name : dir.endsWith("/") ? dir + name : `${dir}/${name}`;
+  }
+
   function fileTable(files, total, what) {
     const parts = [el("h3", {}, `Files ${what} (${total})`)];
     if (!files.length) { parts.push(el("p", { class: "more" }, "none")); return parts; }
     const body = el("tbody");
-    for (const [path, size, mtime, hash] of files) {
+    for (const [d, name, size, mtime, hash] of files) {
       body.append(el("tr", { class: "file" },
-        el("td", { class: "path" }, path),
+        el("td", { class: "path" }, filePath(d, name)),
         el("td", { class: "num", title: `${size} bytes` }, fmtSize(size)),
         el("td", { class: "num" }, fmtTime(mtime).slice(0, 19)),
         el("td", { class: "hash" }, hash === null ? "unreadable" : hash)));

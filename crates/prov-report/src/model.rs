@@ -9,7 +9,8 @@
 //! - command text cut after [`TEXT_BYTES`], script text after
 //!   [`SCRIPT_BYTES`], with the number of bytes left out;
 //! - each distinct archived script text stored once, however many commands
-//!   read it.
+//!   read it, and each directory of a file path once (a build reads the same
+//!   directories over and over; this halves a typical report).
 //!
 //! Counts (and the charts) are always of all events, not of the capped lists.
 
@@ -42,6 +43,8 @@ pub struct Data {
     pub commands: Vec<Command>,
     /// Distinct archived script texts; commands refer to them by index.
     pub scripts: Vec<Cut>,
+    /// Distinct directories of file paths; files refer to them by index.
+    pub dirs: Vec<String>,
     pub charts: Charts,
 }
 
@@ -80,8 +83,10 @@ pub struct Command {
     pub scripts: Vec<(String, usize)>,
 }
 
-/// Path, size, mtime (µs), hash (16 hex digits; `None`: unreadable).
-pub type File = (String, u64, i64, Option<String>);
+/// Directory (index into `dirs`), name, size, mtime (µs), hash (16 hex
+/// digits; `None`: unreadable). The path is the directory, "/" unless it
+/// ends in one, and the name.
+pub type File = (usize, String, u64, i64, Option<String>);
 
 /// A possibly shortened text and how many bytes were left out.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -108,15 +113,39 @@ fn us(ns: i64) -> i64 {
     ns.div_euclid(1000)
 }
 
-fn file(f: &FileRow) -> File {
-    (lossy(&f.path), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")))
+/// Directory paths, each stored once.
+#[derive(Default)]
+struct Dirs {
+    list: Vec<String>,
+    index: HashMap<String, usize>,
 }
 
-/// The first `FILES_PER_ACCESS` files of `access` and how many there are.
-fn capped(files: &[FileRow], access: Access) -> (u64, Vec<File>) {
-    let mut all = files.iter().filter(|f| f.access == access);
-    let shown = all.by_ref().take(FILES_PER_ACCESS).map(file).collect::<Vec<_>>();
-    (shown.len() as u64 + all.count() as u64, shown)
+impl Dirs {
+    fn file(&mut self, f: &FileRow) -> File {
+        // Split before decoding: a lossy directory is still one directory.
+        let (dir, name) = match f.path.iter().rposition(|&b| b == b'/') {
+            Some(0) => (&b"/"[..], &f.path[1..]),
+            Some(i) => (&f.path[..i], &f.path[i + 1..]),
+            None => (&b""[..], &f.path[..]),
+        };
+        let dir = lossy(dir);
+        let d = match self.index.get(&dir) {
+            Some(&d) => d,
+            None => {
+                self.list.push(dir.clone());
+                self.index.insert(dir, self.list.len() - 1);
+                self.list.len() - 1
+            }
+        };
+        (d, lossy(name), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")))
+    }
+
+    /// The first `FILES_PER_ACCESS` files of `access` and how many there are.
+    fn capped(&mut self, files: &[FileRow], access: Access) -> (u64, Vec<File>) {
+        let mut all = files.iter().filter(|f| f.access == access);
+        let shown = all.by_ref().take(FILES_PER_ACCESS).map(|f| self.file(f)).collect::<Vec<_>>();
+        (shown.len() as u64 + all.count() as u64, shown)
+    }
 }
 
 pub fn build(input: &ReportInput) -> Data {
@@ -124,6 +153,7 @@ pub fn build(input: &ReportInput) -> Data {
     let mut session_index: HashMap<&str, usize> = HashMap::new();
     let mut scripts: Vec<Cut> = Vec::new();
     let mut script_index: HashMap<&str, usize> = HashMap::new();
+    let mut dirs = Dirs::default();
     let mut commands = Vec::with_capacity(input.records.len());
 
     for (c, files) in &input.records {
@@ -142,8 +172,8 @@ pub fn build(input: &ReportInput) -> Data {
         session.commands += 1;
         session.start_us = session.start_us.min(us(c.start_ns));
 
-        let (n_w, w) = capped(files, Access::Write);
-        let (n_r, r) = capped(files, Access::Read);
+        let (n_w, w) = dirs.capped(files, Access::Write);
+        let (n_r, r) = dirs.capped(files, Access::Read);
         let archived = input.archived.get(&c.id).map(Vec::as_slice).unwrap_or_default();
         let command_scripts = archived
             .iter()
@@ -194,6 +224,7 @@ pub fn build(input: &ReportInput) -> Data {
         sessions,
         commands,
         scripts,
+        dirs: dirs.list,
         charts,
     }
 }

@@ -76,7 +76,8 @@ fn markup_in_recorded_text_stays_data() {
     let v: Value = serde_json::from_str(json).expect("embedded data is JSON");
     assert_eq!(v["commands"][0]["text"][0], nasty);
     assert_eq!(v["commands"][0]["cwd"], "/tmp/</script>");
-    assert_eq!(v["commands"][0]["w"][0][0], "/tmp/<b>&amp;.txt");
+    let written = &v["commands"][0]["w"][0];
+    assert_eq!((&v["dirs"][written[0].as_u64().unwrap() as usize], &written[1]), (&"/tmp".into(), &"<b>&amp;.txt".into()));
     assert_eq!(v["title"], "<title></title></script>");
     assert_eq!(v["scripts"][0][0], "</script>");
     // Two script elements, closed where the page closes them.
@@ -111,8 +112,10 @@ fn files_are_capped_per_access_and_counted() {
     let c = &data.commands[0];
     assert_eq!((c.n_w, c.w.len()), (100_000, FILES_PER_ACCESS));
     assert_eq!((c.n_r, c.r.len()), (3, 3));
-    assert_eq!(c.w[0].0, "/big/tree/f0");
-    assert_eq!(c.w[0].3.as_deref(), Some("0123456789abcdef"));
+    assert_eq!((data.dirs[c.w[0].0].as_str(), c.w[0].1.as_str()), ("/big/tree", "f0"));
+    assert_eq!(c.w[0].4.as_deref(), Some("0123456789abcdef"));
+    // One directory, stored once.
+    assert_eq!(data.dirs, ["/big/tree", "/src"]);
     // The chart counts every event, not the capped list.
     assert_eq!(data.charts.writes[0].count, 100_000);
     assert_eq!(data.charts.dirs[0].label, "/big/tree");
@@ -139,7 +142,7 @@ fn non_utf8_bytes_are_shown_lossily() {
     let c = &data.commands[0];
     assert_eq!(c.text.0, "cat caf\u{fffd}");
     assert_eq!(c.cwd, "/d\u{fffd}");
-    assert_eq!(c.r[0].0, "/d\u{fffd}/caf\u{fffd}");
+    assert_eq!((data.dirs[c.r[0].0].as_str(), c.r[0].1.as_str()), ("/d\u{fffd}", "caf\u{fffd}"));
 }
 
 #[test]
@@ -184,6 +187,19 @@ fn charts_rank_by_count() {
     assert_eq!(data.charts.writes[0].command, Some(1));
     let d: Vec<(&str, u64)> = data.charts.dirs.iter().map(|b| (b.label.as_str(), b.count)).collect();
     assert_eq!(d, [("/o2", 8), ("/o1", 2)]);
+}
+
+#[test]
+fn file_paths_share_their_directories() {
+    let data = build(&input(vec![(
+        command(1, "s", 1, b"x"),
+        vec![file(1, Access::Read, b"/a/b/c"), file(1, Access::Read, b"/top"), file(1, Access::Write, b"/a/b/d"), file(1, Access::Write, b"rel")],
+    )]));
+    let c = &data.commands[0];
+    let path = |f: &crate::model::File| (data.dirs[f.0].clone(), f.1.clone());
+    assert_eq!(c.r.iter().map(path).collect::<Vec<_>>(), [("/a/b".into(), "c".into()), ("/".into(), "top".into())]);
+    assert_eq!(c.w.iter().map(path).collect::<Vec<_>>(), [("/a/b".into(), "d".into()), ("".into(), "rel".into())]);
+    assert_eq!(data.dirs, ["/a/b", "", "/"]);
 }
 
 #[test]
