@@ -1,0 +1,325 @@
+//! The lineage walk: from a file back through the commands that wrote it and
+//! the files they read (upstream), or forward through the commands that read
+//! it and the files they wrote (downstream). Uses only the store's public
+//! queries.
+//!
+//! A file version is linked to its writer by content first (hash, size and
+//! hash parameters equal), and by exact path only when no writer of that
+//! content is known (a file whose hash could not be taken, or one changed by
+//! something unrecorded). The writer must have started before the reader;
+//! of several candidates the newest wins. The walk stops at files nobody
+//! recorded writing (or reading, downstream), at commands already visited
+//! (so cycles end) and at the depth limit.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use anyhow::Result;
+use prov_model::{Access, HashParams};
+use prov_store::{CommandRow, FileRow, Store};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Towards the inputs: who wrote this, from what.
+    Upstream,
+    /// Towards the outputs: who read this, and what they made.
+    Downstream,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Upstream => "upstream",
+            Direction::Downstream => "downstream",
+        }
+    }
+}
+
+/// How a read was tied to a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkedBy {
+    Content,
+    Path,
+}
+
+impl LinkedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkedBy::Content => "content",
+            LinkedBy::Path => "path",
+        }
+    }
+}
+
+/// A file passed from the command that wrote it to one that read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flow {
+    pub writer: i64,
+    /// The write event (of `writer`).
+    pub written: i64,
+    pub reader: i64,
+    /// The read event (of `reader`).
+    pub read: i64,
+    pub by: LinkedBy,
+}
+
+/// A command of the lineage with all its files.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub command: CommandRow,
+    pub files: Vec<FileRow>,
+    /// 1 for the commands that touched the target itself.
+    pub depth: usize,
+}
+
+/// The file the walk starts from, as it is now and as it was recorded.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Absolute path, as the kernel reports paths.
+    pub path: Vec<u8>,
+    /// The file's current (hash, size, parameters) under every parameter
+    /// set in use; empty when it is gone or unreadable.
+    pub content: Vec<(u64, u64, HashParams)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Lineage {
+    pub target: Target,
+    pub direction: Direction,
+    /// The commands that touched the target (the target's writer upstream,
+    /// its readers downstream) and the event of each that did.
+    pub start: Vec<(i64, i64)>,
+    /// Every command of the walk, by id.
+    pub steps: BTreeMap<i64, Step>,
+    pub flows: Vec<Flow>,
+    /// Links the depth limit kept the walk from following.
+    pub cut: Vec<Flow>,
+}
+
+/// Walks from `target` in `direction`, at most `max_depth` commands deep.
+pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Option<usize>) -> Result<Lineage> {
+    let mut lineage = Lineage {
+        target,
+        direction,
+        start: Vec::new(),
+        steps: BTreeMap::new(),
+        flows: Vec::new(),
+        cut: Vec::new(),
+    };
+    let start_access = match direction {
+        Direction::Upstream => Access::Write,
+        Direction::Downstream => Access::Read,
+    };
+    let found = store.find_file_events(start_access, &lineage.target.content, Some(&lineage.target.path), None)?;
+    lineage.start = match direction {
+        // The file as it is now was made by one command: the newest writer
+        // of its content, else the newest writer of its path.
+        Direction::Upstream => pick_newest(&found, &lineage.target.content, &lineage.target.path).into_iter().collect(),
+        // Everyone who read this content (or, when the content is unknown
+        // or nobody read it, this path).
+        Direction::Downstream => {
+            let by_content = matches_of(&found, &lineage.target.content, None, LinkedBy::Content);
+            if by_content.is_empty() {
+                matches_of(&found, &[], Some(&lineage.target.path), LinkedBy::Path)
+            } else {
+                by_content
+            }
+            .into_iter()
+            .map(|(c, f, _)| (c, f))
+            .collect()
+        }
+    };
+
+    let mut queue: VecDeque<(i64, usize)> = VecDeque::new();
+    let mut seen: HashSet<i64> = HashSet::new();
+    for &(id, _) in &lineage.start {
+        if seen.insert(id) {
+            queue.push_back((id, 1));
+        }
+    }
+    while let Some((id, depth)) = queue.pop_front() {
+        let Some(command) = store.command(id)? else { continue };
+        let files = store.files_of(id)?;
+        let next_depth = depth + 1;
+        let may_expand = max_depth.map_or(true, |max| next_depth <= max);
+        for f in &files {
+            let linked = match (direction, f.access) {
+                (Direction::Upstream, Access::Read) => writer_of(store, &command, f)?
+                    .map(|(w, written, by)| vec![Flow { writer: w, written, reader: id, read: f.id, by }]),
+                (Direction::Downstream, Access::Write) => Some(
+                    readers_of(store, &command, f)?
+                        .into_iter()
+                        .map(|(r, read, by)| Flow { writer: id, written: f.id, reader: r, read, by })
+                        .collect(),
+                ),
+                _ => None,
+            };
+            for flow in linked.into_iter().flatten() {
+                let next = if direction == Direction::Upstream { flow.writer } else { flow.reader };
+                if !seen.contains(&next) {
+                    if !may_expand {
+                        lineage.cut.push(flow);
+                        continue;
+                    }
+                    seen.insert(next);
+                    queue.push_back((next, next_depth));
+                }
+                lineage.flows.push(flow);
+            }
+        }
+        lineage.steps.insert(id, Step { command, files, depth });
+    }
+    Ok(lineage)
+}
+
+/// The command that wrote what `reader` read as `read`: newest first, by
+/// content, else by path, started before the reader.
+fn writer_of(store: &Store, reader: &CommandRow, read: &FileRow) -> Result<Option<(i64, i64, LinkedBy)>> {
+    let content: Vec<_> = read.hash.map(|h| (h, read.size, read.hash_params)).into_iter().collect();
+    let found = store.find_file_events(Access::Write, &content, Some(&read.path), None)?;
+    let earlier: Vec<_> = found.into_iter().filter(|(c, _)| c.id != reader.id && c.start_ns <= reader.start_ns).collect();
+    Ok(pick_newest(&earlier, &content, &read.path).map(|(c, f)| {
+        let by_content = earlier
+            .iter()
+            .find(|(cmd, _)| cmd.id == c)
+            .and_then(|(_, fs)| fs.iter().find(|x| x.id == f))
+            .is_some_and(|x| same_content(x, &content));
+        (c, f, if by_content { LinkedBy::Content } else { LinkedBy::Path })
+    }))
+}
+
+/// The commands that read what `writer` wrote as `written`, started after
+/// it. By content only: a path alone cannot tell which later version a
+/// reader saw; only a file without a hash falls back to its path.
+fn readers_of(store: &Store, writer: &CommandRow, written: &FileRow) -> Result<Vec<(i64, i64, LinkedBy)>> {
+    let later = |found: Vec<(CommandRow, Vec<FileRow>)>| -> Vec<(CommandRow, Vec<FileRow>)> {
+        found.into_iter().filter(|(c, _)| c.id != writer.id && c.start_ns >= writer.start_ns).collect()
+    };
+    match written.hash {
+        Some(h) => {
+            let content = [(h, written.size, written.hash_params)];
+            let found = later(store.find_file_events(Access::Read, &content, None, None)?);
+            Ok(matches_of(&found, &content, None, LinkedBy::Content))
+        }
+        None => {
+            let found = later(store.find_file_events(Access::Read, &[], Some(&written.path), None)?);
+            Ok(matches_of(&found, &[], Some(&written.path), LinkedBy::Path))
+        }
+    }
+}
+
+fn same_content(f: &FileRow, content: &[(u64, u64, HashParams)]) -> bool {
+    content.iter().any(|&(h, s, p)| f.hash == Some(h) && f.size == s && f.hash_params == p)
+}
+
+/// Each command's first event matching `content` (or `path`, when given).
+fn matches_of(
+    found: &[(CommandRow, Vec<FileRow>)],
+    content: &[(u64, u64, HashParams)],
+    path: Option<&[u8]>,
+    by: LinkedBy,
+) -> Vec<(i64, i64, LinkedBy)> {
+    found
+        .iter()
+        .filter_map(|(c, files)| {
+            files
+                .iter()
+                .find(|f| same_content(f, content) || path.is_some_and(|p| f.path == p))
+                .map(|f| (c.id, f.id, by))
+        })
+        .collect()
+}
+
+/// The newest command (the list is newest first) with an event of this
+/// content, else the newest with an event of this path.
+fn pick_newest(found: &[(CommandRow, Vec<FileRow>)], content: &[(u64, u64, HashParams)], path: &[u8]) -> Option<(i64, i64)> {
+    let first = |pred: &dyn Fn(&FileRow) -> bool| {
+        found.iter().find_map(|(c, files)| files.iter().find(|f| pred(f)).map(|f| (c.id, f.id)))
+    };
+    first(&|f| same_content(f, content)).or_else(|| first(&|f| f.path == path))
+}
+
+impl Lineage {
+    /// The depth limit cut the walk short somewhere.
+    pub fn truncated(&self) -> bool {
+        !self.cut.is_empty()
+    }
+
+    /// The commands of the walk with all their files, oldest first: the
+    /// input of every exporter.
+    pub fn records(&self) -> Vec<(CommandRow, Vec<FileRow>)> {
+        let mut steps: Vec<&Step> = self.steps.values().collect();
+        steps.sort_by_key(|s| (s.command.start_ns, s.command.id));
+        steps.into_iter().map(|s| (s.command.clone(), s.files.clone())).collect()
+    }
+
+    /// The file event with this id, wherever it is.
+    pub fn file(&self, command: i64, event: i64) -> Option<&FileRow> {
+        self.steps.get(&command)?.files.iter().find(|f| f.id == event)
+    }
+
+    /// The files of a step worth showing: on the side the walk goes (reads
+    /// upstream, writes downstream) all of them, on the other side those
+    /// that link to another step or are the target.
+    pub fn shown_files<'a>(&'a self, step: &'a Step) -> impl Iterator<Item = &'a FileRow> + 'a {
+        let walked = match self.direction {
+            Direction::Upstream => Access::Read,
+            Direction::Downstream => Access::Write,
+        };
+        step.files.iter().filter(move |f| {
+            f.access == walked
+                || self.start.contains(&(step.command.id, f.id))
+                || self.flows.iter().any(|fl| fl.written == f.id || fl.read == f.id)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(id: i64, start: i64) -> CommandRow {
+        CommandRow {
+            id,
+            uuid: format!("u{id}"),
+            session: "s".into(),
+            seq: id as u64,
+            text: b"t".to_vec(),
+            cwd: b"/".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "run".into(),
+            start_ns: start,
+            end_ns: Some(start + 1),
+            exit_status: Some(0),
+            completeness: Default::default(),
+        }
+    }
+
+    fn file(id: i64, command: i64, path: &str, hash: Option<u64>) -> FileRow {
+        FileRow {
+            id,
+            command_id: command,
+            access: Access::Write,
+            path: path.as_bytes().to_vec(),
+            size: 3,
+            mtime_ns: 0,
+            hash,
+            hash_params: HashParams::default(),
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn newest_writer_of_the_content_wins_over_a_newer_writer_of_the_path() {
+        let p = HashParams::default();
+        // Newest first, as the store lists them.
+        let found = vec![
+            (cmd(3, 30), vec![file(30, 3, "/a", Some(9))]),
+            (cmd(2, 20), vec![file(20, 2, "/moved", Some(7))]),
+            (cmd(1, 10), vec![file(10, 1, "/a", Some(7))]),
+        ];
+        assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/a"), Some((2, 20)));
+        assert_eq!(pick_newest(&found, &[(8, 3, p)], b"/a"), Some((3, 30)));
+        assert_eq!(pick_newest(&found, &[], b"/none"), None);
+    }
+}
