@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 mod doctor;
+mod lineage;
 mod observe;
 mod output;
 mod query;
@@ -81,6 +82,16 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
+    /// Where FILE came from: the command that wrote it, the files that
+    /// command read, their writers, and so on back to files nobody recorded
+    /// writing (`--downstream`: what was made from FILE). As a tree, JSON,
+    /// DOT, or an export (PROV-JSON, RO-Crate, Makefile, Snakemake,
+    /// shournal JSON).
+    Lineage {
+        file: OsString,
+        #[command(flatten)]
+        args: lineage::LineageArgs,
+    },
 }
 
 #[derive(Args, Clone, Copy)]
@@ -105,6 +116,7 @@ fn main() -> ExitCode {
             QueryCommand::Wrote { file, opts } => query::by_file(prov_model::Access::Write, &file, opts),
             QueryCommand::Read { file, opts } => query::by_file(prov_model::Access::Read, &file, opts),
             QueryCommand::History { opts } => query::history(opts),
+            QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
         },
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
