@@ -302,16 +302,17 @@ fn round_trip(case: &Case, rebuild: Command) {
     }
 }
 
-fn export_to(case: &Case, format: &str, name: &str) -> PathBuf {
+/// Exports the lineage of `target` as `format` to the work dir's `name`.
+fn export_to(case: &Case, target: &str, format: &str, name: &str) -> PathBuf {
     let path = case.work.join(name);
-    lineage(case, &["result.txt", "--format", format, "--output", path.to_str().unwrap()]);
+    lineage(case, &[target, "--format", format, "--output", path.to_str().unwrap()]);
     path
 }
 
 #[test]
 fn makefile_rebuilds_the_recorded_outputs() {
     let case = pipeline("makefile");
-    let mk = export_to(&case, "makefile", "exported.mk");
+    let mk = export_to(&case, "result.txt", "makefile", "exported.mk");
     std::fs::remove_file(case.work.join("other.txt")).unwrap();
     let mut make = case.command("make");
     make.arg("-f").arg(&mk);
@@ -325,7 +326,7 @@ fn makefile_rebuilds_the_recorded_outputs() {
 #[test]
 fn snakemake_rebuilds_the_recorded_outputs() {
     let case = pipeline("snakemake");
-    let smk = export_to(&case, "snakemake", "exported.smk");
+    let smk = export_to(&case, "result.txt", "snakemake", "exported.smk");
     let mut snakemake = case.command(format!("{VENV}/snakemake"));
     snakemake.arg("-s").arg(&smk).args(["--cores", "1"]).env("XDG_CACHE_HOME", case.home.join(".cache"));
     round_trip(&case, snakemake);
@@ -383,4 +384,51 @@ fn shournal_json_feeds_shournal_to_snakemake() {
             (names(&["sorted.txt", "params.txt"]), names(&["result.txt"]), text_of(COMBINE)),
         ]
     );
+}
+
+#[test]
+fn odd_names_survive_lineage_and_rebuilds() {
+    use std::os::unix::ffi::OsStrExt;
+    let case = Case::new("oddnames");
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9 {x} $y.txt");
+    let step = "printf 'odd\\n' > \"$1\" && cat \"$1\" \"$1\" > 'out put.txt'";
+    let out = case.run([std::ffi::OsStr::new("sh"), "-c".as_ref(), step.as_ref(), "sh".as_ref(), odd]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    case.run_sh("sort 'out put.txt' > final.txt");
+
+    let doc = lineage_json(&case, &["final.txt"]);
+    assert_eq!(doc["commands"].as_array().unwrap().len(), 2, "{doc:#}");
+    let first = &doc["commands"][0];
+    let odd_path = [case.work.as_os_str().as_bytes(), b"/", odd.as_bytes()].concat();
+    assert!(first["files"].as_array().unwrap().iter().any(|f| path_bytes(f) == odd_path), "{first:#}");
+
+    let mk = export_to(&case, "final.txt", "makefile", "odd.mk");
+    let smk = export_to(&case, "final.txt", "snakemake", "odd.smk");
+    let recorded: BTreeMap<Vec<u8>, String> = doc["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["files"].as_array().unwrap().clone())
+        .filter(|f| f["access"] == "write")
+        .map(|f| (path_bytes(&f), f["hash"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    for rebuild in [vec!["make".to_string(), "-f".into(), mk.to_str().unwrap().into()], vec![
+        format!("{VENV}/snakemake"),
+        "-s".into(),
+        smk.to_str().unwrap().into(),
+        "--cores".into(),
+        "1".into(),
+    ]] {
+        for path in recorded.keys() {
+            std::fs::remove_file(std::ffi::OsStr::from_bytes(path)).unwrap();
+        }
+        let out = case.command(&rebuild[0]).args(&rebuild[1..]).env("XDG_CACHE_HOME", case.home.join(".cache")).output().unwrap();
+        ok(out, &rebuild[0]);
+        for (path, hash) in &recorded {
+            let content = std::fs::read(std::ffi::OsStr::from_bytes(path)).unwrap();
+            assert_eq!(&expected_hash(&content, 256, 3), hash, "{} after {}", String::from_utf8_lossy(path), rebuild[0]);
+        }
+    }
 }
