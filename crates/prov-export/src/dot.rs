@@ -1,14 +1,15 @@
-//! A lineage as a Graphviz DOT digraph (`--format dot`): commands are boxes,
-//! file versions ellipses (one node per path and content), edges go from a
-//! file to the commands that read it and from a command to the files it
-//! wrote, so data flows along the arrows. The target has a double border.
+//! A lineage (or any list of records) as a Graphviz DOT digraph
+//! (`--format dot`): commands are boxes, file versions ellipses (one node
+//! per path and content), edges go from a file to the commands that read it
+//! and from a command to the files it wrote, so data flows along the arrows.
+//! A lineage's target has a double border.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 use anyhow::Result;
 use prov_model::Access;
-use prov_store::FileRow;
+use prov_store::{CommandRow, FileRow};
 
 use crate::lineage::Lineage;
 use crate::text::{base_name, hash_hex, lossy};
@@ -38,24 +39,41 @@ fn key(f: &FileRow) -> FileKey {
 }
 
 pub fn write_dot(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
+    let targets: HashSet<FileKey> =
+        lineage.start.iter().filter_map(|&(c, f)| lineage.file(c, f)).map(key).collect();
+    let records: Vec<(CommandRow, Vec<FileRow>)> = lineage
+        .records()
+        .into_iter()
+        .map(|(c, _)| {
+            let shown = lineage.shown_files(&lineage.steps[&c.id]).cloned().collect();
+            (c, shown)
+        })
+        .collect();
+    write_graph(&records, &targets, out)
+}
+
+/// A list of records (a query result) as a graph: every file of every
+/// command; commands that shared a file version are connected through it.
+pub fn write_records_dot(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Write) -> Result<()> {
+    write_graph(records, &HashSet::new(), out)
+}
+
+fn write_graph(records: &[(CommandRow, Vec<FileRow>)], targets: &HashSet<FileKey>, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "digraph lineage {{")?;
     writeln!(out, "  rankdir=LR;")?;
     writeln!(out, "  node [fontname=\"monospace\", fontsize=10];")?;
     let mut files: HashMap<FileKey, usize> = HashMap::new();
     let mut edges: Vec<String> = Vec::new();
-    let target_events: Vec<i64> = lineage.start.iter().map(|&(_, f)| f).collect();
-    for (command, _) in lineage.records() {
-        let step = &lineage.steps[&command.id];
+    for (command, shown) in records {
         let status = command.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
         let label = format!("#{} {}\n{status}", command.id, lossy(&command.text));
         writeln!(out, "  c{} [shape=box, label={}];", command.id, quoted(&label))?;
-        for f in lineage.shown_files(step) {
+        for f in shown {
             let next = files.len();
             let n = *files.entry(key(f)).or_insert_with(|| {
                 let hash = f.hash.map_or("unreadable".into(), hash_hex);
                 let label = format!("{}\n{hash}", lossy(base_name(&f.path)));
-                let target = f.path == lineage.target.path && target_events.contains(&f.id);
-                let extra = if target { ", peripheries=2" } else { "" };
+                let extra = if targets.contains(&key(f)) { ", peripheries=2" } else { "" };
                 edges.push(format!(
                     "  f{next} [shape=ellipse, label={}, tooltip={}{extra}];",
                     quoted(&label),

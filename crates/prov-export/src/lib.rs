@@ -38,6 +38,8 @@ pub enum Format {
     Makefile,
     /// A Snakefile that re-runs the commands to rebuild their files.
     Snakemake,
+    /// A Graphviz digraph of the commands and their files.
+    Dot,
 }
 
 /// Where an export goes: a stream, or (RO-Crate) a directory.
@@ -74,5 +76,6 @@ pub fn export(format: Format, records: &[(CommandRow, Vec<FileRow>)], opts: &Exp
         (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, w),
         (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, targets, w),
         (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, targets, w),
+        (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w),
     }
 }

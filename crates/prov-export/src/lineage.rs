@@ -140,7 +140,7 @@ pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Opti
         let Some(command) = store.command(id)? else { continue };
         let files = store.files_of(id)?;
         let next_depth = depth + 1;
-        let may_expand = max_depth.map_or(true, |max| next_depth <= max);
+        let may_expand = !matches!(max_depth, Some(max) if next_depth > max);
         for f in &files {
             let linked = match (direction, f.access) {
                 (Direction::Upstream, Access::Read) => writer_of(store, &command, f)?
@@ -321,5 +321,117 @@ mod tests {
         assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/a"), Some((2, 20)));
         assert_eq!(pick_newest(&found, &[(8, 3, p)], b"/a"), Some((3, 30)));
         assert_eq!(pick_newest(&found, &[], b"/none"), None);
+    }
+
+    /// A store in a temporary directory with commands `(start, events)`,
+    /// where an event is (access, path, hash); ids are 1, 2, … in order.
+    /// (access, path, hash) of a recorded event.
+    type Event = (Access, &'static str, Option<u64>);
+
+    fn store_with(name: &str, commands: &[(i64, &[Event])]) -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("prov-export-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let db = dir.join("prov.db");
+        let mut store = Store::open(&db, std::time::Duration::from_secs(5)).unwrap();
+        for (i, (start, events)) in commands.iter().enumerate() {
+            let begin = prov_model::CommandBegin {
+                uuid: format!("00000000-0000-0000-0000-{i:012}"),
+                session: "s".into(),
+                seq: i as u64,
+                text: format!("step {}", i + 1).into_bytes(),
+                cwd: b"/w".to_vec(),
+                host: "h".into(),
+                user: "u".into(),
+                shell: "bash".into(),
+                start_ns: *start,
+            };
+            let id = store.begin_command(&begin).unwrap();
+            let events: Vec<prov_model::FileEvent> = events
+                .iter()
+                .map(|&(access, path, hash)| prov_model::FileEvent {
+                    access,
+                    path: path.as_bytes().to_vec(),
+                    size: 1,
+                    mtime_ns: *start,
+                    hash,
+                    hash_params: HashParams::default(),
+                    pid: None,
+                })
+                .collect();
+            store.add_events(id, &events).unwrap();
+            store
+                .end_command(id, &prov_model::CommandEnd { end_ns: start + 1, exit_status: 0, text: None })
+                .unwrap();
+        }
+        drop(store);
+        (Store::open_read_only(&db).unwrap(), dir)
+    }
+
+    fn target(path: &str, hash: Option<u64>) -> Target {
+        Target {
+            path: path.as_bytes().to_vec(),
+            content: hash.map(|h| (h, 1, HashParams::default())).into_iter().collect(),
+        }
+    }
+
+    fn ids(l: &Lineage) -> Vec<i64> {
+        l.records().iter().map(|(c, _)| c.id).collect()
+    }
+
+    #[test]
+    fn a_diamond_is_walked_once_each_way_and_the_depth_limit_cuts() {
+        use Access::*;
+        let (store, dir) = store_with(
+            "diamond",
+            &[
+                (10, &[(Write, "/w/a", Some(1))]),
+                (20, &[(Read, "/w/a", Some(1)), (Write, "/w/b", Some(2))]),
+                (30, &[(Read, "/w/a", Some(1)), (Write, "/w/c", Some(3))]),
+                (40, &[(Read, "/w/b", Some(2)), (Read, "/w/c", Some(3)), (Write, "/w/d", Some(4))]),
+                (50, &[(Write, "/w/unrelated", Some(5))]),
+            ],
+        );
+        let up = walk(&store, target("/w/d", Some(4)), Direction::Upstream, None).unwrap();
+        assert_eq!(ids(&up), vec![1, 2, 3, 4]);
+        assert_eq!(up.flows.len(), 4, "a->b, a->c, b->d, c->d");
+        assert!(up.flows.iter().all(|f| f.by == LinkedBy::Content));
+        assert_eq!(up.steps[&1].depth, 3);
+
+        let down = walk(&store, target("/w/a", Some(1)), Direction::Downstream, None).unwrap();
+        assert_eq!(ids(&down), vec![2, 3, 4]);
+
+        let shallow = walk(&store, target("/w/d", Some(4)), Direction::Upstream, Some(2)).unwrap();
+        assert_eq!(ids(&shallow), vec![2, 3, 4]);
+        assert!(shallow.truncated());
+        assert_eq!(shallow.cut.len(), 2, "both reads of /w/a");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn path_links_only_when_no_writer_of_the_content_is_known() {
+        use Access::*;
+        let (store, dir) = store_with(
+            "fallback",
+            &[
+                // Two writers of the same content: the newer one before the reader wins.
+                (10, &[(Write, "/w/p", Some(7))]),
+                (20, &[(Write, "/w/p", Some(7))]),
+                (30, &[(Read, "/w/p", Some(7)), (Write, "/w/q", Some(8))]),
+                // /w/p changed behind prov's back: its reader links by path.
+                (40, &[(Read, "/w/p", Some(9)), (Write, "/w/r", Some(10))]),
+                // A writer after the reader never counts.
+                (50, &[(Write, "/w/p", Some(9))]),
+            ],
+        );
+        let q = walk(&store, target("/w/q", Some(8)), Direction::Upstream, None).unwrap();
+        assert_eq!(ids(&q), vec![2, 3]);
+        assert_eq!(q.flows[0].by, LinkedBy::Content);
+        let r = walk(&store, target("/w/r", Some(10)), Direction::Upstream, None).unwrap();
+        assert_eq!(ids(&r), vec![2, 4]);
+        assert_eq!(r.flows[0].by, LinkedBy::Path);
+        // A deleted target (no content known) is found by its path.
+        let gone = walk(&store, target("/w/q", None), Direction::Upstream, None).unwrap();
+        assert_eq!(gone.start.len(), 1);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

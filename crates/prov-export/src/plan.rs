@@ -182,7 +182,8 @@ mod tests {
             (cmd(4), vec![f(Read, "/w/sorted"), f(Read, "/gone/param"), f(Write, "/w/result")]),
         ];
         let p = plan(&records, Some(&[b"/w/result".to_vec()]));
-        let rules: Vec<(i64, Vec<&[u8]>, Vec<&[u8]>)> = p
+        type Shape<'a> = (i64, Vec<&'a [u8]>, Vec<&'a [u8]>);
+        let rules: Vec<Shape> = p
             .rules
             .iter()
             .map(|r| {
