@@ -11,7 +11,8 @@
 //! recorded writing (or reading, downstream), at commands already visited
 //! (so cycles end) and at the depth limit.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 
 use anyhow::Result;
 use prov_model::{Access, HashParams};
@@ -96,7 +97,10 @@ pub struct Lineage {
 }
 
 /// Walks from `target` in `direction`, at most `max_depth` commands deep.
-pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Option<usize>) -> Result<Lineage> {
+pub fn walk(store: &Store, mut target: Target, direction: Direction, max_depth: Option<usize>) -> Result<Lineage> {
+    // An empty file's content says nothing about where it came from.
+    target.content.retain(|&(_, size, _)| size > 0);
+    let mut lookup = Lookup { store, cache: HashMap::new() };
     let mut lineage = Lineage {
         target,
         direction,
@@ -105,21 +109,20 @@ pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Opti
         flows: Vec::new(),
         cut: Vec::new(),
     };
-    let start_access = match direction {
-        Direction::Upstream => Access::Write,
-        Direction::Downstream => Access::Read,
-    };
-    let found = store.find_file_events(start_access, &lineage.target.content, Some(&lineage.target.path), None)?;
+    let (content, path) = (&lineage.target.content, &lineage.target.path[..]);
     lineage.start = match direction {
         // The file as it is now was made by one command: the newest writer
         // of its content, else the newest writer of its path.
-        Direction::Upstream => pick_newest(&found, &lineage.target.content, &lineage.target.path).into_iter().collect(),
+        Direction::Upstream => {
+            let found = lookup.find(Access::Write, content, Some(path))?;
+            pick_newest(&found, content, path).map(|(c, f, _)| (c, f)).into_iter().collect()
+        }
         // Everyone who read this content (or, when the content is unknown
         // or nobody read it, this path).
         Direction::Downstream => {
-            let by_content = matches_of(&found, &lineage.target.content, None, LinkedBy::Content);
+            let by_content = matches_of(&lookup.find(Access::Read, content, None)?, content, None, LinkedBy::Content);
             if by_content.is_empty() {
-                matches_of(&found, &[], Some(&lineage.target.path), LinkedBy::Path)
+                matches_of(&lookup.find(Access::Read, &[], Some(path))?, &[], Some(path), LinkedBy::Path)
             } else {
                 by_content
             }
@@ -143,10 +146,12 @@ pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Opti
         let may_expand = !matches!(max_depth, Some(max) if next_depth > max);
         for f in &files {
             let linked = match (direction, f.access) {
-                (Direction::Upstream, Access::Read) => writer_of(store, &command, f)?
+                (Direction::Upstream, Access::Read) => lookup
+                    .writer_of(&command, f)?
                     .map(|(w, written, by)| vec![Flow { writer: w, written, reader: id, read: f.id, by }]),
                 (Direction::Downstream, Access::Write) => Some(
-                    readers_of(store, &command, f)?
+                    lookup
+                        .readers_of(&command, f)?
                         .into_iter()
                         .map(|(r, read, by)| Flow { writer: id, written: f.id, reader: r, read, by })
                         .collect(),
@@ -171,39 +176,54 @@ pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Opti
     Ok(lineage)
 }
 
-/// The command that wrote what `reader` read as `read`: newest first, by
-/// content, else by path, started before the reader.
-fn writer_of(store: &Store, reader: &CommandRow, read: &FileRow) -> Result<Option<(i64, i64, LinkedBy)>> {
-    let content: Vec<_> = read.hash.map(|h| (h, read.size, read.hash_params)).into_iter().collect();
-    let found = store.find_file_events(Access::Write, &content, Some(&read.path), None)?;
-    let earlier: Vec<_> = found.into_iter().filter(|(c, _)| c.id != reader.id && c.start_ns <= reader.start_ns).collect();
-    Ok(pick_newest(&earlier, &content, &read.path).map(|(c, f)| {
-        let by_content = earlier
-            .iter()
-            .find(|(cmd, _)| cmd.id == c)
-            .and_then(|(_, fs)| fs.iter().find(|x| x.id == f))
-            .is_some_and(|x| same_content(x, &content));
-        (c, f, if by_content { LinkedBy::Content } else { LinkedBy::Path })
-    }))
+/// A file version's content key: `None` when it has no hash, or is empty
+/// (every empty file has the same content, so it links by path only).
+fn content_of(f: &FileRow) -> Vec<(u64, u64, HashParams)> {
+    f.hash.filter(|_| f.size > 0).map(|h| (h, f.size, f.hash_params)).into_iter().collect()
 }
 
-/// The commands that read what `writer` wrote as `written`, started after
-/// it. By content only: a path alone cannot tell which later version a
-/// reader saw; only a file without a hash falls back to its path.
-fn readers_of(store: &Store, writer: &CommandRow, written: &FileRow) -> Result<Vec<(i64, i64, LinkedBy)>> {
-    let later = |found: Vec<(CommandRow, Vec<FileRow>)>| -> Vec<(CommandRow, Vec<FileRow>)> {
-        found.into_iter().filter(|(c, _)| c.id != writer.id && c.start_ns >= writer.start_ns).collect()
-    };
-    match written.hash {
-        Some(h) => {
-            let content = [(h, written.size, written.hash_params)];
-            let found = later(store.find_file_events(Access::Read, &content, None, None)?);
-            Ok(matches_of(&found, &content, None, LinkedBy::Content))
+type Found = Rc<Vec<(CommandRow, Vec<FileRow>)>>;
+type LookupKey = (Access, Vec<(u64, u64, HashParams)>, Option<Vec<u8>>);
+
+/// The store's event lookups, each asked once per walk: a file read by a
+/// hundred commands of the lineage costs one query.
+struct Lookup<'s> {
+    store: &'s Store,
+    cache: HashMap<LookupKey, Found>,
+}
+
+impl Lookup<'_> {
+    fn find(&mut self, access: Access, content: &[(u64, u64, HashParams)], path: Option<&[u8]>) -> Result<Found> {
+        let key = (access, content.to_vec(), path.map(<[u8]>::to_vec));
+        if let Some(found) = self.cache.get(&key) {
+            return Ok(found.clone());
         }
-        None => {
-            let found = later(store.find_file_events(Access::Read, &[], Some(&written.path), None)?);
-            Ok(matches_of(&found, &[], Some(&written.path), LinkedBy::Path))
-        }
+        let found = Rc::new(self.store.find_file_events(access, content, path, None)?);
+        self.cache.insert(key, found.clone());
+        Ok(found)
+    }
+
+    /// The command that wrote what `reader` read as `read`, started before
+    /// the reader: see [`pick_newest`].
+    fn writer_of(&mut self, reader: &CommandRow, read: &FileRow) -> Result<Option<(i64, i64, LinkedBy)>> {
+        let content = content_of(read);
+        let found = self.find(Access::Write, &content, Some(&read.path))?;
+        let earlier: Vec<_> =
+            found.iter().filter(|(c, _)| c.id != reader.id && c.start_ns <= reader.start_ns).cloned().collect();
+        Ok(pick_newest(&earlier, &content, &read.path))
+    }
+
+    /// The commands that read what `writer` wrote as `written`, started
+    /// after it. By content only: a path alone cannot tell which later
+    /// version a reader saw; only a file without a content key falls back
+    /// to its path.
+    fn readers_of(&mut self, writer: &CommandRow, written: &FileRow) -> Result<Vec<(i64, i64, LinkedBy)>> {
+        let content = content_of(written);
+        let (path, by) = if content.is_empty() { (Some(&written.path[..]), LinkedBy::Path) } else { (None, LinkedBy::Content) };
+        let found = self.find(Access::Read, &content, path)?;
+        let later: Vec<_> =
+            found.iter().filter(|(c, _)| c.id != writer.id && c.start_ns >= writer.start_ns).cloned().collect();
+        Ok(matches_of(&later, &content, path, by))
     }
 }
 
@@ -229,13 +249,22 @@ fn matches_of(
         .collect()
 }
 
-/// The newest command (the list is newest first) with an event of this
-/// content, else the newest with an event of this path.
-fn pick_newest(found: &[(CommandRow, Vec<FileRow>)], content: &[(u64, u64, HashParams)], path: &[u8]) -> Option<(i64, i64)> {
+/// Of commands listed newest first, the newest that wrote this content at
+/// this path; else the newest that wrote this content anywhere (the file
+/// was renamed or copied since); else the newest that wrote this path.
+fn pick_newest(
+    found: &[(CommandRow, Vec<FileRow>)],
+    content: &[(u64, u64, HashParams)],
+    path: &[u8],
+) -> Option<(i64, i64, LinkedBy)> {
     let first = |pred: &dyn Fn(&FileRow) -> bool| {
         found.iter().find_map(|(c, files)| files.iter().find(|f| pred(f)).map(|f| (c.id, f.id)))
     };
-    first(&|f| same_content(f, content)).or_else(|| first(&|f| f.path == path))
+    let by = |by| move |(c, f)| (c, f, by);
+    first(&|f| same_content(f, content) && f.path == path)
+        .or_else(|| first(&|f| same_content(f, content)))
+        .map(by(LinkedBy::Content))
+        .or_else(|| first(&|f| f.path == path).map(by(LinkedBy::Path)))
 }
 
 impl Lineage {
@@ -310,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn newest_writer_of_the_content_wins_over_a_newer_writer_of_the_path() {
+    fn the_writer_of_the_content_wins_over_newer_writers_of_the_path() {
         let p = HashParams::default();
         // Newest first, as the store lists them.
         let found = vec![
@@ -318,8 +347,9 @@ mod tests {
             (cmd(2, 20), vec![file(20, 2, "/moved", Some(7))]),
             (cmd(1, 10), vec![file(10, 1, "/a", Some(7))]),
         ];
-        assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/a"), Some((2, 20)));
-        assert_eq!(pick_newest(&found, &[(8, 3, p)], b"/a"), Some((3, 30)));
+        assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/a"), Some((1, 10, LinkedBy::Content)), "same content and path first");
+        assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/elsewhere"), Some((2, 20, LinkedBy::Content)));
+        assert_eq!(pick_newest(&found, &[(8, 3, p)], b"/a"), Some((3, 30, LinkedBy::Path)));
         assert_eq!(pick_newest(&found, &[], b"/none"), None);
     }
 
