@@ -14,9 +14,10 @@
 //! partial hash (`xxh3PartialHash`, with `xxh3PartialHashChunkSize` and
 //! `xxh3PartialHashChunks`: terms the crate's context defines). When the
 //! crate holds several versions of one path, each version's URI gets
-//! `#<hash>` appended.
+//! `#<hash>-<size>` appended.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -72,10 +73,13 @@ fn file_ids(records: &[(CommandRow, Vec<FileRow>)]) -> HashMap<(Vec<u8>, Option<
 /// there is not overwritten). `title` names the crate.
 pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: &Path) -> Result<()> {
     let metadata = dir.join(METADATA);
-    if metadata.exists() {
-        bail!("{} already exists; choose another --output directory", metadata.display());
-    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut file = match std::fs::File::create_new(&metadata) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            bail!("{} already exists; choose another --output directory", metadata.display())
+        }
+        other => other.with_context(|| format!("cannot create {}", metadata.display()))?,
+    };
 
     let ids = file_ids(records);
     let mut graph: Vec<Value> = Vec::new();
@@ -196,7 +200,7 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
         "@graph": all,
     });
     let text = serde_json::to_string_pretty(&doc)? + "\n";
-    std::fs::write(&metadata, text).with_context(|| format!("cannot write {}", metadata.display()))?;
+    file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", metadata.display()))?;
     Ok(())
 }
 
