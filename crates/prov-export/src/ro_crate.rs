@@ -219,3 +219,71 @@ fn file_entity(id: &str, f: &FileRow) -> Value {
     }
     e
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_model::HashParams;
+
+    fn command(id: i64, exit_status: Option<i32>) -> CommandRow {
+        CommandRow {
+            id,
+            uuid: format!("00000000-0000-0000-0000-{id:012}"),
+            session: "s".into(),
+            seq: 0,
+            text: b"./run.sh --fast".to_vec(),
+            cwd: b"/w".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "bash".into(),
+            start_ns: id * 1_000_000_000,
+            end_ns: Some(id * 1_000_000_000 + 5),
+            exit_status,
+            completeness: Default::default(),
+        }
+    }
+
+    fn file(access: Access, path: &[u8], hash: u64) -> FileRow {
+        FileRow {
+            id: hash as i64,
+            command_id: 0,
+            access,
+            path: path.to_vec(),
+            size: 4,
+            mtime_ns: 0,
+            hash: Some(hash),
+            hash_params: HashParams::default(),
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn failed_commands_and_rewritten_files_are_told_apart() {
+        let records = vec![
+            (command(1, Some(0)), vec![file(Access::Write, b"/w/out", 1)]),
+            (command(2, Some(3)), vec![file(Access::Read, b"/w/out", 1), file(Access::Write, b"/w/out", 2)]),
+            (command(3, None), vec![file(Access::Write, b"/w/caf\xe9", 3)]),
+        ];
+        let dir = std::env::temp_dir().join(format!("prov-export-crate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_ro_crate(&records, "t", &dir).unwrap();
+        let meta: Value = serde_json::from_slice(&std::fs::read(dir.join(METADATA)).unwrap()).unwrap();
+        assert!(write_ro_crate(&records, "t", &dir).is_err(), "an existing crate is kept");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let graph = meta["@graph"].as_array().unwrap();
+        let action = |n: i64| graph.iter().find(|e| e["@id"] == format!("#command-00000000-0000-0000-0000-{n:012}")).unwrap();
+        assert_eq!(action(1)["actionStatus"], "http://schema.org/CompletedActionStatus");
+        assert_eq!(action(2)["actionStatus"], "http://schema.org/FailedActionStatus");
+        assert_eq!(action(2)["error"], "exit status 3");
+        assert!(action(3).get("actionStatus").is_none(), "unknown status: none claimed");
+        // Two versions of /w/out: two entities, the read one is the first write.
+        let v1 = format!("file:///w/out#{}-4", hash_hex(1));
+        assert_eq!(action(1)["result"]["@id"], v1.as_str());
+        assert_eq!(action(2)["object"]["@id"], v1.as_str());
+        assert_eq!(action(2)["result"]["@id"], format!("file:///w/out#{}-4", hash_hex(2)).as_str());
+        assert_eq!(action(3)["result"]["@id"], "file:///w/caf%E9");
+        let program = graph.iter().find(|e| e["@type"] == "SoftwareApplication").unwrap();
+        assert_eq!(program["name"], "run.sh");
+    }
+}

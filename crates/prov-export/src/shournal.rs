@@ -89,6 +89,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lines_carry_the_predecessors_keys_in_its_order_and_types() {
+        let c = CommandRow {
+            id: 7,
+            uuid: "u".into(),
+            session: "00000000-0000-0000-0000-000000000001".into(),
+            seq: 0,
+            text: b"cat a > b".to_vec(),
+            cwd: b"/w".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "bash".into(),
+            start_ns: 0,
+            end_ns: None,
+            exit_status: None,
+            completeness: Default::default(),
+        };
+        let f = |access, path: &str, hash| FileRow {
+            id: 1,
+            command_id: 7,
+            access,
+            path: path.as_bytes().to_vec(),
+            size: 2,
+            mtime_ns: 0,
+            hash,
+            hash_params: prov_model::HashParams::default(),
+            pid: None,
+        };
+        let mut out = Vec::new();
+        write_shournal(&[(c, vec![f(Access::Read, "/w/a", Some(u64::MAX)), f(Access::Write, "/w/b", None)])], None, &mut out)
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], r#"HEADER:{"pathToReadFiles":null}"#);
+        assert_eq!(lines[2], r#"FOOTER:{"countOfRestoredFiles":0,"restorePath":null}"#);
+        let cmd = lines[1].strip_prefix("COMMAND:").unwrap();
+        let keys: Vec<&str> = cmd.match_indices("\"").collect::<Vec<_>>().chunks(2).map(|q| &cmd[q[0].0 + 1..q[1].0]).collect();
+        assert!(keys.starts_with(&["command", "cat a > b", "endTime"]), "{cmd}");
+        assert!(cmd.contains(r#""hash":"18446744073709551615","id":1,"isStoredToDisk":false"#), "{cmd}");
+        assert!(cmd.contains(r#""fileWriteEvents":[{"hash":null,"id":1,"mtime":"#), "{cmd}");
+        assert!(cmd.contains(r#""hashChunkSize":256,"hashMaxCountOfReads":3,"hostname":"h","id":7,"returnValue":2147483647,"sessionUuid":"AAAAAAAAAAAAAAAAAAAAAQ==","startTime":"#), "{cmd}");
+        assert!(cmd.ends_with(r#""username":"u","workingDir":"/w"}"#), "{cmd}");
+    }
+
+    #[test]
     fn session_uuid_is_base64_of_the_bytes() {
         assert_eq!(session_uuid("00000000-0000-0000-0000-000000000001"), json!("AAAAAAAAAAAAAAAAAAAAAQ=="));
     }
