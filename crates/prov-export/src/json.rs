@@ -5,8 +5,8 @@
 //! that touched the target), "commands": [...], "flows": [...]}`. Commands
 //! are oldest first, with the fields of `prov query --json` (`id`, `uuid`,
 //! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
-//! `start`, `end_ns`, `end`, `exit_status`, `complete`, `files`) plus
-//! `depth` (1 = touched the target). A flow is a file passed from a writer
+//! `start`, `end_ns`, `end`, `exit_status`, `complete`, `incomplete`,
+//! `files`) plus `depth` (1 = touched the target). A flow is a file passed from a writer
 //! to a reader: `writer`, `written_file` (event id), `reader`, `read_file`,
 //! `path`, `hash`, `linked_by` ("content" or "path").
 
@@ -37,6 +37,9 @@ pub fn command_json(c: &CommandRow, files: &[FileRow]) -> Map<String, Value> {
     o.insert("end".into(), c.end_ns.map(rfc3339).into());
     o.insert("exit_status".into(), c.exit_status.into());
     o.insert("complete".into(), c.completeness.is_complete().into());
+    let reasons: Map<String, Value> =
+        c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
+    o.insert("incomplete".into(), reasons.into());
     o.insert("files".into(), files.iter().map(file_json).collect::<Vec<_>>().into());
     o
 }
