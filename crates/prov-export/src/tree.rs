@@ -55,6 +55,11 @@ fn write_command(
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
     writeln!(out, "{here}{verb}#{id}  $ {}", lossy(&c.text).replace('\n', "\n    "))?;
     writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), lossy(&c.cwd))?;
+    if !c.completeness.is_complete() {
+        // Its files may be missing from the walk too.
+        let reasons: Vec<String> = c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(out, "{below}    ! incomplete record: {}", reasons.join(", "))?;
+    }
     let files: Vec<&FileRow> = lineage
         .shown_files(step)
         .filter(|f| match lineage.direction {
