@@ -5,6 +5,7 @@
 mod admin;
 mod doctor;
 mod filters;
+mod lineage;
 mod observe;
 mod output;
 mod query;
@@ -134,6 +135,16 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
+    /// Where FILE came from: the command that wrote it, the files that
+    /// command read, their writers, and so on back to files nobody recorded
+    /// writing (`--downstream`: what was made from FILE). As a tree, JSON,
+    /// DOT, or an export (PROV-JSON, RO-Crate, Makefile, Snakemake,
+    /// shournal JSON).
+    Lineage {
+        file: OsString,
+        #[command(flatten)]
+        args: lineage::LineageArgs,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -178,6 +189,7 @@ fn main() -> ExitCode {
             }
             QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, opts.show()),
             QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, opts.show()),
+            QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
         },
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),

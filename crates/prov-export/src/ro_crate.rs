@@ -1,0 +1,289 @@
+//! `--format ro-crate`: a directory holding `ro-crate-metadata.json`, an
+//! RO-Crate 1.1 that conforms to the Process Run Crate profile 0.5.
+//!
+//! Each command is a `CreateAction` with its `instrument` (the program, a
+//! `SoftwareApplication` named after the command's first word), `object`
+//! (files read) and `result` (files written), `agent` (the user, a
+//! `Person`), `startTime`/`endTime`, and `actionStatus`
+//! (`CompletedActionStatus` for exit status 0, else `FailedActionStatus`
+//! with the status in `error`).
+//!
+//! Files are not copied: a lineage is history, and the files may have
+//! changed or be gone since. Each is referenced by its absolute `file://`
+//! URI and described by `name`, `contentSize`, `dateModified` and its
+//! partial hash (`xxh3PartialHash`, with `xxh3PartialHashChunkSize` and
+//! `xxh3PartialHashChunks`: terms the crate's context defines). When the
+//! crate holds several versions of one path, each version's URI gets
+//! `#<hash>-<size>` appended.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, SecondsFormat, Utc};
+use prov_model::Access;
+use prov_store::{CommandRow, FileRow};
+use serde_json::{json, Map, Value};
+
+use crate::text::{base_name, file_uri, hash_hex, lossy};
+
+const METADATA: &str = "ro-crate-metadata.json";
+const PROFILE: &str = "https://w3id.org/ro/wfrun/process/0.5";
+/// Where the ad hoc terms live.
+const TERMS: &str = "urn:x-prov-shell:";
+
+/// ISO 8601 as the profile asks: milliseconds and a `+00:00` offset.
+fn iso(ns: i64) -> String {
+    DateTime::<Utc>::from_timestamp_nanos(ns).to_rfc3339_opts(SecondsFormat::Millis, false)
+}
+
+/// A list property: a single value when there is one (RO-Crate's advice).
+fn refs(ids: &[String]) -> Value {
+    match ids {
+        [one] => json!({ "@id": one }),
+        many => many.iter().map(|id| json!({ "@id": id })).collect(),
+    }
+}
+
+/// The crate's id of each file version.
+fn file_ids(records: &[(CommandRow, Vec<FileRow>)]) -> HashMap<(Vec<u8>, Option<u64>, u64), String> {
+    let mut versions: BTreeMap<&[u8], BTreeSet<(Option<u64>, u64)>> = BTreeMap::new();
+    for (_, files) in records {
+        for f in files {
+            versions.entry(&f.path).or_default().insert((f.hash, f.size));
+        }
+    }
+    let mut ids = HashMap::new();
+    for (path, vs) in versions {
+        let uri = file_uri(path);
+        for &(hash, size) in &vs {
+            let id = if vs.len() == 1 {
+                uri.clone()
+            } else {
+                format!("{uri}#{}-{size}", hash.map_or("unreadable".into(), hash_hex))
+            };
+            ids.insert((path.to_vec(), hash, size), id);
+        }
+    }
+    ids
+}
+
+/// Writes the crate into `dir` (created if needed; an existing crate
+/// there is not overwritten). `title` names the crate.
+pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: &Path) -> Result<()> {
+    let metadata = dir.join(METADATA);
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut file = match std::fs::File::create_new(&metadata) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            bail!("{} already exists; choose another --output directory", metadata.display())
+        }
+        other => other.with_context(|| format!("cannot create {}", metadata.display()))?,
+    };
+
+    let ids = file_ids(records);
+    let mut graph: Vec<Value> = Vec::new();
+    let mut files: BTreeMap<String, Value> = BTreeMap::new();
+    let mut actions = Vec::new();
+    let mut people: BTreeMap<String, Value> = BTreeMap::new();
+    let mut programs: BTreeMap<String, String> = BTreeMap::new();
+
+    for (c, events) in records {
+        let action = format!("#command-{}", c.uuid);
+        let person = format!("#person-{}", people.len());
+        let who = format!("{}@{}", c.user, c.host);
+        let person = people
+            .entry(who.clone())
+            .or_insert_with(|| json!({"@id": person, "@type": "Person", "name": who}))["@id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let program = lossy(base_name(c.text.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default()));
+        let n = programs.len();
+        let instrument = programs.entry(program).or_insert_with(|| format!("#program-{n}")).clone();
+
+        let mut object = Vec::new();
+        let mut result = Vec::new();
+        for f in events {
+            let id = ids[&(f.path.clone(), f.hash, f.size)].clone();
+            files.entry(id.clone()).or_insert_with(|| file_entity(&id, f));
+            let list = if f.access == Access::Read { &mut object } else { &mut result };
+            if !list.contains(&id) {
+                list.push(id);
+            }
+        }
+
+        let mut a = Map::new();
+        a.insert("@id".into(), action.clone().into());
+        a.insert("@type".into(), "CreateAction".into());
+        a.insert("name".into(), lossy(&c.text).into());
+        a.insert(
+            "description".into(),
+            format!("The command `{}` run by {who} in {}", lossy(&c.text), lossy(&c.cwd)).into(),
+        );
+        a.insert("instrument".into(), json!({ "@id": instrument }));
+        a.insert("agent".into(), json!({ "@id": person }));
+        a.insert("startTime".into(), iso(c.start_ns).into());
+        if let Some(end) = c.end_ns {
+            a.insert("endTime".into(), iso(end).into());
+        }
+        match c.exit_status {
+            Some(0) => {
+                a.insert("actionStatus".into(), "http://schema.org/CompletedActionStatus".into());
+            }
+            Some(status) => {
+                a.insert("actionStatus".into(), "http://schema.org/FailedActionStatus".into());
+                a.insert("error".into(), format!("exit status {status}").into());
+            }
+            // Still running, or its end was never recorded.
+            None => {}
+        }
+        if !object.is_empty() {
+            a.insert("object".into(), refs(&object));
+        }
+        if !result.is_empty() {
+            a.insert("result".into(), refs(&result));
+        }
+        actions.push(action);
+        graph.push(Value::Object(a));
+    }
+
+    let now = iso(Utc::now().timestamp_nanos_opt().unwrap_or(0));
+    let file_list: Vec<String> = files.keys().cloned().collect();
+    let mut root = json!({
+        "@id": "./",
+        "@type": "Dataset",
+        "name": title,
+        "description": format!("{title}: {} commands recorded by prov, the files they read and wrote", records.len()),
+        "datePublished": now,
+        "license": { "@id": "#license" },
+        "conformsTo": { "@id": PROFILE },
+        "mentions": refs(&actions),
+    });
+    if !file_list.is_empty() {
+        root["hasPart"] = refs(&file_list);
+    }
+    if let Some(first) = people.values().next() {
+        root["author"] = json!({ "@id": first["@id"] });
+    }
+
+    let mut all = vec![
+        json!({
+            "@id": METADATA,
+            "@type": "CreativeWork",
+            "about": { "@id": "./" },
+            "conformsTo": { "@id": "https://w3id.org/ro/crate/1.1" },
+        }),
+        root,
+        json!({"@id": PROFILE, "@type": "CreativeWork", "name": "Process Run Crate", "version": "0.5"}),
+        json!({
+            "@id": "#license",
+            "@type": "CreativeWork",
+            "name": "No license stated",
+            "description": "Exported by prov from a shell journal; the crate's author has stated no license.",
+        }),
+    ];
+    all.extend(graph);
+    all.extend(people.into_values());
+    all.extend(programs.into_iter().map(|(name, id)| json!({"@id": id, "@type": "SoftwareApplication", "name": name})));
+    all.extend(files.into_values());
+
+    let doc = json!({
+        "@context": [
+            "https://w3id.org/ro/crate/1.1/context",
+            {
+                "xxh3PartialHash": format!("{TERMS}xxh3PartialHash"),
+                "xxh3PartialHashChunkSize": format!("{TERMS}xxh3PartialHashChunkSize"),
+                "xxh3PartialHashChunks": format!("{TERMS}xxh3PartialHashChunks"),
+            }
+        ],
+        "@graph": all,
+    });
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", metadata.display()))?;
+    Ok(())
+}
+
+fn file_entity(id: &str, f: &FileRow) -> Value {
+    let mut e = json!({
+        "@id": id,
+        "@type": "File",
+        "name": lossy(base_name(&f.path)),
+        "contentSize": f.size.to_string(),
+        "dateModified": iso(f.mtime_ns),
+        "xxh3PartialHashChunkSize": f.hash_params.chunk_size,
+        "xxh3PartialHashChunks": f.hash_params.chunks,
+    });
+    if let Some(h) = f.hash {
+        e["xxh3PartialHash"] = hash_hex(h).into();
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_model::HashParams;
+
+    fn command(id: i64, exit_status: Option<i32>) -> CommandRow {
+        CommandRow {
+            id,
+            uuid: format!("00000000-0000-0000-0000-{id:012}"),
+            session: "s".into(),
+            seq: 0,
+            text: b"./run.sh --fast".to_vec(),
+            cwd: b"/w".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "bash".into(),
+            start_ns: id * 1_000_000_000,
+            end_ns: Some(id * 1_000_000_000 + 5),
+            exit_status,
+            completeness: Default::default(),
+        }
+    }
+
+    fn file(access: Access, path: &[u8], hash: u64) -> FileRow {
+        FileRow {
+            id: hash as i64,
+            command_id: 0,
+            access,
+            path: path.to_vec(),
+            size: 4,
+            mtime_ns: 0,
+            hash: Some(hash),
+            hash_params: HashParams::default(),
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn failed_commands_and_rewritten_files_are_told_apart() {
+        let records = vec![
+            (command(1, Some(0)), vec![file(Access::Write, b"/w/out", 1)]),
+            (command(2, Some(3)), vec![file(Access::Read, b"/w/out", 1), file(Access::Write, b"/w/out", 2)]),
+            (command(3, None), vec![file(Access::Write, b"/w/caf\xe9", 3)]),
+        ];
+        let dir = std::env::temp_dir().join(format!("prov-export-crate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_ro_crate(&records, "t", &dir).unwrap();
+        let meta: Value = serde_json::from_slice(&std::fs::read(dir.join(METADATA)).unwrap()).unwrap();
+        assert!(write_ro_crate(&records, "t", &dir).is_err(), "an existing crate is kept");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let graph = meta["@graph"].as_array().unwrap();
+        let action = |n: i64| graph.iter().find(|e| e["@id"] == format!("#command-00000000-0000-0000-0000-{n:012}")).unwrap();
+        assert_eq!(action(1)["actionStatus"], "http://schema.org/CompletedActionStatus");
+        assert_eq!(action(2)["actionStatus"], "http://schema.org/FailedActionStatus");
+        assert_eq!(action(2)["error"], "exit status 3");
+        assert!(action(3).get("actionStatus").is_none(), "unknown status: none claimed");
+        // Two versions of /w/out: two entities, the read one is the first write.
+        let v1 = format!("file:///w/out#{}-4", hash_hex(1));
+        assert_eq!(action(1)["result"]["@id"], v1.as_str());
+        assert_eq!(action(2)["object"]["@id"], v1.as_str());
+        assert_eq!(action(2)["result"]["@id"], format!("file:///w/out#{}-4", hash_hex(2)).as_str());
+        assert_eq!(action(3)["result"]["@id"], "file:///w/caf%E9");
+        let program = graph.iter().find(|e| e["@type"] == "SoftwareApplication").unwrap();
+        assert_eq!(program["name"], "run.sh");
+    }
+}
