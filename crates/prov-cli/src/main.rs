@@ -6,6 +6,7 @@ mod doctor;
 mod observe;
 mod output;
 mod query;
+mod restore;
 mod run;
 mod setup;
 mod shell;
@@ -42,6 +43,13 @@ enum Command {
         #[command(subcommand)]
         query: QueryCommand,
     },
+    /// Give back the scripts a command read, from the script archive.
+    ///
+    /// Each archived file is written to DIR followed by its recorded
+    /// absolute path (./home/u/proj/run.sh), with its recorded permission
+    /// bits. An existing different file is replaced only with --force or
+    /// after a yes on a terminal; otherwise prov says so and exits 1.
+    Restore(restore::RestoreArgs),
     /// Explain whether tracing works here, and why not.
     Doctor,
     /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
@@ -106,6 +114,7 @@ fn main() -> ExitCode {
             QueryCommand::Read { file, opts } => query::by_file(prov_model::Access::Read, &file, opts),
             QueryCommand::History { opts } => query::history(opts),
         },
+        Command::Restore(args) => restore::restore(args),
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
         Command::Shell { shell } => shell::shell(shell),
