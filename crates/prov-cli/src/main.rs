@@ -2,7 +2,9 @@
 //! its documentation; `prov help` is generated from these definitions.
 #![deny(unsafe_code)]
 
+mod admin;
 mod doctor;
+mod filters;
 mod observe;
 mod output;
 mod query;
@@ -12,14 +14,20 @@ mod setup;
 mod shell;
 #[allow(unsafe_code)]
 mod spawn;
+mod stat;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use filters::FilterArgs;
 
 #[derive(Parser)]
-#[command(name = "prov", version, about = "A shell journal: which command made this file, from which inputs?")]
+#[command(
+    name = "prov",
+    version,
+    about = "A shell journal: which command made this file, from which inputs?"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,7 +43,12 @@ enum Command {
     /// says why in one line.
     Run {
         /// The command and its arguments (use `--` before it).
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
         command: Vec<OsString>,
     },
     /// Ask the journal.
@@ -50,6 +63,31 @@ enum Command {
     /// bits. An existing different file is replaced only with --force or
     /// after a yes on a terminal; otherwise prov says so and exits 1.
     Restore(restore::RestoreArgs),
+    /// Delete the commands the filters select, with their file events.
+    ///
+    /// At least one filter (or --older-than) is required. Asks before
+    /// deleting on a terminal; elsewhere --yes is required.
+    Delete {
+        /// Commands that started longer ago than AGE (30d, 1y, or a date):
+        /// retention.
+        #[arg(long, value_name = "AGE", value_parser = filters::parse_when)]
+        older_than: Option<i64>,
+        /// Only say what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
+    /// Database size and counts: commands, events, sessions, hosts,
+    /// incomplete records.
+    Stats {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Explain whether tracing works here, and why not.
     Doctor,
     /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
@@ -84,14 +122,22 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
-    /// The most recent commands, newest first.
+    /// The most recent commands passing the filters, newest first
+    /// (20 unless -n is given).
     History {
+        #[command(flatten)]
+        opts: QueryOpts,
+    },
+    /// Without ID: the shell sessions, most recent first. With a session
+    /// id (or a unique prefix of one): its commands in the order they ran.
+    Session {
+        id: Option<String>,
         #[command(flatten)]
         opts: QueryOpts,
     },
 }
 
-#[derive(Args, Clone, Copy)]
+#[derive(Args, Clone)]
 pub struct QueryOpts {
     /// Show at most N commands.
     #[arg(short = 'n', long = "limit", value_name = "N")]
@@ -99,10 +145,30 @@ pub struct QueryOpts {
     /// JSON Lines: one object per command (fields documented in README.md).
     #[arg(long)]
     pub json: bool,
+    /// List each command's files (file queries and file filters always do).
+    #[arg(long)]
+    pub files: bool,
     /// List every file of each command found, even of commands with more
     /// than 1000 files (by default those show the matched files and a count).
     #[arg(long)]
     pub all_files: bool,
+    /// For each file listed: is it up to date, modified (size, mtime or
+    /// partial hash differ) or missing now?
+    #[arg(long)]
+    pub stat: bool,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+}
+
+impl QueryOpts {
+    fn show(&self) -> query::Show {
+        query::Show {
+            json: self.json,
+            files: self.files,
+            all_files: self.all_files,
+            stat: self.stat,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -110,11 +176,35 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { command } => return run::run(command),
         Command::Query { query } => match query {
-            QueryCommand::Wrote { file, opts } => query::by_file(prov_model::Access::Write, &file, opts),
-            QueryCommand::Read { file, opts } => query::by_file(prov_model::Access::Read, &file, opts),
-            QueryCommand::History { opts } => query::history(opts),
+            QueryCommand::Wrote { file, opts } => query::by_file(
+                prov_model::Access::Write,
+                &file,
+                &opts.filters,
+                opts.limit,
+                opts.show(),
+            ),
+            QueryCommand::Read { file, opts } => query::by_file(
+                prov_model::Access::Read,
+                &file,
+                &opts.filters,
+                opts.limit,
+                opts.show(),
+            ),
+            QueryCommand::History { opts } => {
+                query::history(&opts.filters, opts.limit, opts.show())
+            }
+            QueryCommand::Session { id, opts } => {
+                query::session(id.as_deref(), &opts.filters, opts.limit, opts.show())
+            }
         },
         Command::Restore(args) => restore::restore(args),
+        Command::Delete {
+            older_than,
+            dry_run,
+            yes,
+            filters,
+        } => admin::delete(filters, older_than, dry_run, yes),
+        Command::Stats { json } => admin::stats(json),
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
         Command::Shell { shell } => shell::shell(shell),
@@ -133,6 +223,7 @@ fn main() -> ExitCode {
 /// `prov query … | head` is a success, not an error.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }

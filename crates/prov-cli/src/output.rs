@@ -14,12 +14,17 @@
 //! some others because the command has more than 1000; `--all-files` lists
 //! all). Byte strings (`text`, `cwd`, `path`) that are not
 //! valid UTF-8 come as a lossy string plus `<field>_hex` with the exact bytes.
+//! With `--stat` each file has `now`: `{"state": "up-to-date" | "modified" |
+//! "missing" | "unreadable", "differs": [any of "size", "mtime", "hash",
+//! "type"], "error": why it could not be checked, or null}`.
 
 use std::io::{self, Write};
 
 use chrono::{DateTime, Local, Utc};
 use prov_model::record::bytes_as_hex;
-use prov_store::{CommandRow, FileRow};
+use prov_store::{CommandRow, FileRow, SessionRow};
+
+use crate::stat::FileNow;
 use serde_json::{Map, Value};
 
 /// Files listed per command in human output; `--json` lists all.
@@ -29,8 +34,11 @@ pub fn rfc3339(ns: i64) -> String {
     DateTime::<Utc>::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
-fn local(ns: i64) -> String {
-    DateTime::<Utc>::from_timestamp_nanos(ns).with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string()
+pub fn local(ns: i64) -> String {
+    DateTime::<Utc>::from_timestamp_nanos(ns)
+        .with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
 }
 
 fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
@@ -51,6 +59,8 @@ pub struct Listing<'a> {
     pub files: &'a [FileRow],
     pub matched: &'a [i64],
     pub total: u64,
+    /// With `--stat`: each file's state now, in the order of `files`.
+    pub now: &'a [FileNow],
 }
 
 pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
@@ -71,19 +81,31 @@ pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     o.insert("end".into(), c.end_ns.map(rfc3339).into());
     o.insert("exit_status".into(), c.exit_status.into());
     o.insert("complete".into(), c.completeness.is_complete().into());
-    let reasons: Map<String, Value> =
-        c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
+    let reasons: Map<String, Value> = c
+        .completeness
+        .reasons()
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), n.into()))
+        .collect();
     o.insert("incomplete".into(), reasons.into());
     if let Some(l) = files {
-        let list: Vec<Value> = l.files.iter().map(|f| file_json(f, l.matched.contains(&f.id))).collect();
+        let list: Vec<Value> = l
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| file_json(f, l.matched.contains(&f.id), l.now.get(i)))
+            .collect();
         o.insert("files".into(), list.into());
         o.insert("file_count".into(), l.total.into());
-        o.insert("files_truncated".into(), (l.files.len() as u64 != l.total).into());
+        o.insert(
+            "files_truncated".into(),
+            (l.files.len() as u64 != l.total).into(),
+        );
     }
     Value::Object(o)
 }
 
-fn file_json(f: &FileRow, matched: bool) -> Value {
+fn file_json(f: &FileRow, matched: bool, now: Option<&FileNow>) -> Value {
     let mut o = Map::new();
     o.insert("id".into(), f.id.into());
     o.insert("access".into(), f.access.as_str().into());
@@ -96,7 +118,42 @@ fn file_json(f: &FileRow, matched: bool) -> Value {
     o.insert("hash_chunks".into(), f.hash_params.chunks.into());
     o.insert("pid".into(), f.pid.into());
     o.insert("matched".into(), matched.into());
+    if let Some(now) = now {
+        o.insert("now".into(), now.json());
+    }
     Value::Object(o)
+}
+
+/// A session of `prov query session`: `session`, `host`, `user`, `shell`,
+/// `first`/`first_ns` (start of its first command), `last`/`last_ns` (end
+/// of its last), `commands`.
+pub fn session_json(s: &SessionRow) -> Value {
+    serde_json::json!({
+        "type": "session",
+        "session": s.session,
+        "host": s.host,
+        "user": s.user,
+        "shell": s.shell,
+        "first_ns": s.first_ns,
+        "first": rfc3339(s.first_ns),
+        "last_ns": s.last_ns,
+        "last": rfc3339(s.last_ns),
+        "commands": s.commands,
+    })
+}
+
+pub fn write_session(out: &mut impl Write, s: &SessionRow) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}  {} .. {}  {:>5} commands  {}@{}  {}",
+        s.session,
+        local(s.first_ns),
+        local(s.last_ns),
+        s.commands,
+        s.user,
+        s.host,
+        s.shell
+    )
 }
 
 pub fn write_json(out: &mut impl Write, v: &Value) -> io::Result<()> {
@@ -112,22 +169,53 @@ pub fn human_size(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
-pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing<'_>>) -> io::Result<()> {
-    let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
-    let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-    writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
+pub fn write_command(
+    out: &mut impl Write,
+    c: &CommandRow,
+    files: Option<Listing<'_>>,
+) -> io::Result<()> {
+    let duration = c.end_ns.map_or("running".to_string(), |e| {
+        format!("{:.3} s", (e - c.start_ns) as f64 / 1e9)
+    });
+    let status = c
+        .exit_status
+        .map_or("exit ?".to_string(), |s| format!("exit {s}"));
+    writeln!(
+        out,
+        "#{}  {}  ({duration})  {status}  {}@{}  session {}",
+        c.id,
+        local(c.start_ns),
+        c.user,
+        c.host,
+        c.session
+    )?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
-    if let Some(Listing { files, matched, total }) = files {
-        for f in files.iter().take(HUMAN_FILE_LIMIT) {
+    if let Some(Listing {
+        files,
+        matched,
+        total,
+        now,
+    }) = files
+    {
+        for (i, f) in files.iter().enumerate().take(HUMAN_FILE_LIMIT) {
             let mark = if matched.contains(&f.id) { '*' } else { ' ' };
-            let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
+            let hash = f
+                .hash
+                .map_or("unreadable".to_string(), |h| format!("{h:016x}"));
+            let state = now
+                .get(i)
+                .map_or(String::new(), |n| format!("  [{}]", n.label()));
             writeln!(
                 out,
-                "  {mark} {:<5} {}  {}  {}  {hash}",
+                "  {mark} {:<5} {}  {}  {}  {hash}{state}",
                 f.access.as_str(),
                 String::from_utf8_lossy(&f.path),
                 human_size(f.size),
@@ -136,12 +224,20 @@ pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing
         }
         let shown = files.len().min(HUMAN_FILE_LIMIT) as u64;
         if total > shown {
-            writeln!(out, "    … and {} more files (--json --all-files lists all)", total - shown)?;
+            writeln!(
+                out,
+                "    … and {} more files (--json --all-files lists all)",
+                total - shown
+            )?;
         }
     }
     if !c.completeness.is_complete() {
-        let reasons: Vec<String> =
-            c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let reasons: Vec<String> = c
+            .completeness
+            .reasons()
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
         writeln!(out, "    ! incomplete record: {}", reasons.join(", "))?;
     }
     writeln!(out)

@@ -1,5 +1,6 @@
 //! `prov query …`.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -9,19 +10,23 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use prov_model::hash::hash_path;
 use prov_model::Access;
-use prov_store::{Store, StoreError};
+use prov_store::{FileRow, Selected, Store, StoreError};
 
+use crate::filters::FilterArgs;
 use crate::output;
 use crate::setup::UserSetup;
-use crate::QueryOpts;
+use crate::stat::{self, FileNow};
 
 /// Commands with more files than this list only a part of them (and the
 /// count) unless --all-files is given.
 const FILE_LIST_LIMIT: u64 = 1000;
 
+/// Commands `history` and the session list show without `-n`.
+const DEFAULT_HISTORY: usize = 20;
+
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
-fn open_store() -> Result<Option<Store>> {
+pub(crate) fn open_store() -> Result<Option<Store>> {
     let setup = UserSetup::load()?;
     let db = setup.database();
     let spool = setup.locations.spool_dir();
@@ -38,7 +43,26 @@ fn open_store() -> Result<Option<Store>> {
     }
 }
 
-pub fn by_file(access: Access, file: &OsStr, opts: QueryOpts) -> Result<ExitCode> {
+/// How results are shown.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Show {
+    pub json: bool,
+    /// List each command's files (wrote/read and file filters always do).
+    pub files: bool,
+    pub all_files: bool,
+    /// Check each listed file against the file system now.
+    pub stat: bool,
+}
+
+/// Commands that wrote (read) FILE, by content and by path, narrowed by the
+/// filters.
+pub fn by_file(
+    access: Access,
+    file: &OsStr,
+    filters: &FilterArgs,
+    limit: Option<usize>,
+    show: Show,
+) -> Result<ExitCode> {
     let path = absolute(Path::new(file))?;
     let Some(store) = open_store()? else {
         eprintln!("prov: no records yet");
@@ -54,58 +78,178 @@ pub fn by_file(access: Access, file: &OsStr, opts: QueryOpts) -> Result<ExitCode
             }
         }
     }
-    let found = store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), opts.limit)?;
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    for (command, matched) in &found {
-        let total = store.file_count(command.id)?;
-        let matched_ids: Vec<i64> = matched.iter().map(|f| f.id).collect();
-        let files = if opts.all_files || total <= FILE_LIST_LIMIT {
-            store.files_of(command.id)?
-        } else {
-            // A tree copy has 100 000 files: the answer shows the matched
-            // ones first, some of the others, and the count.
-            let mut files = matched.clone();
-            files.extend(store.files_of_limited(command.id, FILE_LIST_LIMIT as usize)?.into_iter().filter(|f| !matched_ids.contains(&f.id)));
-            files.truncate(FILE_LIST_LIMIT as usize);
-            files
-        };
-        let listing = output::Listing { files: &files, matched: &matched_ids, total };
-        if opts.json {
-            output::write_json(&mut out, &output::command_json(command, Some(listing)))?;
-        } else {
-            output::write_command(&mut out, command, Some(listing))?;
-        }
+    let mut found =
+        store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), None)?;
+    if !filters.is_empty() {
+        let mut selection = filters.selection(None);
+        selection.command.ids = Some(found.iter().map(|(c, _)| c.id).collect());
+        let keep: HashSet<i64> = store
+            .select(&selection)?
+            .into_iter()
+            .map(|(c, _)| c.id)
+            .collect();
+        found.retain(|(c, _)| keep.contains(&c.id));
     }
-    out.flush()?;
+    if let Some(n) = limit {
+        found.truncate(n);
+    }
+    print(
+        &store,
+        &found,
+        Show {
+            files: true,
+            ..show
+        },
+    )?;
     if found.is_empty() {
-        let verb = if access == Access::Write { "wrote" } else { "read" };
+        let verb = if access == Access::Write {
+            "wrote"
+        } else {
+            "read"
+        };
         eprintln!("prov: no recorded command {verb} {}", path.display());
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn history(opts: QueryOpts) -> Result<ExitCode> {
+/// The most recent commands passing the filters, newest first.
+pub fn history(filters: &FilterArgs, limit: Option<usize>, show: Show) -> Result<ExitCode> {
     let Some(store) = open_store()? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     };
+    let selection = filters.selection(Some(limit.unwrap_or(DEFAULT_HISTORY)));
+    let found = store.select(&selection)?;
+    let show = Show {
+        files: show.files || !selection.file.is_empty(),
+        ..show
+    };
+    print(&store, &found, show)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Without an id: the sessions, newest first. With one (or a unique
+/// prefix): its commands in the order they ran.
+pub fn session(
+    id: Option<&str>,
+    filters: &FilterArgs,
+    limit: Option<usize>,
+    show: Show,
+) -> Result<ExitCode> {
+    let Some(store) = open_store()? else {
+        eprintln!("prov: no records yet");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let selection = filters.selection(None);
+    let Some(id) = id else {
+        let sessions =
+            store.sessions(&selection.command, Some(limit.unwrap_or(DEFAULT_HISTORY)))?;
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        for s in &sessions {
+            if show.json {
+                output::write_json(&mut out, &output::session_json(s))?;
+            } else {
+                output::write_session(&mut out, s)?;
+            }
+        }
+        return Ok(out.flush().map(|_| ExitCode::SUCCESS)?);
+    };
+    let prefix = prov_store::CommandFilter {
+        session: Some(id.to_owned()),
+        ..Default::default()
+    };
+    let matching = store.sessions(&prefix, None)?;
+    let session = match matching.as_slice() {
+        [] => {
+            eprintln!("prov: no session {id:?} recorded");
+            return Ok(ExitCode::from(1));
+        }
+        [one] => one.session.clone(),
+        many => anyhow::bail!(
+            "session id prefix {id:?} is ambiguous: {}",
+            many.iter()
+                .map(|s| s.session.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut selection = selection;
+    selection.command.session = Some(session);
+    let mut found = store.select(&selection)?;
+    found.reverse();
+    if let Some(n) = limit {
+        found.truncate(n);
+    }
+    let show = Show {
+        files: show.files || !selection.file.is_empty(),
+        ..show
+    };
+    print(&store, &found, show)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints commands as `show` says, each with its files when asked for:
+/// the matched ones marked, and for commands with very many files only the
+/// matched ones and some others unless `all_files`.
+fn print(store: &Store, found: &[Selected], show: Show) -> Result<()> {
     let mut out = BufWriter::new(std::io::stdout().lock());
-    for command in store.history(Some(opts.limit.unwrap_or(20)))? {
-        if opts.json {
-            output::write_json(&mut out, &output::command_json(&command, None))?;
+    for (command, matched) in found {
+        let listed = if show.files || show.stat {
+            Some(files_shown(store, command.id, matched, show.all_files)?)
         } else {
-            output::write_command(&mut out, &command, None)?;
+            None
+        };
+        let now: Vec<FileNow> = match (&listed, show.stat) {
+            (Some((files, _)), true) => files.iter().map(stat::file_now).collect(),
+            _ => Vec::new(),
+        };
+        let matched_ids: Vec<i64> = matched.iter().map(|f| f.id).collect();
+        let listing = listed.as_ref().map(|(files, total)| output::Listing {
+            files,
+            matched: &matched_ids,
+            total: *total,
+            now: &now,
+        });
+        if show.json {
+            output::write_json(&mut out, &output::command_json(command, listing))?;
+        } else {
+            output::write_command(&mut out, command, listing)?;
         }
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// A command's files to list, and how many it has in all.
+fn files_shown(
+    store: &Store,
+    id: i64,
+    matched: &[FileRow],
+    all: bool,
+) -> Result<(Vec<FileRow>, u64)> {
+    let total = store.file_count(id)?;
+    if all || total <= FILE_LIST_LIMIT {
+        return Ok((store.files_of(id)?, total));
+    }
+    // A tree copy has 100 000 files: the answer shows the matched ones
+    // first, some of the others, and the count.
+    let matched_ids: HashSet<i64> = matched.iter().map(|f| f.id).collect();
+    let mut files = matched.to_vec();
+    files.extend(
+        store
+            .files_of_limited(id, FILE_LIST_LIMIT as usize)?
+            .into_iter()
+            .filter(|f| !matched_ids.contains(&f.id)),
+    );
+    files.truncate(FILE_LIST_LIMIT as usize);
+    Ok((files, total))
 }
 
 /// The path as the kernel reported it when recording: absolute, with
 /// symlinks resolved. For a file that is gone, its directory is resolved
 /// when it still exists and the rest is normalised lexically.
-fn absolute(path: &Path) -> Result<PathBuf> {
+pub(crate) fn absolute(path: &Path) -> Result<PathBuf> {
     if let Ok(p) = std::fs::canonicalize(path) {
         return Ok(p);
     }

@@ -51,13 +51,13 @@ const COMMAND_SELECT: &str = "
 
 /// An event's columns, its command and the command's bases; `r` is the
 /// event's run.
-const FILE_COLUMNS: &str = "
+pub(crate) const FILE_COLUMNS: &str = "
     SELECT f.id, r.command_id, f.access, f.path_key, f.name, f.size, f.mtime_rel, f.hash,
            r.hash_params_id, f.pid_rel, c.start_ns, c.pid_base";
 
 /// An event's run (the one with the greatest first_id <= its id: a seek on
 /// event_runs' rowid) and command.
-const RUN_JOIN: &str = "
+pub(crate) const RUN_JOIN: &str = "
     CROSS JOIN event_runs r
         ON r.first_id = (SELECT max(first_id) FROM event_runs WHERE first_id <= f.id)
     CROSS JOIN commands c ON c.id = r.command_id";
@@ -131,8 +131,8 @@ pub(crate) fn command_sql(tail: &str) -> String {
 }
 
 /// An event row as stored, before its directory is resolved.
-struct RawFile {
-    row: FileRow,
+pub(crate) struct RawFile {
+    pub(crate) row: FileRow,
     dir_id: i64,
     name: Vec<u8>,
 }
@@ -169,7 +169,9 @@ impl Store {
         let mut dirs = DirPaths::default();
         for &(hash, size, p) in by_content {
             // Parameters never used cannot match anything.
-            let Some(&params_id) = params_ids.get(&p) else { continue };
+            let Some(&params_id) = params_ids.get(&p) else {
+                continue;
+            };
             let key = content_key(hash);
             let rows = by_content_stmt
                 .query_map((key, hash as i64, size as i64, params_id, access), |r| {
@@ -267,8 +269,10 @@ impl Store {
             .conn
             .prepare_cached(&format!("{} LIMIT ?2", files_of_sql()))
             .and_then(|mut s| {
-                s.query_map(rusqlite::params![command_id, limit], |r| file_row(r, &params))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
+                s.query_map(rusqlite::params![command_id, limit], |r| {
+                    file_row(r, &params)
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
             })
             .ctx(&self.path, "querying a command's files")?;
         self.resolve_dirs(rows, &mut DirPaths::default())
@@ -282,12 +286,18 @@ impl Store {
             .ctx(&self.path, "querying a command")
     }
 
-    fn hash_params_by_id(&self) -> Result<HashMap<i64, HashParams>> {
+    pub(crate) fn hash_params_by_id(&self) -> Result<HashMap<i64, HashParams>> {
         self.conn
             .prepare_cached("SELECT id, chunk_size, chunks FROM hash_params")
             .and_then(|mut s| {
                 s.query_map([], |r| {
-                    Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? }))
+                    Ok((
+                        r.get(0)?,
+                        HashParams {
+                            chunk_size: r.get(1)?,
+                            chunks: r.get(2)?,
+                        },
+                    ))
                 })?
                 .collect()
             })
@@ -296,7 +306,7 @@ impl Store {
 
     /// The id of directory `dir`, if it was ever recorded: one lookup per
     /// component (see the dirs table).
-    fn lookup_dir(&self, dir: &[u8]) -> Result<Option<i64>> {
+    pub(crate) fn lookup_dir(&self, dir: &[u8]) -> Result<Option<i64>> {
         let mut chain = vec![dir];
         while let Some((parent, _)) = paths::split_dir(chain[chain.len() - 1]) {
             chain.push(parent);
@@ -321,12 +331,22 @@ impl Store {
     }
 
     /// Completes the rows' paths with their directories.
-    fn resolve_dirs(&self, rows: Vec<RawFile>, dirs: &mut DirPaths) -> Result<Vec<FileRow>> {
+    pub(crate) fn resolve_dirs(
+        &self,
+        rows: Vec<RawFile>,
+        dirs: &mut DirPaths,
+    ) -> Result<Vec<FileRow>> {
         rows.into_iter()
-            .map(|RawFile { mut row, dir_id, name }| {
-                row.path = paths::join(dirs.path(self, dir_id)?, &name);
-                Ok(row)
-            })
+            .map(
+                |RawFile {
+                     mut row,
+                     dir_id,
+                     name,
+                 }| {
+                    row.path = paths::join(dirs.path(self, dir_id)?, &name);
+                    Ok(row)
+                },
+            )
             .collect()
     }
 }
@@ -334,7 +354,7 @@ impl Store {
 /// Directory paths by id, built from their components and remembered for
 /// the duration of one query.
 #[derive(Default)]
-struct DirPaths(HashMap<i64, Vec<u8>>);
+pub(crate) struct DirPaths(HashMap<i64, Vec<u8>>);
 
 impl DirPaths {
     fn path(&mut self, store: &Store, id: i64) -> Result<&[u8]> {
@@ -379,7 +399,7 @@ impl DirPaths {
     }
 }
 
-fn command_row(r: &Row) -> rusqlite::Result<CommandRow> {
+pub(crate) fn command_row(r: &Row) -> rusqlite::Result<CommandRow> {
     let counter = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
     Ok(CommandRow {
         id: r.get(0)?,
@@ -406,15 +426,16 @@ fn command_row(r: &Row) -> rusqlite::Result<CommandRow> {
     })
 }
 
-fn file_row(r: &Row, params: &HashMap<i64, HashParams>) -> rusqlite::Result<RawFile> {
+pub(crate) fn file_row(r: &Row, params: &HashMap<i64, HashParams>) -> rusqlite::Result<RawFile> {
     let access = match r.get::<_, i64>(2)? {
         0 => Access::Read,
         1 => Access::Write,
         v => return Err(rusqlite::Error::IntegralValueOutOfRange(2, v)),
     };
     let params_id: i64 = r.get(8)?;
-    let hash_params =
-        *params.get(&params_id).ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
+    let hash_params = *params
+        .get(&params_id)
+        .ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
     let start_ns: i64 = r.get(10)?;
     let pid = match (r.get::<_, Option<i64>>(9)?, r.get::<_, Option<i64>>(11)?) {
         (None, _) => None,

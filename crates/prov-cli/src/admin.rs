@@ -1,0 +1,140 @@
+//! Looking after the journal: `prov delete` and `prov stats`.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use prov_store::Store;
+
+use crate::filters::FilterArgs;
+use crate::output::{self, human_size};
+use crate::query::open_store;
+use crate::setup::UserSetup;
+
+pub fn delete(
+    filters: FilterArgs,
+    older_than: Option<i64>,
+    dry_run: bool,
+    yes: bool,
+) -> Result<ExitCode> {
+    if filters.is_empty() && older_than.is_none() {
+        bail!("prov delete needs a filter or --older-than (e.g. --older-than 1y, --below DIR, --session ID)");
+    }
+    let mut selection = filters.selection(None);
+    if let Some(t) = older_than {
+        selection.command.until_ns = Some(selection.command.until_ns.map_or(t, |u| u.min(t)));
+    }
+    let setup = UserSetup::load()?;
+    let db = setup.database();
+    if !db.exists() {
+        eprintln!("prov: no records yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut store = Store::open(&db, prov_store::READ_BUSY_TIMEOUT)?;
+    let found = store.select(&selection)?;
+    let events: u64 = found
+        .iter()
+        .map(|(c, _)| store.file_count(c.id))
+        .sum::<prov_store::Result<u64>>()?;
+    let what = format!("{} command(s) with {events} file event(s)", found.len());
+    if found.is_empty() {
+        println!("nothing to delete");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if dry_run {
+        println!("would delete {what}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("refusing to delete {what} without --yes (standard input is not a terminal)");
+        }
+        eprint!("delete {what}? [y/N] ");
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("nothing deleted");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let ids: Vec<i64> = found.iter().map(|(c, _)| c.id).collect();
+    let (commands, events) = store.delete_commands(&ids)?;
+    println!("deleted {commands} command(s) with {events} file event(s)");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn stats(json: bool) -> Result<ExitCode> {
+    let Some(store) = open_store()? else {
+        eprintln!("prov: no records yet");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let st = store.stats()?;
+    let db = store.path().to_owned();
+    let file_size = |suffix: &str| {
+        let mut p = db.clone().into_os_string();
+        p.push(suffix);
+        std::fs::metadata(p).map_or(0, |m| m.len())
+    };
+    let bytes = std::fs::metadata(&db)
+        .with_context(|| format!("cannot stat {}", db.display()))?
+        .len()
+        + file_size("-wal");
+    let mut out = std::io::stdout().lock();
+    if json {
+        let hosts: serde_json::Map<String, serde_json::Value> = st
+            .hosts
+            .iter()
+            .map(|(h, n)| (h.clone(), (*n).into()))
+            .collect();
+        let v = serde_json::json!({
+            "database": db.to_string_lossy(),
+            "database_bytes": bytes,
+            "commands": st.commands,
+            "file_events": st.events,
+            "write_events": st.write_events,
+            "read_events": st.events - st.write_events,
+            "sessions": st.sessions,
+            "incomplete_commands": st.incomplete,
+            "running_or_unfinished": st.running,
+            "first": st.first_ns.map(output::rfc3339),
+            "last": st.last_ns.map(output::rfc3339),
+            "hosts": hosts,
+            "bytes_per_event": (st.events > 0).then(|| bytes as f64 / st.events as f64),
+        });
+        output::write_json(&mut out, &v)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "database     {} ({})", db.display(), human_size(bytes))?;
+    writeln!(out, "commands     {}", st.commands)?;
+    writeln!(
+        out,
+        "file events  {} ({} written, {} read)",
+        st.events,
+        st.write_events,
+        st.events - st.write_events
+    )?;
+    writeln!(out, "sessions     {}", st.sessions)?;
+    writeln!(
+        out,
+        "incomplete   {} command(s) whose record says events were lost or not observed",
+        st.incomplete
+    )?;
+    writeln!(
+        out,
+        "unfinished   {} command(s) without an end (running, or their shell died)",
+        st.running
+    )?;
+    if let (Some(first), Some(last)) = (st.first_ns, st.last_ns) {
+        writeln!(
+            out,
+            "span         {} .. {}",
+            output::local(first),
+            output::local(last)
+        )?;
+    }
+    for (host, n) in &st.hosts {
+        writeln!(out, "host         {host}: {n} command(s)")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,581 @@
+//! Selecting commands by any combination of filters, and what is built on a
+//! selection: deleting, sessions and statistics.
+//!
+//! Command filters become one `WHERE` over `commands` (walked newest first
+//! through index commands_start). File filters select the commands that
+//! have at least one matching event, and return those events: either by
+//! scanning the events of each candidate command (when the command filters
+//! leave few candidates) or by one scan of all events, newest first.
+
+use std::collections::BTreeMap;
+
+use prov_model::Access;
+use rusqlite::types::Value;
+
+use crate::error::{Context, Result};
+use crate::query::{command_row, command_sql, file_row, DirPaths, FILE_COLUMNS, RUN_JOIN};
+use crate::{write::access_code, CommandRow, FileRow, Store};
+
+/// A comparison of a filter on sizes, times or exit statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    fn sql(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "=",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+}
+
+/// A file name: exact bytes, or a glob (`*`, `?`, `[...]`, as SQLite's GLOB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamePattern {
+    Exact(Vec<u8>),
+    Glob(String),
+}
+
+/// Filters on the command itself; every given one must hold.
+#[derive(Debug, Clone, Default)]
+pub struct CommandFilter {
+    pub ids: Option<Vec<i64>>,
+    /// Byte substrings of the command text, all of which must occur.
+    pub text_contains: Vec<Vec<u8>>,
+    /// A glob over the whole command text.
+    pub text_glob: Option<String>,
+    pub cwd: Option<Vec<u8>>,
+    /// The cwd is this directory or below it.
+    pub cwd_below: Option<Vec<u8>>,
+    /// Start time bounds, ns since the epoch (since inclusive, until exclusive).
+    pub since_ns: Option<i64>,
+    pub until_ns: Option<i64>,
+    /// A session id or a prefix of one.
+    pub session: Option<String>,
+    pub host: Option<String>,
+    pub user: Option<String>,
+    pub exit_status: Vec<(CmpOp, i64)>,
+    /// Exit status known and not zero.
+    pub failed: bool,
+    /// Only records that say they are incomplete.
+    pub incomplete: bool,
+}
+
+/// Filters on a command's file events: a command is selected when one of
+/// its events satisfies all of them.
+#[derive(Debug, Clone, Default)]
+pub struct FileFilter {
+    pub access: Option<Access>,
+    pub name: Option<NamePattern>,
+    /// The file is in this directory or below.
+    pub dir: Option<Vec<u8>>,
+    pub size: Vec<(CmpOp, u64)>,
+    pub mtime_ns: Vec<(CmpOp, i64)>,
+    pub hash: Option<u64>,
+}
+
+impl FileFilter {
+    pub fn is_empty(&self) -> bool {
+        self.access.is_none()
+            && self.name.is_none()
+            && self.dir.is_none()
+            && self.size.is_empty()
+            && self.mtime_ns.is_empty()
+            && self.hash.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub command: CommandFilter,
+    pub file: FileFilter,
+    /// At most this many commands, the newest.
+    pub limit: Option<usize>,
+}
+
+/// A selected command and, when the selection has file filters, its
+/// matching events.
+pub type Selected = (CommandRow, Vec<FileRow>);
+
+/// Below this many candidate commands, file filters are applied command by
+/// command (each a seek on event_runs); above, by one scan of all events.
+const PER_COMMAND_SCAN_MAX: i64 = 2000;
+
+#[cfg(test)]
+pub(crate) fn select_scan_threshold() -> usize {
+    PER_COMMAND_SCAN_MAX as usize
+}
+
+/// A `WHERE` clause and its parameters.
+#[derive(Default)]
+struct Clause {
+    terms: Vec<String>,
+    params: Vec<Value>,
+}
+
+impl Clause {
+    fn push(&mut self, sql: impl Into<String>, params: impl IntoIterator<Item = Value>) {
+        self.terms.push(sql.into());
+        self.params.extend(params);
+    }
+
+    fn sql(&self) -> String {
+        if self.terms.is_empty() {
+            "1".into()
+        } else {
+            self.terms.join(" AND ")
+        }
+    }
+}
+
+fn blob(b: &[u8]) -> Value {
+    Value::Blob(b.to_vec())
+}
+
+/// `column` is `dir` or a path below it (bytes; `dir` without a trailing slash).
+fn at_or_below(column: &str, dir: &[u8]) -> (String, Vec<Value>) {
+    let dir = trim_slashes(dir);
+    if dir.is_empty() {
+        return ("1".into(), vec![]);
+    }
+    let mut prefix = dir.to_vec();
+    prefix.push(b'/');
+    (
+        format!(
+            "({column} = ? OR substr({column}, 1, {}) = ?)",
+            prefix.len()
+        ),
+        vec![blob(dir), Value::Blob(prefix)],
+    )
+}
+
+fn trim_slashes(dir: &[u8]) -> &[u8] {
+    let mut d = dir;
+    while d.len() > 1 && d.ends_with(b"/") {
+        d = &d[..d.len() - 1];
+    }
+    if d == b"/" {
+        b""
+    } else {
+        d
+    }
+}
+
+fn command_clause(f: &CommandFilter) -> Clause {
+    let mut w = Clause::default();
+    if let Some(ids) = &f.ids {
+        // Bound as a JSON array: any number of ids in one parameter.
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        w.push(
+            "c.id IN (SELECT value FROM json_each(?))",
+            [Value::Text(list)],
+        );
+    }
+    for t in &f.text_contains {
+        w.push("instr(c.text, ?) > 0", [blob(t)]);
+    }
+    if let Some(g) = &f.text_glob {
+        w.push("CAST(c.text AS TEXT) GLOB ?", [Value::Text(g.clone())]);
+    }
+    if let Some(cwd) = &f.cwd {
+        let cwd = match trim_slashes(cwd) {
+            b"" => b"/".as_slice(),
+            d => d,
+        };
+        w.push("c.cwd = ?", [blob(cwd)]);
+    }
+    if let Some(dir) = &f.cwd_below {
+        let (sql, params) = at_or_below("c.cwd", dir);
+        w.push(sql, params);
+    }
+    if let Some(t) = f.since_ns {
+        w.push("c.start_ns >= ?", [Value::Integer(t)]);
+    }
+    if let Some(t) = f.until_ns {
+        w.push("c.start_ns < ?", [Value::Integer(t)]);
+    }
+    if let Some(s) = &f.session {
+        w.push(
+            format!("substr(c.session, 1, {}) = ?", s.len()),
+            [Value::Text(s.clone())],
+        );
+    }
+    if let Some(h) = &f.host {
+        w.push("c.host = ?", [Value::Text(h.clone())]);
+    }
+    if let Some(u) = &f.user {
+        w.push("c.user = ?", [Value::Text(u.clone())]);
+    }
+    for (op, v) in &f.exit_status {
+        w.push(
+            format!("c.exit_status {} ?", op.sql()),
+            [Value::Integer(*v)],
+        );
+    }
+    if f.failed {
+        w.push("c.exit_status != 0", []);
+    }
+    if f.incomplete {
+        w.push(
+            "(c.queue_overflows + c.unreadable + c.denied + c.dropped_read_limit
+              + c.dropped_write_limit + c.unobserved_setuid + c.unmarked_mounts) > 0",
+            [],
+        );
+    }
+    w
+}
+
+impl Store {
+    fn file_clause(&self, f: &FileFilter) -> Result<Option<Clause>> {
+        let mut w = Clause::default();
+        if let Some(a) = f.access {
+            w.push("f.access = ?", [Value::Integer(access_code(a))]);
+        }
+        match &f.name {
+            Some(NamePattern::Exact(n)) => w.push("f.name = ?", [blob(n)]),
+            Some(NamePattern::Glob(g)) => {
+                w.push("CAST(f.name AS TEXT) GLOB ?", [Value::Text(g.clone())])
+            }
+            None => {}
+        }
+        if let Some(dir) = &f.dir {
+            let dir = trim_slashes(dir);
+            if !dir.is_empty() {
+                // A directory never recorded has no events below it.
+                let Some(id) = self.lookup_dir(dir)? else {
+                    return Ok(None);
+                };
+                w.push(
+                    "(f.path_key >> 16) IN (WITH RECURSIVE sub(id) AS (SELECT ?
+                        UNION ALL SELECT d.id FROM dirs d JOIN sub ON d.parent = sub.id)
+                     SELECT id FROM sub)",
+                    [Value::Integer(id)],
+                );
+            }
+        }
+        for (op, v) in &f.size {
+            // Sizes are stored as the u64's bit pattern; real sizes fit an i64.
+            w.push(
+                format!("f.size {} ?", op.sql()),
+                [Value::Integer(*v as i64)],
+            );
+        }
+        for (op, v) in &f.mtime_ns {
+            w.push(
+                format!("(f.mtime_rel + c.start_ns) {} ?", op.sql()),
+                [Value::Integer(*v)],
+            );
+        }
+        if let Some(h) = f.hash {
+            w.push("f.hash = ?", [Value::Integer(h as i64)]);
+        }
+        Ok(Some(w))
+    }
+
+    /// The commands of a selection, newest first, each with its matching
+    /// events when the selection has file filters.
+    pub fn select(&self, sel: &Selection) -> Result<Vec<Selected>> {
+        let commands = command_clause(&sel.command);
+        if sel.file.is_empty() {
+            let limit = sel
+                .limit
+                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            let sql = command_sql(&format!(
+                " WHERE {} ORDER BY c.start_ns DESC, c.id DESC LIMIT {limit}",
+                commands.sql()
+            ));
+            let rows = self
+                .conn
+                .prepare(&sql)
+                .and_then(|mut s| {
+                    s.query_map(
+                        rusqlite::params_from_iter(commands.params.iter()),
+                        command_row,
+                    )?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx(&self.path, "selecting commands")?;
+            return Ok(rows.into_iter().map(|c| (c, Vec::new())).collect());
+        }
+        let Some(files) = self.file_clause(&sel.file)? else {
+            return Ok(Vec::new());
+        };
+        let candidates: i64 = self
+            .conn
+            .prepare(&format!(
+                "SELECT count(*) FROM commands c WHERE {}",
+                commands.sql()
+            ))
+            .and_then(|mut s| {
+                s.query_row(rusqlite::params_from_iter(commands.params.iter()), |r| {
+                    r.get(0)
+                })
+            })
+            .ctx(&self.path, "counting candidate commands")?;
+        if candidates <= PER_COMMAND_SCAN_MAX {
+            self.select_per_command(sel, &commands, &files)
+        } else {
+            self.select_by_event_scan(sel, &commands, &files)
+        }
+    }
+
+    /// File filters checked on the events of each candidate command, newest
+    /// candidate first, until the limit is reached.
+    fn select_per_command(
+        &self,
+        sel: &Selection,
+        commands: &Clause,
+        files: &Clause,
+    ) -> Result<Vec<Selected>> {
+        let sql = command_sql(&format!(
+            " WHERE {} ORDER BY c.start_ns DESC, c.id DESC",
+            commands.sql()
+        ));
+        let candidates = self
+            .conn
+            .prepare(&sql)
+            .and_then(|mut s| {
+                s.query_map(
+                    rusqlite::params_from_iter(commands.params.iter()),
+                    command_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx(&self.path, "selecting commands")?;
+        let params = self.hash_params_by_id()?;
+        let events_sql = format!(
+            "{FILE_COLUMNS} FROM event_runs r
+             CROSS JOIN file_events f ON f.id BETWEEN r.first_id AND r.last_id
+             CROSS JOIN commands c ON c.id = r.command_id
+             WHERE r.command_id = ? AND {}
+             ORDER BY f.id",
+            files.sql()
+        );
+        let mut stmt = self
+            .conn
+            .prepare(&events_sql)
+            .ctx(&self.path, "preparing a file filter")?;
+        let mut dirs = DirPaths::default();
+        let mut out = Vec::new();
+        for c in candidates {
+            if sel.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
+            let mut bound = vec![Value::Integer(c.id)];
+            bound.extend(files.params.iter().cloned());
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(bound.iter()), |r| {
+                    file_row(r, &params)
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .ctx(&self.path, "filtering a command's files")?;
+            if !rows.is_empty() {
+                out.push((c, self.resolve_dirs(rows, &mut dirs)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// File filters checked on all events, newest first; stops once more
+    /// than `limit` commands have matched (the limit newest are kept).
+    fn select_by_event_scan(
+        &self,
+        sel: &Selection,
+        commands: &Clause,
+        files: &Clause,
+    ) -> Result<Vec<Selected>> {
+        let params = self.hash_params_by_id()?;
+        let sql = format!(
+            "{FILE_COLUMNS} FROM file_events f {RUN_JOIN}
+             WHERE {} AND {} ORDER BY f.id DESC",
+            files.sql(),
+            commands.sql()
+        );
+        let bound: Vec<Value> = files
+            .params
+            .iter()
+            .chain(commands.params.iter())
+            .cloned()
+            .collect();
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .ctx(&self.path, "preparing a file filter")?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(bound.iter()))
+            .ctx(&self.path, "scanning file events")?;
+        let mut by_command: BTreeMap<i64, Vec<_>> = BTreeMap::new();
+        while let Some(r) = rows.next().ctx(&self.path, "scanning file events")? {
+            let raw = file_row(r, &params).ctx(&self.path, "reading a file event")?;
+            let id = raw.row.command_id;
+            if !by_command.contains_key(&id) && sel.limit.is_some_and(|n| by_command.len() >= n) {
+                break;
+            }
+            by_command.entry(id).or_default().push(raw);
+        }
+        drop(rows);
+        let mut dirs = DirPaths::default();
+        let mut out = Vec::with_capacity(by_command.len());
+        for (id, mut raws) in by_command {
+            raws.reverse();
+            if let Some(c) = self.command(id)? {
+                out.push((c, self.resolve_dirs(raws, &mut dirs)?));
+            }
+        }
+        out.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
+        Ok(out)
+    }
+
+    /// Deletes the commands of a selection (its limit ignored) with all
+    /// their file events. Returns (commands, events) deleted.
+    pub fn delete(&mut self, sel: &Selection) -> Result<(u64, u64)> {
+        let all = Selection {
+            limit: None,
+            ..sel.clone()
+        };
+        let ids: Vec<i64> = self.select(&all)?.into_iter().map(|(c, _)| c.id).collect();
+        self.delete_commands(&ids)
+    }
+
+    /// Deletes commands by id with their events and runs, in one transaction.
+    pub fn delete_commands(&mut self, ids: &[i64]) -> Result<(u64, u64)> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().ctx(&path, "starting a deletion")?;
+        let mut events = 0u64;
+        {
+            let mut runs = tx
+                .prepare("SELECT first_id, last_id FROM event_runs WHERE command_id = ?")
+                .ctx(&path, "preparing a deletion")?;
+            let mut del_events = tx
+                .prepare("DELETE FROM file_events WHERE id BETWEEN ? AND ?")
+                .ctx(&path, "preparing a deletion")?;
+            let mut del_runs = tx
+                .prepare("DELETE FROM event_runs WHERE command_id = ?")
+                .ctx(&path, "preparing a deletion")?;
+            let mut del_command = tx
+                .prepare("DELETE FROM commands WHERE id = ?")
+                .ctx(&path, "preparing a deletion")?;
+            for &id in ids {
+                let ranges = runs
+                    .query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                    .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>())
+                    .ctx(&path, "reading a command's events")?;
+                for (first, last) in ranges {
+                    events += del_events
+                        .execute([first, last])
+                        .ctx(&path, "deleting file events")? as u64;
+                }
+                del_runs.execute([id]).ctx(&path, "deleting event runs")?;
+                del_command.execute([id]).ctx(&path, "deleting a command")?;
+            }
+        }
+        tx.commit().ctx(&path, "committing a deletion")?;
+        Ok((ids.len() as u64, events))
+    }
+
+    /// Sessions, newest activity first, with their commands' span and count.
+    pub fn sessions(
+        &self,
+        filter: &CommandFilter,
+        limit: Option<usize>,
+    ) -> Result<Vec<SessionRow>> {
+        let w = command_clause(filter);
+        let limit = limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let sql = format!(
+            "SELECT c.session, min(c.host), min(c.user), min(c.shell), min(c.start_ns),
+                    max(COALESCE(c.end_ns, c.start_ns)), count(*)
+             FROM commands c WHERE {} GROUP BY c.session
+             ORDER BY max(c.start_ns) DESC LIMIT {limit}",
+            w.sql()
+        );
+        self.conn
+            .prepare(&sql)
+            .and_then(|mut s| {
+                s.query_map(rusqlite::params_from_iter(w.params.iter()), |r| {
+                    Ok(SessionRow {
+                        session: r.get(0)?,
+                        host: r.get(1)?,
+                        user: r.get(2)?,
+                        shell: r.get(3)?,
+                        first_ns: r.get(4)?,
+                        last_ns: r.get(5)?,
+                        commands: r.get::<_, i64>(6)? as u64,
+                    })
+                })?
+                .collect()
+            })
+            .ctx(&self.path, "listing sessions")
+    }
+
+    /// Counts over the whole database.
+    pub fn stats(&self) -> Result<Stats> {
+        let value = |sql: &str| -> Result<Option<i64>> {
+            self.conn
+                .query_row(sql, [], |r| r.get(0))
+                .ctx(&self.path, "counting")
+        };
+        let count = |sql: &str| value(sql).map(|v| v.unwrap_or(0) as u64);
+        let hosts = self
+            .conn
+            .prepare("SELECT host, count(*) FROM commands GROUP BY host ORDER BY count(*) DESC")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+                    .collect()
+            })
+            .ctx(&self.path, "counting commands per host")?;
+        let incomplete = command_clause(&CommandFilter {
+            incomplete: true,
+            ..Default::default()
+        });
+        Ok(Stats {
+            commands: count("SELECT count(*) FROM commands")?,
+            events: count("SELECT count(*) FROM file_events")?,
+            write_events: count("SELECT count(*) FROM file_events WHERE access = 1")?,
+            sessions: count("SELECT count(DISTINCT session) FROM commands")?,
+            incomplete: count(&format!(
+                "SELECT count(*) FROM commands c WHERE {}",
+                incomplete.sql()
+            ))?,
+            running: count("SELECT count(*) FROM commands WHERE end_ns IS NULL")?,
+            first_ns: value("SELECT min(start_ns) FROM commands")?,
+            last_ns: value("SELECT max(start_ns) FROM commands")?,
+            hosts,
+        })
+    }
+}
+
+/// One shell session (or one `prov run`) of the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub session: String,
+    pub host: String,
+    pub user: String,
+    pub shell: String,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    pub commands: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub commands: u64,
+    pub events: u64,
+    pub write_events: u64,
+    pub sessions: u64,
+    pub incomplete: u64,
+    pub running: u64,
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    pub hosts: Vec<(String, u64)>,
+}

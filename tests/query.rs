@@ -1,0 +1,235 @@
+//! `prov query` filters, `--stat`, sessions, `prov delete` and `prov stats`
+//! on records made by the real tracer, checked as a user would.
+
+use std::process::Output;
+
+use prov_e2e::*;
+use serde_json::Value;
+
+/// `prov run` as the user, in `dir` below the work directory, in session `session`.
+fn run_in(case: &Case, dir: &str, session: &str, script: &str) -> Output {
+    let cwd = case.work.join(dir);
+    std::fs::create_dir_all(&cwd).unwrap();
+    case.chown_tree(&cwd);
+    let out = case
+        .command(case.inst.prov())
+        .args(["run", "--", "sh", "-c", script])
+        .env("PROV_SESSION", session)
+        .current_dir(&cwd)
+        .output()
+        .unwrap();
+    assert_traced(&out);
+    out
+}
+
+fn texts(found: &[Value]) -> Vec<String> {
+    found.iter().map(|c| c["text"].as_str().unwrap().trim_start_matches("sh -c ").trim_matches('\'').to_string()).collect()
+}
+
+/// A small project: a.csv made, sorted, copied elsewhere, a failing step,
+/// a big file, in two sessions and two directories.
+fn project(case: &Case) -> Vec<Value> {
+    run_in(case, "p", "sess-one-1111", "printf \"b,2\\na,1\\n\" > a.csv");
+    run_in(case, "p", "sess-one-1111", "sort a.csv > sorted.csv");
+    run_in(case, "p/sub", "sess-two-2222", "cat ../sorted.csv > copy.txt");
+    let failed = run_in(case, "q", "sess-two-2222", "head -c 20000 /dev/zero > big.bin; exit 3");
+    assert_eq!(failed.status.code(), Some(3));
+    run_in(case, "q", "sess-one-1111", "cat big.bin > /dev/null");
+    let all = case.query(["history", "-n", "100"]);
+    assert_eq!(all.len(), 5, "{all:#?}");
+    all
+}
+
+fn q(case: &Case, args: &[&str]) -> Vec<String> {
+    let mut full = vec!["history", "-n", "100"];
+    full.extend_from_slice(args);
+    texts(&case.query(full))
+}
+
+#[test]
+fn every_filter_alone_and_combined() {
+    let case = Case::new("query-filters");
+    let all = project(&case);
+    assert_eq!(
+        texts(&all),
+        [
+            "cat big.bin > /dev/null",
+            "head -c 20000 /dev/zero > big.bin; exit 3",
+            "cat ../sorted.csv > copy.txt",
+            "sort a.csv > sorted.csv",
+            "printf \"b,2\\na,1\\n\" > a.csv",
+        ]
+    );
+    let p = case.work.join("p");
+    let p = p.to_str().unwrap();
+    // Command text.
+    assert_eq!(q(&case, &["--text", "sort a"]), ["sort a.csv > sorted.csv"]);
+    assert_eq!(q(&case, &["--text", "cat", "--text", "big"]), ["cat big.bin > /dev/null"]);
+    assert_eq!(q(&case, &["--text-glob", "*head -c*"]), ["head -c 20000 /dev/zero > big.bin; exit 3"]);
+    // Directory: exactly, or at and below.
+    assert_eq!(q(&case, &["--cwd", p]).len(), 2);
+    assert_eq!(q(&case, &["--below", p]).len(), 3);
+    // Relative directories are taken from where prov runs (the work dir).
+    assert_eq!(q(&case, &["--below", "p/sub"]), ["cat ../sorted.csv > copy.txt"]);
+    // Time: between the second and the fourth command's start.
+    let start = |i: usize| all[4 - i]["start"].as_str().unwrap().to_string();
+    assert_eq!(q(&case, &["--since", &start(1), "--until", &start(3)]).len(), 2);
+    assert_eq!(q(&case, &["--since", "1h"]).len(), 5);
+    assert!(q(&case, &["--until", "1h"]).is_empty());
+    // Session (prefix), host, user.
+    assert_eq!(q(&case, &["--session", "sess-two"]).len(), 2);
+    let host = all[0]["host"].as_str().unwrap();
+    assert_eq!(q(&case, &["--host", host]).len(), 5);
+    assert!(q(&case, &["--host", "no-such-host"]).is_empty());
+    assert_eq!(q(&case, &["--user", TEST_USER]).len(), 5);
+    // Exit status.
+    assert_eq!(q(&case, &["--failed"]), ["head -c 20000 /dev/zero > big.bin; exit 3"]);
+    assert_eq!(q(&case, &["--exit", "3"]).len(), 1);
+    assert_eq!(q(&case, &["--exit", "0"]).len(), 4);
+    // Files: name (exact and glob), directory, access, size, mtime, hash.
+    assert_eq!(q(&case, &["--name", "copy.txt"]), ["cat ../sorted.csv > copy.txt"]);
+    assert_eq!(q(&case, &["--name", "*.csv", "--access", "write"]).len(), 2);
+    assert_eq!(q(&case, &["--name", "*.csv", "--access", "read"]).len(), 2);
+    assert_eq!(q(&case, &["--dir", "p/sub"]), ["cat ../sorted.csv > copy.txt"]);
+    assert_eq!(q(&case, &["--size", ">10KiB"]).len(), 2, "big.bin written and read");
+    assert_eq!(q(&case, &["--size", ">10KiB", "--access", "write"]).len(), 1);
+    assert_eq!(q(&case, &["--size", "1..100"]).len(), 3, "the csv and txt files");
+    assert_eq!(q(&case, &["--mtime", ">1h"]).len(), 5);
+    assert!(q(&case, &["--mtime", "<1h"]).is_empty());
+    let sorted = case.query(["wrote", "p/sorted.csv", "--text", "sort a"]).pop().unwrap();
+    let hash = sorted["files"].as_array().unwrap().iter().find(|f| f["access"] == "write").unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_hash = q(&case, &["--hash", &hash]);
+    assert_eq!(by_hash, ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"], "written, then read with that content");
+    // Combined: command and file filters.
+    assert_eq!(q(&case, &["--session", "sess-one", "--access", "read"]).len(), 2);
+    assert_eq!(q(&case, &["--below", p, "--name", "*.txt", "--access", "write"]), ["cat ../sorted.csv > copy.txt"]);
+    assert!(q(&case, &["--session", "sess-one", "--failed"]).is_empty());
+    // Matched files are listed and marked.
+    let found = case.query(["history", "--name", "copy.txt"]);
+    let matched: Vec<_> = found[0]["files"].as_array().unwrap().iter().filter(|f| f["matched"] == true).collect();
+    assert_eq!(matched.len(), 1);
+    assert!(matched[0]["path"].as_str().unwrap().ends_with("/p/sub/copy.txt"));
+    // `wrote` finds the copy by content, and takes the filters too.
+    assert_eq!(texts(&case.query(["wrote", "p/sorted.csv"])), ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"]);
+    assert_eq!(texts(&case.query(["wrote", "p/sorted.csv", "--session", "sess-one"])), ["sort a.csv > sorted.csv"]);
+    assert_eq!(texts(&case.query(["wrote", "p/sorted.csv", "--below", "p/sub"])), ["cat ../sorted.csv > copy.txt"]);
+}
+
+#[test]
+fn stat_tells_up_to_date_modified_and_missing() {
+    let case = Case::new("query-stat");
+    case.write("in.txt", b"input\n");
+    case.write("keep.txt", b"keep\n");
+    case.run_sh("cat in.txt keep.txt > out.txt; cp out.txt gone.txt");
+    // Change the input's content (same size), delete an output.
+    std::fs::write(case.work.join("in.txt"), b"INPUT\n").unwrap();
+    std::fs::remove_file(case.work.join("gone.txt")).unwrap();
+    let found = case.query(["wrote", "out.txt", "--stat"]);
+    assert_eq!(found.len(), 1);
+    let state = |name: &str| -> Value {
+        found[0]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(&format!("/{name}")) && (name != "out.txt" || f["access"] == "write"))
+            .unwrap_or_else(|| panic!("{name} in {:#}", found[0]))["now"]
+            .clone()
+    };
+    assert_eq!(state("keep.txt")["state"], "up-to-date");
+    assert_eq!(state("out.txt")["state"], "up-to-date");
+    assert_eq!(state("in.txt")["state"], "modified");
+    let differs = state("in.txt")["differs"].as_array().unwrap().clone();
+    assert!(differs.contains(&"hash".into()), "{differs:?}");
+    assert!(!differs.contains(&"size".into()), "same size: {differs:?}");
+    assert_eq!(state("gone.txt")["state"], "missing");
+    // Human output says the same.
+    let out = case.prov(["query", "wrote", "out.txt", "--stat"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[missing]") && text.contains("[modified (mtime, hash)]") && text.contains("[up to date]"), "{text}");
+    // history --stat lists files too.
+    let h = case.query(["history", "-n", "1", "--stat"]);
+    assert!(h[0]["files"].as_array().unwrap().iter().all(|f| f["now"]["state"].is_string()));
+}
+
+#[test]
+fn sessions_are_listed_and_shown_in_order() {
+    let case = Case::new("query-session");
+    for i in 0..3 {
+        run_in(&case, ".", "alpha-5555", &format!("echo {i} > a{i}"));
+        run_in(&case, ".", "beta-6666", &format!("echo {i} > b{i}"));
+    }
+    let sessions = case.query(["session"]);
+    let names: Vec<&str> = sessions.iter().map(|s| s["session"].as_str().unwrap()).collect();
+    assert_eq!(names, ["beta-6666", "alpha-5555"], "most recent first");
+    assert!(sessions.iter().all(|s| s["commands"] == 3));
+    let alpha = texts(&case.query(["session", "alp"]));
+    assert_eq!(alpha, ["echo 0 > a0", "echo 1 > a1", "echo 2 > a2"], "in the order they ran");
+    let out = case.prov(["query", "session", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no session \"nope\""));
+    // Human listing names the sessions.
+    let out = case.prov(["query", "session"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("alpha-5555"));
+}
+
+#[test]
+fn delete_with_filters_and_retention_and_stats() {
+    let case = Case::new("query-delete");
+    case.run_sh("echo 1 > one.txt");
+    case.run_sh("echo 2 > two.txt; cat one.txt");
+    case.run_sh("echo 3 > three.txt");
+    let stats: Value = serde_json::from_slice(&case.prov(["stats", "--json"]).stdout).unwrap();
+    assert_eq!(stats["commands"], 3);
+    assert_eq!(stats["file_events"], 4);
+    assert_eq!(stats["write_events"], 3);
+    assert_eq!(stats["incomplete_commands"], 0);
+    assert!(stats["database_bytes"].as_u64().unwrap() > 0);
+
+    // No filter: refused. No terminal, no --yes: refused, nothing lost.
+    let out = case.prov(["delete"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a filter"));
+    let out = case.prov(["delete", "--text", "two"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without --yes"), "{}", describe(&out));
+    assert_eq!(case.query(["history"]).len(), 3);
+    // Dry run says what would go.
+    let out = case.prov(["delete", "--text", "two", "--dry-run"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("would delete 1 command(s) with 2 file event(s)"), "{}", describe(&out));
+    let out = case.prov(["delete", "--text", "two", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(texts(&case.query(["history"])), ["echo 3 > three.txt", "echo 1 > one.txt"]);
+    assert!(case.query(["wrote", "two.txt"]).is_empty());
+    assert_eq!(case.query(["wrote", "one.txt"]).len(), 1);
+    // Retention: nothing is older than a day; everything is older than "now".
+    let out = case.prov(["delete", "--older-than", "1d", "--yes"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to delete"));
+    let out = case.prov(["delete", "--older-than", "now", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(case.query(["history"]).is_empty());
+    let stats: Value = serde_json::from_slice(&case.prov(["stats", "--json"]).stdout).unwrap();
+    assert_eq!((stats["commands"].as_u64(), stats["file_events"].as_u64()), (Some(0), Some(0)));
+}
+
+#[test]
+fn bad_filter_values_are_named() {
+    let case = Case::new("query-bad");
+    case.run_sh("true");
+    for (args, says) in [
+        (vec!["history", "--since", "last tuesday"], "\"last tuesday\" is not a time"),
+        (vec!["history", "--size", ">ten"], "\"ten\" is not a size"),
+        (vec!["history", "--hash", "xyz"], "\"xyz\" is not a hash"),
+        (vec!["history", "--exit", "ok"], "is not an exit status"),
+        (vec!["history", "--bogus"], "--bogus"),
+    ] {
+        let out = case.prov(["query"].into_iter().chain(args.iter().copied()));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // The record is still there.
+    assert_eq!(case.query(["history"]).len(), 1);
+}
