@@ -189,6 +189,7 @@ fn restore_one(
         replace = args.force || ask.overwrite(&target)?;
         if !replace {
             if ask.is_terminal {
+                eprintln!("prov: {} kept as it is", target.display());
                 return Ok(None);
             }
             bail!(
@@ -208,11 +209,11 @@ fn write_new(target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<
     let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create directory {}", dir.display()))?;
-    let mut tmp_name = OsString::from(".prov-restore-");
-    tmp_name.push(std::process::id().to_string());
-    tmp_name.push("-");
-    tmp_name.push(target.file_name().unwrap_or_default());
-    let tmp = dir.join(tmp_name);
+    // Short, whatever the target's name (which may be NAME_MAX long).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(".prov-restore-{}-{nanos}", std::process::id()));
     let written = (|| -> std::io::Result<()> {
         let mut f = OpenOptions::new()
             .write(true)
