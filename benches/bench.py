@@ -837,12 +837,21 @@ def count_commands(ctx, home):
 # ----------------------------------------------------------- queries ------
 
 def query_set(wrote, read, pattern):
+    """The real CLI on one database: by-file lookups, history, and each kind
+    of filter (command text, file name and directory with a size, time, exit
+    status), sessions and stats."""
+    name, directory = os.path.basename(wrote), os.path.dirname(wrote)
     return [
         ("wrote FILE", ["prov", "query", "wrote", wrote, "--json"]),
         ("read FILE", ["prov", "query", "read", read, "--json"]),
         ("history -n 20", ["prov", "query", "history", "-n", "20", "--json"]),
-        ("text search (history | grep -c)",
-         ["sh", "-c", f"prov query history -n 1000000 --json | grep -c '{pattern}'"]),
+        ("text search: history --text", ["prov", "query", "history", "--text", pattern, "--json"]),
+        ("history --name NAME (file filter)", ["prov", "query", "history", "--name", name, "--json"]),
+        ("history --dir DIR --size >1K", ["prov", "query", "history", "--dir", directory, "--size", ">1K", "--json"]),
+        ("history --since 1d --name '*.c'", ["prov", "query", "history", "--since", "1d", "--name", "*.c", "--json"]),
+        ("history --failed", ["prov", "query", "history", "--failed", "--json"]),
+        ("session (list)", ["prov", "query", "session", "--json"]),
+        ("stats", ["prov", "stats", "--json"]),
     ]
 
 
@@ -1066,9 +1075,8 @@ def query_table(results):
         out.append(f"| {q['db']} | {q['events']} | {q['query']} | {fmt_spread(q['ms'], '')} | {q['exit']} "
                    f"| {'INVALID: ' + q['invalid'] if q.get('invalid') else 'valid'} |")
     out += ["", f"Starting a process as the bench user (setpriv + env + true) alone takes "
-            f"{results.get('query_launcher_ms', 0):.1f} ms; it is included above. There is no text-search "
-            "subcommand yet: the text search is `prov query history -n 1000000 --json | grep -c PATTERN`, "
-            "pending a dedicated filter. Generated-database queries ask about paths that do not exist on "
+            f"{results.get('query_launcher_ms', 0):.1f} ms; it is included above. "
+            "Generated-database queries ask about paths that do not exist on "
             "disk (lookup by path only); kernel-copy queries ask about an existing source file (by content "
             "and path; `wrote` finds cp's copy by content).", ""]
     return out

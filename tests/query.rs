@@ -184,7 +184,6 @@ fn delete_with_filters_and_retention_and_stats() {
     let stats: Value = serde_json::from_slice(&case.prov(["stats", "--json"]).stdout).unwrap();
     assert_eq!(stats["commands"], 3);
     assert_eq!(stats["file_events"], 4);
-    assert_eq!(stats["write_events"], 3);
     assert_eq!(stats["incomplete_commands"], 0);
     assert!(stats["database_bytes"].as_u64().unwrap() > 0);
 

@@ -92,8 +92,6 @@ pub fn stats(json: bool) -> Result<ExitCode> {
             "database_bytes": bytes,
             "commands": st.commands,
             "file_events": st.events,
-            "write_events": st.write_events,
-            "read_events": st.events - st.write_events,
             "sessions": st.sessions,
             "incomplete_commands": st.incomplete,
             "running_or_unfinished": st.running,
@@ -107,13 +105,7 @@ pub fn stats(json: bool) -> Result<ExitCode> {
     }
     writeln!(out, "database     {} ({})", db.display(), human_size(bytes))?;
     writeln!(out, "commands     {}", st.commands)?;
-    writeln!(
-        out,
-        "file events  {} ({} written, {} read)",
-        st.events,
-        st.write_events,
-        st.events - st.write_events
-    )?;
+    writeln!(out, "file events  {}", st.events)?;
     writeln!(out, "sessions     {}", st.sessions)?;
     writeln!(
         out,

@@ -16,34 +16,18 @@ pub fn doctor() -> Result<ExitCode> {
         ok &= problem.is_none();
     };
     let helper = setup::helper_path()?;
-    check(
-        &format!("helper {}", helper.display()),
-        setup::tracing_unavailable(&helper),
-    );
+    check(&format!("helper {}", helper.display()), setup::tracing_unavailable(&helper));
     match UserSetup::load() {
         Ok(user) => {
-            check(
-                &format!("configuration {}", user.locations.config_file().display()),
-                None,
-            );
+            check(&format!("configuration {}", user.locations.config_file().display()), None);
             let db = user.database();
-            let problem = prov_store::Store::open(&db, std::time::Duration::from_secs(2))
-                .err()
-                .map(|e| e.to_string());
+            let problem = prov_store::Store::open(&db, std::time::Duration::from_secs(2)).err().map(|e| e.to_string());
             check(&format!("database {}", db.display()), problem);
             let spooled = std::fs::read_dir(user.locations.spool_dir()).map_or(0, |d| d.count());
-            let spool_note =
-                (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
-            check(
-                &format!("spool {}", user.locations.spool_dir().display()),
-                spool_note,
-            );
+            let spool_note = (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
+            check(&format!("spool {}", user.locations.spool_dir().display()), spool_note);
         }
         Err(e) => check("configuration", Some(format!("{e:#}"))),
     }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -150,11 +150,7 @@ impl FilterArgs {
             mtime_ns: self.mtime.iter().flatten().copied().collect(),
             hash: self.hash,
         };
-        Selection {
-            command,
-            file,
-            limit,
-        }
+        Selection { command, file, limit, events_per_command: None }
     }
 }
 

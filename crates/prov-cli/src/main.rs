@@ -12,9 +12,9 @@ mod restore;
 mod run;
 mod setup;
 mod shell;
+mod stat;
 #[allow(unsafe_code)]
 mod spawn;
-mod stat;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -23,11 +23,7 @@ use clap::{Args, Parser, Subcommand};
 use filters::FilterArgs;
 
 #[derive(Parser)]
-#[command(
-    name = "prov",
-    version,
-    about = "A shell journal: which command made this file, from which inputs?"
-)]
+#[command(name = "prov", version, about = "A shell journal: which command made this file, from which inputs?")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -43,12 +39,7 @@ enum Command {
     /// says why in one line.
     Run {
         /// The command and its arguments (use `--` before it).
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "CMD"
-        )]
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
     /// Ask the journal.
@@ -162,12 +153,7 @@ pub struct QueryOpts {
 
 impl QueryOpts {
     fn show(&self) -> query::Show {
-        query::Show {
-            json: self.json,
-            files: self.files,
-            all_files: self.all_files,
-            stat: self.stat,
-        }
+        query::Show { json: self.json, files: self.files, all_files: self.all_files, stat: self.stat }
     }
 }
 
@@ -176,34 +162,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { command } => return run::run(command),
         Command::Query { query } => match query {
-            QueryCommand::Wrote { file, opts } => query::by_file(
-                prov_model::Access::Write,
-                &file,
-                &opts.filters,
-                opts.limit,
-                opts.show(),
-            ),
-            QueryCommand::Read { file, opts } => query::by_file(
-                prov_model::Access::Read,
-                &file,
-                &opts.filters,
-                opts.limit,
-                opts.show(),
-            ),
-            QueryCommand::History { opts } => {
-                query::history(&opts.filters, opts.limit, opts.show())
+            QueryCommand::Wrote { file, opts } => {
+                query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, opts.show())
             }
-            QueryCommand::Session { id, opts } => {
-                query::session(id.as_deref(), &opts.filters, opts.limit, opts.show())
+            QueryCommand::Read { file, opts } => {
+                query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, opts.show())
             }
+            QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, opts.show()),
+            QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, opts.show()),
         },
         Command::Restore(args) => restore::restore(args),
-        Command::Delete {
-            older_than,
-            dry_run,
-            yes,
-            filters,
-        } => admin::delete(filters, older_than, dry_run, yes),
+        Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
@@ -223,7 +192,6 @@ fn main() -> ExitCode {
 /// `prov query … | head` is a success, not an error.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }

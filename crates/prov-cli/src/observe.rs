@@ -54,17 +54,14 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     )
     .map_err(|e| format!("socketpair: {e}"))?;
     let mut cmd = Command::new(&helper);
-    cmd.args(["observe", "3"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    cmd.args(["observe", "3"]).stdin(Stdio::null()).stdout(Stdio::null());
     if std::env::var_os("PROV_DEBUG").is_none() {
         cmd.stderr(Stdio::null());
     }
     spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
     // Not waited for: the helper becomes the collector, which outlives this
     // process when background descendants of the command keep running.
-    cmd.spawn()
-        .map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
+    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
     drop(ctl_for_helper);
 
     let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
@@ -86,17 +83,7 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     };
     let tracker = fds.pop();
     let ns_root = fds.pop().ok_or("no namespace root from the collector")?;
-    let prepare = ToCollector::Prepare {
-        settings: user.settings(),
-        identity,
-    };
-    ipc::send_json(ctl.as_fd(), &prepare, &[])
-        .map_err(|e| format!("collector unreachable: {e}"))?;
-    Ok(Observation {
-        helper,
-        ctl,
-        holder_pid,
-        ns_root,
-        tracker,
-    })
+    let prepare = ToCollector::Prepare { settings: user.settings(), identity };
+    ipc::send_json(ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))?;
+    Ok(Observation { helper, ctl, holder_pid, ns_root, tracker })
 }

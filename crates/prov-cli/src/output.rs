@@ -35,10 +35,7 @@ pub fn rfc3339(ns: i64) -> String {
 }
 
 pub fn local(ns: i64) -> String {
-    DateTime::<Utc>::from_timestamp_nanos(ns)
-        .with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M:%S")
-        .to_string()
+    DateTime::<Utc>::from_timestamp_nanos(ns).with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
@@ -81,26 +78,15 @@ pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     o.insert("end".into(), c.end_ns.map(rfc3339).into());
     o.insert("exit_status".into(), c.exit_status.into());
     o.insert("complete".into(), c.completeness.is_complete().into());
-    let reasons: Map<String, Value> = c
-        .completeness
-        .reasons()
-        .into_iter()
-        .map(|(k, n)| (k.to_string(), n.into()))
-        .collect();
+    let reasons: Map<String, Value> =
+        c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
     o.insert("incomplete".into(), reasons.into());
     if let Some(l) = files {
-        let list: Vec<Value> = l
-            .files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| file_json(f, l.matched.contains(&f.id), l.now.get(i)))
-            .collect();
+        let list: Vec<Value> =
+            l.files.iter().enumerate().map(|(i, f)| file_json(f, l.matched.contains(&f.id), l.now.get(i))).collect();
         o.insert("files".into(), list.into());
         o.insert("file_count".into(), l.total.into());
-        o.insert(
-            "files_truncated".into(),
-            (l.files.len() as u64 != l.total).into(),
-        );
+        o.insert("files_truncated".into(), (l.files.len() as u64 != l.total).into());
     }
     Value::Object(o)
 }
@@ -169,50 +155,20 @@ pub fn human_size(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+    if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }
 
-pub fn write_command(
-    out: &mut impl Write,
-    c: &CommandRow,
-    files: Option<Listing<'_>>,
-) -> io::Result<()> {
-    let duration = c.end_ns.map_or("running".to_string(), |e| {
-        format!("{:.3} s", (e - c.start_ns) as f64 / 1e9)
-    });
-    let status = c
-        .exit_status
-        .map_or("exit ?".to_string(), |s| format!("exit {s}"));
-    writeln!(
-        out,
-        "#{}  {}  ({duration})  {status}  {}@{}  session {}",
-        c.id,
-        local(c.start_ns),
-        c.user,
-        c.host,
-        c.session
-    )?;
+pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing<'_>>) -> io::Result<()> {
+    let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
+    let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
+    writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
-    if let Some(Listing {
-        files,
-        matched,
-        total,
-        now,
-    }) = files
-    {
+    if let Some(Listing { files, matched, total, now }) = files {
         for (i, f) in files.iter().enumerate().take(HUMAN_FILE_LIMIT) {
             let mark = if matched.contains(&f.id) { '*' } else { ' ' };
-            let hash = f
-                .hash
-                .map_or("unreadable".to_string(), |h| format!("{h:016x}"));
-            let state = now
-                .get(i)
-                .map_or(String::new(), |n| format!("  [{}]", n.label()));
+            let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
+            let state = now.get(i).map_or(String::new(), |n| format!("  [{}]", n.label()));
             writeln!(
                 out,
                 "  {mark} {:<5} {}  {}  {}  {hash}{state}",
@@ -224,20 +180,12 @@ pub fn write_command(
         }
         let shown = files.len().min(HUMAN_FILE_LIMIT) as u64;
         if total > shown {
-            writeln!(
-                out,
-                "    … and {} more files (--json --all-files lists all)",
-                total - shown
-            )?;
+            writeln!(out, "    … and {} more files (--json --all-files lists all)", total - shown)?;
         }
     }
     if !c.completeness.is_complete() {
-        let reasons: Vec<String> = c
-            .completeness
-            .reasons()
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+        let reasons: Vec<String> =
+            c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
         writeln!(out, "    ! incomplete record: {}", reasons.join(", "))?;
     }
     writeln!(out)

@@ -119,7 +119,8 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: Show) -> Result
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     };
-    let selection = filters.selection(Some(limit.unwrap_or(DEFAULT_HISTORY)));
+    let mut selection = filters.selection(Some(limit.unwrap_or(DEFAULT_HISTORY)));
+    selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
     let found = store.select(&selection)?;
     let show = Show {
         files: show.files || !selection.file.is_empty(),
@@ -176,6 +177,7 @@ pub fn session(
     };
     let mut selection = selection;
     selection.command.session = Some(session);
+    selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
     let mut found = store.select(&selection)?;
     found.reverse();
     if let Some(n) = limit {

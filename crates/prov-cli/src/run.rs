@@ -22,8 +22,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         eprintln!("prov: {}: command not found", command[0].to_string_lossy());
         return ExitCode::from(127);
     };
-    let session =
-        std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string());
+    let session = std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string());
     let observation = UserSetup::load()
         .map_err(|e| format!("{e:#}"))
         .and_then(|user| observe::start(&user, observe::identity(session, "run")));
@@ -38,9 +37,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let start = CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
-        cwd: std::env::current_dir()
-            .map(|p| p.into_os_string().into_vec())
-            .unwrap_or_default(),
+        cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
     };
     if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin(start), &[]) {
@@ -58,11 +55,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
     let status = wait(child);
-    let end = CommandEnd {
-        end_ns: now_ns(),
-        exit_status: shell_status(status),
-        text: None,
-    };
+    let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status), text: None };
     let command_ns = end.end_ns - start_ns;
     match finish(&obs, end) {
         Ok(report) => {
@@ -121,8 +114,7 @@ fn wait(mut child: Child) -> ExitStatus {
 
 /// Tells the collector the command is done and waits until it is stored.
 fn finish(obs: &Observation, end: CommandEnd) -> Result<StoreReport, String> {
-    ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[])
-        .map_err(|e| format!("collector gone: {e}"))?;
+    ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).map_err(|e| format!("collector gone: {e}"))?;
     match ipc::recv(obs.ctl.as_fd()) {
         Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
             Ok(ToCaller::Stored(report)) => Ok(report),
@@ -145,9 +137,7 @@ fn report_problems(report: &StoreReport) {
 /// command's own time, the total time including storing, and the
 /// collector's CPU time and event count.
 fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
-    let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else {
-        return;
-    };
+    let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
     let line = serde_json::json!({
         "command_ns": command_ns,
         "total_ns": total_ns,
@@ -156,60 +146,40 @@ fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
         "incomplete": report.completeness.reasons().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
         "spooled": report.spooled,
     });
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = writeln!(f, "{line}");
     }
 }
 
 fn run_untraced(program: &Path, command: &[OsString]) -> ExitCode {
-    let status = Command::new(program)
-        .arg0(&command[0])
-        .args(&command[1..])
-        .status();
+    let status = Command::new(program).arg0(&command[0]).args(&command[1..]).status();
     match status {
         Ok(s) => ExitCode::from(shell_status(s) as u8),
         Err(e) => {
             eprintln!("prov: cannot start {}: {e}", command[0].to_string_lossy());
-            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            })
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
     }
 }
 
 /// The status a shell would report: the exit code, or 128+N for signal N.
 fn shell_status(status: ExitStatus) -> i32 {
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Finds CMD like execvp does; the helper gets an explicit path, never PATH.
 fn resolve_program(name: &OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let is_exec = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if name.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(name));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_exec(p))
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| is_exec(p))
 }
 
 pub fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// The command as one would type it: words joined by spaces, quoted where

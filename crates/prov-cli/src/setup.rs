@@ -31,10 +31,7 @@ impl UserSetup {
     pub fn settings(&self) -> Settings {
         let home = &self.locations.home;
         let database = self.database();
-        let mut private_paths = vec![
-            self.locations.state_dir.clone(),
-            self.locations.data_dir.clone(),
-        ];
+        let mut private_paths = vec![self.locations.state_dir.clone(), self.locations.data_dir.clone()];
         if let Some(dir) = database.parent() {
             private_paths.push(dir.to_owned());
         }
@@ -66,10 +63,7 @@ fn installation_files() -> Vec<PathBuf> {
     if let Ok(helper) = helper_path() {
         files.extend(helper.parent().map(Path::to_path_buf));
     }
-    files
-        .into_iter()
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .collect()
+    files.into_iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
 }
 
 /// The installed helper: `$PROV_HELPER`, or `../libexec/prov/prov-helper`
@@ -88,31 +82,18 @@ pub fn helper_path() -> Result<PathBuf> {
 pub fn tracing_unavailable(helper: &Path) -> Option<String> {
     let meta = match std::fs::metadata(helper) {
         Ok(m) => m,
-        Err(_) => {
-            return Some(format!(
-                "helper {} not found (run packaging/install.sh)",
-                helper.display()
-            ))
-        }
+        Err(_) => return Some(format!("helper {} not found (run packaging/install.sh)", helper.display())),
     };
     if meta.uid() != 0 || meta.mode() & libc::S_ISUID == 0 {
-        return Some(format!(
-            "helper {} is not setuid root (run packaging/install.sh as root)",
-            helper.display()
-        ));
+        return Some(format!("helper {} is not setuid root (run packaging/install.sh as root)", helper.display()));
     }
     if nix::sys::statvfs::statvfs(helper)
         .is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOSUID))
     {
-        return Some(format!(
-            "helper {} is on a filesystem mounted nosuid",
-            helper.display()
-        ));
+        return Some(format!("helper {} is on a filesystem mounted nosuid", helper.display()));
     }
     if crate::spawn::no_new_privs() {
-        return Some(
-            "no_new_privs is set for this process, so setuid programs cannot gain privilege".into(),
-        );
+        return Some("no_new_privs is set for this process, so setuid programs cannot gain privilege".into());
     }
     if !Path::new("/proc/sys/fs/fanotify").exists() {
         return Some("this kernel has no fanotify".into());
@@ -121,10 +102,7 @@ pub fn tracing_unavailable(helper: &Path) -> Option<String> {
 }
 
 pub fn host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default()
+    nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default()
 }
 
 pub fn user_name() -> String {

@@ -53,11 +53,7 @@ fn paths() -> Result<Paths> {
         .map(PathBuf::from)
         .unwrap_or_else(|| bin_dir.join("../lib/prov/libprov_preload.so"));
     let canonical = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
-    Ok(Paths {
-        prov: canonical(prov),
-        helper: canonical(setup::helper_path()?),
-        preload: canonical(preload),
-    })
+    Ok(Paths { prov: canonical(prov), helper: canonical(setup::helper_path()?), preload: canonical(preload) })
 }
 
 /// A word the shell reads back unchanged.
@@ -82,11 +78,7 @@ pub fn init(shell: Shell) -> Result<ExitCode> {
 pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
     let shell = match shell {
         Some(s) => s,
-        None => match std::env::var("SHELL")
-            .unwrap_or_default()
-            .rsplit('/')
-            .next()
-        {
+        None => match std::env::var("SHELL").unwrap_or_default().rsplit('/').next() {
             Some("zsh") => Shell::Zsh,
             _ => Shell::Bash,
         },
@@ -112,10 +104,7 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
             let zdot = dir.join("zsh");
             std::fs::create_dir_all(&zdot)?;
             let home = quote(&user.locations.home);
-            std::fs::write(
-                zdot.join(".zshenv"),
-                format!("[ -f {home}/.zshenv ] && . {home}/.zshenv\n"),
-            )?;
+            std::fs::write(zdot.join(".zshenv"), format!("[ -f {home}/.zshenv ] && . {home}/.zshenv\n"))?;
             std::fs::write(
                 zdot.join(".zshrc"),
                 format!("ZDOTDIR={home}\n[ -f {home}/.zshrc ] && . {home}/.zshrc\n{init}"),
@@ -148,11 +137,7 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     match result {
         Ok(obs) => {
             let tracker = obs.tracker.as_ref().ok_or_else(|| anyhow!("no tracker"))?;
-            let fds = [
-                obs.ctl.as_raw_fd(),
-                obs.ns_root.as_raw_fd(),
-                tracker.as_raw_fd(),
-            ];
+            let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
             ipc::send(shim, format!("R{}", obs.holder_pid).as_bytes(), &fds)?;
         }
         Err(reason) => ipc::send(shim, format!("E{reason}").as_bytes(), &[])?,

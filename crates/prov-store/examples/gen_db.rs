@@ -23,16 +23,7 @@ const DEFAULT_EVENTS_PER_COMMAND: usize = 50;
 const PROJECTS: usize = 8;
 const DIRS_PER_PROJECT: usize = 400; // 3 200 directories in all
 const FILES_PER_DIR: usize = 40;
-const VERBS: &[&str] = &[
-    "make -j8",
-    "cargo build",
-    "grep -rn TODO",
-    "cp -r",
-    "vim",
-    "python3 gen.py",
-    "tar xf",
-    "git checkout",
-];
+const VERBS: &[&str] = &["make -j8", "cargo build", "grep -rn TODO", "cp -r", "vim", "python3 gen.py", "tar xf", "git checkout"];
 
 /// A deterministic pseudo-random sequence (splitmix64).
 struct Rng(u64);
@@ -63,19 +54,14 @@ fn parse_args() -> Args {
         eprintln!("usage: gen_db PATH N_EVENTS [EVENTS_PER_COMMAND]");
         std::process::exit(2);
     }
-    let num = |s: &str| {
-        s.replace('_', "").parse::<usize>().unwrap_or_else(|_| {
-            eprintln!("gen_db: not a number: {s}");
-            std::process::exit(2)
-        })
-    };
+    let num = |s: &str| s.replace('_', "").parse::<usize>().unwrap_or_else(|_| {
+        eprintln!("gen_db: not a number: {s}");
+        std::process::exit(2)
+    });
     Args {
         path: PathBuf::from(&a[0]),
         events: num(&a[1]),
-        per_command: a
-            .get(2)
-            .map_or(DEFAULT_EVENTS_PER_COMMAND, |s| num(s))
-            .max(1),
+        per_command: a.get(2).map_or(DEFAULT_EVENTS_PER_COMMAND, |s| num(s)).max(1),
     }
 }
 
@@ -92,10 +78,7 @@ fn file_path(project: usize, dir: usize, file: usize) -> Vec<u8> {
 /// Content hash of a file "version": the same (path, version) always
 /// gives the same hash, so reads after a write find the writer by content.
 fn content_hash(path: &[u8], version: u64) -> u64 {
-    let mut r = Rng(version
-        ^ path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        }));
+    let mut r = Rng(version ^ path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)));
     r.next()
 }
 
@@ -126,11 +109,7 @@ fn make_events(rng: &mut Rng, project: usize, n: usize, seq: u64, mtime_ns: i64)
             let path = file_path(project, dir, file);
             // About one event in four is a write; a file's content changes
             // every ~500 commands, so many reads share the hash of one write.
-            let access = if i % 4 == 3 {
-                Access::Write
-            } else {
-                Access::Read
-            };
+            let access = if i % 4 == 3 { Access::Write } else { Access::Read };
             let version = seq / 500;
             FileEvent {
                 hash: Some(content_hash(&path, version)),
@@ -165,14 +144,7 @@ fn main() {
         let id = store.begin_command(&begin).and_then(|id| {
             store.add_events(id, &events)?;
             store.set_completeness(id, &Completeness::default())?;
-            store.end_command(
-                id,
-                &CommandEnd {
-                    end_ns: start_ns + 1_500_000_000,
-                    exit_status: 0,
-                    text: None,
-                },
-            )?;
+            store.end_command(id, &CommandEnd { end_ns: start_ns + 1_500_000_000, exit_status: 0, text: None })?;
             Ok(id)
         });
         if let Err(e) = id {
@@ -186,11 +158,7 @@ fn main() {
     let mut r = Rng(42);
     let (_, project) = make_command(&mut r, 0, t0);
     let sample = make_events(&mut r, project, args.per_command.min(4), 0, t0);
-    let show = |i: usize| {
-        sample
-            .get(i)
-            .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-    };
+    let show = |i: usize| sample.get(i).map(|e| String::from_utf8_lossy(&e.path).into_owned());
     println!(
         "{{\"commands\": {commands}, \"events\": {written}, \"seconds\": {secs:.3}, \"events_per_s\": {:.0}, \"sample_write\": {:?}, \"sample_read\": {:?}}}",
         written as f64 / secs,

@@ -16,11 +16,7 @@ pub enum StoreError {
         "database {path} was written by a newer prov (schema {found}); \
          this prov knows schema {known} at most"
     )]
-    NewerSchema {
-        path: PathBuf,
-        found: i64,
-        known: i64,
-    },
+    NewerSchema { path: PathBuf, found: i64, known: i64 },
 
     #[error("database {path}: no command with id {id}")]
     NoCommand { path: PathBuf, id: i64 },
@@ -33,33 +29,19 @@ pub enum StoreError {
     CreateDir { path: PathBuf, source: io::Error },
 
     #[error("database {path}: {what}: {source}")]
-    Sqlite {
-        path: PathBuf,
-        what: &'static str,
-        source: rusqlite::Error,
-    },
+    Sqlite { path: PathBuf, what: &'static str, source: rusqlite::Error },
 
     #[error("spool {path}: {source}")]
     SpoolIo { path: PathBuf, source: io::Error },
 
     /// Some spool files could not be understood; they were renamed to
     /// `<name>.bad` and the others were ingested anyway.
-    #[error(
-        "spool {dir}: ingested {ingested} file(s); set aside unreadable: {}",
-        list_bad(bad)
-    )]
-    SpoolBad {
-        dir: PathBuf,
-        ingested: usize,
-        bad: Vec<(PathBuf, String)>,
-    },
+    #[error("spool {dir}: ingested {ingested} file(s); set aside unreadable: {}", list_bad(bad))]
+    SpoolBad { dir: PathBuf, ingested: usize, bad: Vec<(PathBuf, String)> },
 }
 
 fn list_bad(bad: &[(PathBuf, String)]) -> String {
-    bad.iter()
-        .map(|(p, why)| format!("{} ({why})", p.display()))
-        .collect::<Vec<_>>()
-        .join(", ")
+    bad.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect::<Vec<_>>().join(", ")
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -71,11 +53,7 @@ pub(crate) trait Context<T> {
 
 impl<T> Context<T> for rusqlite::Result<T> {
     fn ctx(self, path: &Path, what: &'static str) -> Result<T> {
-        self.map_err(|source| StoreError::Sqlite {
-            path: path.to_owned(),
-            what,
-            source,
-        })
+        self.map_err(|source| StoreError::Sqlite { path: path.to_owned(), what, source })
     }
 }
 

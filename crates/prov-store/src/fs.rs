@@ -8,10 +8,7 @@ use std::path::Path;
 /// Creates `dir` and missing parents with mode 0700: records reveal what the
 /// user ran and touched.
 pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// statfs f_type magics of filesystems whose shared memory (mmap of the WAL

@@ -26,9 +26,7 @@ pub use archive::{ArchiveStats, ArchivedFile, Digest};
 pub use error::{Result, StoreError};
 pub use query::{CommandRow, FileRow};
 pub use schema::SCHEMA_VERSION;
-pub use select::{
-    CmpOp, CommandFilter, FileFilter, NamePattern, Selected, Selection, SessionRow, Stats,
-};
+pub use select::{CmpOp, CommandFilter, FileFilter, NamePattern, Selected, Selection, SessionRow, Stats};
 pub use spool::{SpoolEntry, SpoolWriter};
 
 use error::Context;
@@ -53,29 +51,21 @@ impl Store {
     /// caller then spools.
     pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
         let dir = parent_dir(path);
-        fs::create_private_dir(dir).map_err(|source| StoreError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
+        fs::create_private_dir(dir)
+            .map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
         let mut conn = Connection::open(path).ctx(path, "opening")?;
         harden(&conn, path)?;
-        conn.busy_timeout(busy_timeout)
-            .ctx(path, "setting busy timeout")?;
+        conn.busy_timeout(busy_timeout).ctx(path, "setting busy timeout")?;
         // WAL lets queries run while a command is being recorded, but it
         // needs a shared-memory index (the -shm file, mmap'ed by every
         // connection) that network and cluster filesystems do not keep
         // coherent between hosts; there the rollback journal is the safe mode.
-        let mode = if fs::is_network_fs(dir) {
-            "DELETE"
-        } else {
-            "WAL"
-        };
+        let mode = if fs::is_network_fs(dir) { "DELETE" } else { "WAL" };
         conn.pragma_update_and_check(None, "journal_mode", mode, |r| r.get::<_, String>(0))
             .ctx(path, "setting journal mode")?;
         // NORMAL: a commit survives a crash of prov; in WAL mode only a power
         // loss may lose the last commits, never corrupt the database.
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .ctx(path, "setting synchronous")?;
+        conn.pragma_update(None, "synchronous", "NORMAL").ctx(path, "setting synchronous")?;
         // Events land at random places within the newest epoch of the content
         // and path indexes (see the schema), so a batch dirties a few hundred
         // pages: a bigger page cache (allocated only as used) avoids spilling
@@ -84,8 +74,7 @@ impl Store {
         // batch. Measured at 1M events: ~1.3x the insert rate of the default
         // checkpoint interval, ~1.4x that of the default cache. The WAL file
         // is cut back to 64 MiB after a checkpoint.
-        conn.pragma_update(None, "cache_size", -65536)
-            .ctx(path, "setting cache size")?;
+        conn.pragma_update(None, "cache_size", -65536).ctx(path, "setting cache size")?;
         conn.pragma_update(None, "wal_autocheckpoint", 10_000)
             .ctx(path, "setting checkpoint interval")?;
         conn.pragma_update(None, "journal_size_limit", 64 << 20)
@@ -107,8 +96,7 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).ctx(path, "opening read-only")?;
         harden(&conn, path)?;
-        conn.busy_timeout(READ_BUSY_TIMEOUT)
-            .ctx(path, "setting busy timeout")?;
+        conn.busy_timeout(READ_BUSY_TIMEOUT).ctx(path, "setting busy timeout")?;
         let found = schema::user_version(&conn, path)?;
         schema::refuse_newer(found, path)?;
         if found < SCHEMA_VERSION {
@@ -122,12 +110,7 @@ impl Store {
     fn new(conn: Connection, path: &Path) -> Store {
         // Room for every statement of write.rs, query.rs and archive.rs.
         conn.set_prepared_statement_cache_capacity(48);
-        Store {
-            conn,
-            path: path.to_owned(),
-            dir_ids: HashMap::new(),
-            params_ids: HashMap::new(),
-        }
+        Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new() }
     }
 
     /// The database file.
@@ -138,9 +121,7 @@ impl Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
     }
 }
 
@@ -162,10 +143,7 @@ mod testutil;
 fn harden(conn: &Connection, path: &Path) -> Result<()> {
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
         .ctx(path, "setting defensive mode")?;
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA,
-        false,
-    )
-    .ctx(path, "distrusting the schema")?;
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)
+        .ctx(path, "distrusting the schema")?;
     Ok(())
 }

@@ -169,9 +169,7 @@ impl Store {
         let mut dirs = DirPaths::default();
         for &(hash, size, p) in by_content {
             // Parameters never used cannot match anything.
-            let Some(&params_id) = params_ids.get(&p) else {
-                continue;
-            };
+            let Some(&params_id) = params_ids.get(&p) else { continue };
             let key = content_key(hash);
             let rows = by_content_stmt
                 .query_map((key, hash as i64, size as i64, params_id, access), |r| {
@@ -269,10 +267,8 @@ impl Store {
             .conn
             .prepare_cached(&format!("{} LIMIT ?2", files_of_sql()))
             .and_then(|mut s| {
-                s.query_map(rusqlite::params![command_id, limit], |r| {
-                    file_row(r, &params)
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
+                s.query_map(rusqlite::params![command_id, limit], |r| file_row(r, &params))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
             })
             .ctx(&self.path, "querying a command's files")?;
         self.resolve_dirs(rows, &mut DirPaths::default())
@@ -291,13 +287,7 @@ impl Store {
             .prepare_cached("SELECT id, chunk_size, chunks FROM hash_params")
             .and_then(|mut s| {
                 s.query_map([], |r| {
-                    Ok((
-                        r.get(0)?,
-                        HashParams {
-                            chunk_size: r.get(1)?,
-                            chunks: r.get(2)?,
-                        },
-                    ))
+                    Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? }))
                 })?
                 .collect()
             })
@@ -331,22 +321,12 @@ impl Store {
     }
 
     /// Completes the rows' paths with their directories.
-    pub(crate) fn resolve_dirs(
-        &self,
-        rows: Vec<RawFile>,
-        dirs: &mut DirPaths,
-    ) -> Result<Vec<FileRow>> {
+    pub(crate) fn resolve_dirs(&self, rows: Vec<RawFile>, dirs: &mut DirPaths) -> Result<Vec<FileRow>> {
         rows.into_iter()
-            .map(
-                |RawFile {
-                     mut row,
-                     dir_id,
-                     name,
-                 }| {
-                    row.path = paths::join(dirs.path(self, dir_id)?, &name);
-                    Ok(row)
-                },
-            )
+            .map(|RawFile { mut row, dir_id, name }| {
+                row.path = paths::join(dirs.path(self, dir_id)?, &name);
+                Ok(row)
+            })
             .collect()
     }
 }
@@ -433,9 +413,8 @@ pub(crate) fn file_row(r: &Row, params: &HashMap<i64, HashParams>) -> rusqlite::
         v => return Err(rusqlite::Error::IntegralValueOutOfRange(2, v)),
     };
     let params_id: i64 = r.get(8)?;
-    let hash_params = *params
-        .get(&params_id)
-        .ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
+    let hash_params =
+        *params.get(&params_id).ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
     let start_ns: i64 = r.get(10)?;
     let pid = match (r.get::<_, Option<i64>>(9)?, r.get::<_, Option<i64>>(11)?) {
         (None, _) => None,

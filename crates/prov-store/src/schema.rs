@@ -181,8 +181,7 @@ CREATE INDEX archived_files_blob ON archived_files(blob_id);
 ";
 
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
-    conn.pragma_query_value(None, "user_version", |r| r.get(0))
-        .ctx(path, "reading schema version")
+    conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(path, "reading schema version")
 }
 
 pub(crate) fn refuse_newer(found: i64, path: &Path) -> Result<()> {
@@ -210,10 +209,8 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     let found = user_version(&tx, path)?;
     refuse_newer(found, path)?;
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        tx.execute_batch(sql)
-            .ctx(path, "applying schema migration")?;
-        tx.pragma_update(None, "user_version", version)
-            .ctx(path, "recording schema version")?;
+        tx.execute_batch(sql).ctx(path, "applying schema migration")?;
+        tx.pragma_update(None, "user_version", version).ctx(path, "recording schema version")?;
     }
     tx.commit().ctx(path, "committing migration")
 }

@@ -102,6 +102,9 @@ pub struct Selection {
     pub file: FileFilter,
     /// At most this many commands, the newest.
     pub limit: Option<usize>,
+    /// At most this many matching events returned per command (a `cp -r`
+    /// matches `--name '*.c'` 30 000 times; nobody reads them all).
+    pub events_per_command: Option<usize>,
 }
 
 /// A selected command and, when the selection has file filters, its
@@ -354,13 +357,16 @@ impl Store {
             })
             .ctx(&self.path, "selecting commands")?;
         let params = self.hash_params_by_id()?;
+        // No ORDER BY: the runs' rowid ranges already yield events in id
+        // order, and a sort would visit every match before the LIMIT.
         let events_sql = format!(
             "{FILE_COLUMNS} FROM event_runs r
              CROSS JOIN file_events f ON f.id BETWEEN r.first_id AND r.last_id
              CROSS JOIN commands c ON c.id = r.command_id
              WHERE r.command_id = ? AND {}
-             ORDER BY f.id",
-            files.sql()
+             LIMIT {}",
+            files.sql(),
+            sel.events_per_command.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))
         );
         let mut stmt = self
             .conn
@@ -419,10 +425,14 @@ impl Store {
         while let Some(r) = rows.next().ctx(&self.path, "scanning file events")? {
             let raw = file_row(r, &params).ctx(&self.path, "reading a file event")?;
             let id = raw.row.command_id;
-            if !by_command.contains_key(&id) && sel.limit.is_some_and(|n| by_command.len() >= n) {
+            let known = by_command.contains_key(&id);
+            if !known && sel.limit.is_some_and(|n| by_command.len() >= n) {
                 break;
             }
-            by_command.entry(id).or_default().push(raw);
+            let events = by_command.entry(id).or_default();
+            if sel.events_per_command.is_none_or(|n| events.len() < n) {
+                events.push(raw);
+            }
         }
         drop(rows);
         let mut dirs = DirPaths::default();
@@ -540,8 +550,8 @@ impl Store {
         });
         Ok(Stats {
             commands: count("SELECT count(*) FROM commands")?,
-            events: count("SELECT count(*) FROM file_events")?,
-            write_events: count("SELECT count(*) FROM file_events WHERE access = 1")?,
+            // Runs cover every event (deletion removes whole runs): no scan.
+            events: count("SELECT sum(last_id - first_id + 1) FROM event_runs")?,
             sessions: count("SELECT count(DISTINCT session) FROM commands")?,
             incomplete: count(&format!(
                 "SELECT count(*) FROM commands c WHERE {}",
@@ -571,7 +581,6 @@ pub struct SessionRow {
 pub struct Stats {
     pub commands: u64,
     pub events: u64,
-    pub write_events: u64,
     pub sessions: u64,
     pub incomplete: u64,
     pub running: u64,

@@ -62,12 +62,8 @@ impl SpoolWriter {
         crate::fs::create_private_dir(dir)?;
         let path = dir.join(format!("{uuid}{SUFFIX}"));
         loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(&path)?;
+            let file =
+                OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
             lock_patiently(&file, &path)?;
             // An ingester may have taken and deleted the file between our
             // open and our lock; we would then be writing to a dead inode.
@@ -198,19 +194,14 @@ impl Store {
     /// reported through [`StoreError::SpoolBad`] after all the others were
     /// ingested. A database error stops the ingestion (files stay, for later).
     pub fn ingest_spool(&mut self, dir: &Path) -> Result<usize> {
-        let io_err = |source| StoreError::SpoolIo {
-            path: dir.to_owned(),
-            source,
-        };
+        let io_err = |source| StoreError::SpoolIo { path: dir.to_owned(), source };
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                 .map(|e| e.path())
                 .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.ends_with(SUFFIX))
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX))
                 })
                 .collect(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
@@ -230,19 +221,12 @@ impl Store {
         if bad.is_empty() {
             Ok(ingested)
         } else {
-            Err(StoreError::SpoolBad {
-                dir: dir.to_owned(),
-                ingested,
-                bad,
-            })
+            Err(StoreError::SpoolBad { dir: dir.to_owned(), ingested, bad })
         }
     }
 
     fn ingest_file(&mut self, path: &Path) -> Result<Outcome> {
-        let io_err = |source| StoreError::SpoolIo {
-            path: path.to_owned(),
-            source,
-        };
+        let io_err = |source| StoreError::SpoolIo { path: path.to_owned(), source };
         let file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Skipped),
@@ -258,11 +242,7 @@ impl Store {
         }
         let mut content = Vec::new();
         (&file).read_to_end(&mut content).map_err(io_err)?;
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_owned();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
         let problem = match parse(&content) {
             Err(why) => Some(why),
             Ok(entries) => {
@@ -280,10 +260,7 @@ impl Store {
         let set_aside = path.with_file_name(format!("{name}.bad"));
         Ok(match std::fs::rename(path, &set_aside) {
             Ok(()) => Outcome::Bad(set_aside, why),
-            Err(e) => Outcome::Bad(
-                path.to_owned(),
-                format!("{why}; cannot rename to .bad: {e}"),
-            ),
+            Err(e) => Outcome::Bad(path.to_owned(), format!("{why}; cannot rename to .bad: {e}")),
         })
     }
 }
@@ -311,11 +288,7 @@ fn apply(
         Some(SpoolEntry::Begin(_)) | None => None,
         Some(_) => match w.command_id(uuid)? {
             Some(id) => Some(id),
-            None => {
-                return Ok(Some(format!(
-                    "no Begin entry and no recorded command {uuid}"
-                )))
-            }
+            None => return Ok(Some(format!("no Begin entry and no recorded command {uuid}"))),
         },
     };
     for entry in entries {

@@ -88,9 +88,7 @@ impl Rng {
 /// a name of their own; mtimes fall within the 3 s the copy takes.
 pub(crate) fn kernel_copy_events(rng: &mut Rng, files: usize, start_ns: i64) -> Vec<FileEvent> {
     const ROOT: &str = "/home/user/src/linux-copy";
-    const EXT: &[&str] = &[
-        ".c", ".c", ".c", ".h", ".h", ".S", ".rst", ".txt", ".yaml", ".dts",
-    ];
+    const EXT: &[&str] = &[".c", ".c", ".c", ".h", ".h", ".S", ".rst", ".txt", ".yaml", ".dts"];
     const COMMON: &[&str] = &[
         "Makefile",
         "Kconfig",
@@ -109,9 +107,7 @@ pub(crate) fn kernel_copy_events(rng: &mut Rng, files: usize, start_ns: i64) -> 
         "config",
     ];
     let word = |rng: &mut Rng, len: u64| -> String {
-        (0..len)
-            .map(|_| (b'a' + rng.below(26) as u8) as char)
-            .collect()
+        (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect()
     };
     // A tree of directories: each one under a random earlier one, so
     // depths vary like a source tree's (arch/x86/kernel/cpu/...).

@@ -148,17 +148,12 @@ impl Writer<'_> {
             .conn
             .prepare_cached("SELECT start_ns, pid_base FROM commands WHERE id = ?1")
             .and_then(|mut s| {
-                s.query_row([id], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
-                })
-                .optional()
+                s.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?)))
+                    .optional()
             })
             .ctx(self.path, "looking up a command")?;
         let Some((start_ns, mut pid_base)) = found else {
-            return Err(StoreError::NoCommand {
-                path: self.path.to_owned(),
-                id,
-            });
+            return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
         };
         if events.is_empty() {
             return Ok(());
@@ -246,12 +241,7 @@ impl Writer<'_> {
             )
             .and_then(|mut s| {
                 s.query_row([], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                    ))
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
                 })
                 .optional()
             })
@@ -276,10 +266,7 @@ impl Writer<'_> {
 
     fn require_command(&self, id: i64, rows: usize) -> Result<()> {
         if rows == 0 {
-            return Err(StoreError::NoCommand {
-                path: self.path.to_owned(),
-                id,
-            });
+            return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
         }
         Ok(())
     }
@@ -338,10 +325,7 @@ impl Writer<'_> {
         let found = self
             .conn
             .prepare_cached("SELECT id FROM hash_params WHERE chunk_size = ?1 AND chunks = ?2")
-            .and_then(|mut s| {
-                s.query_row([p.chunk_size, p.chunks], |r| r.get(0))
-                    .optional()
-            })
+            .and_then(|mut s| s.query_row([p.chunk_size, p.chunks], |r| r.get(0)).optional())
             .ctx(self.path, "looking up hash parameters")?;
         let id = match found {
             Some(id) => id,
