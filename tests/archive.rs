@@ -421,3 +421,50 @@ fn on_a_terminal_prov_asks_before_overwriting() {
         "accepted: restored"
     );
 }
+
+#[test]
+fn archived_content_waits_in_the_spool_with_its_record() {
+    let case = Case::new("archive-spool");
+    case.run_sh("true"); // creates the database
+    let data_dir = case.home.join(".local/share/prov");
+    let set_modes = |mode: u32| {
+        for entry in std::fs::read_dir(&data_dir).unwrap() {
+            set_mode(&entry.unwrap().path(), mode & 0o666);
+        }
+        set_mode(&data_dir, mode);
+    };
+    set_modes(0o500);
+    let script = b"echo spooled\n";
+    case.write("job.sh", script);
+    let out = case.run(["sh", "job.sh"]);
+    assert_traced(&out);
+    assert_eq!(out.stdout, b"spooled\n");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("spool"),
+        "{}",
+        describe(&out)
+    );
+    let spool = case.home.join(".local/state/prov/spool");
+    let spooled: Vec<u8> = std::fs::read_dir(&spool)
+        .unwrap()
+        .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        String::from_utf8_lossy(&spooled).contains("{\"Archive\":"),
+        "the spool file holds the content"
+    );
+
+    set_modes(0o700);
+    // The next prov that can write the database moves the record in (once
+    // the collector has let go of its spool file).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let out = loop {
+        let out = restore(&case, ["--file", "job.sh", "--stdout"]);
+        if out.status.success() || std::time::Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(out.stdout, script);
+}
