@@ -221,7 +221,7 @@ fn oversized_and_surplus_scripts_are_not_archived() {
 }
 
 #[test]
-fn other_files_are_archived_only_as_scripts_with_a_shebang() {
+fn files_are_archived_by_extension_name_or_shebang() {
     let case = Case::new("archive-shebang");
     let tool = case.write("tool", b"#!/bin/sh\necho tool\n"); // no extension
     let cgi = case.write("report.cgi", b"#!/usr/bin/perl\nprint 1;\n");
@@ -229,18 +229,24 @@ fn other_files_are_archived_only_as_scripts_with_a_shebang() {
     case.write("notes.txt", b"#! not a program, just text\n"); // extension, not executable
     case.write("data", b"1,2,3\n"); // no extension, no shebang
     case.write("table.csv", b"a,b\n");
+    let makefile = case.write("Makefile", b"all:\n\ttrue\n"); // a configured name
     let odd = case.write(OsStr::from_bytes(b"\xffweird"), b"#!/bin/sh\n");
     let id = run_ok(
         &case,
         [
             "sh",
             "-c",
-            "cat tool report.cgi notes.txt data table.csv \"$(printf '\\377weird')\" > /dev/null",
+            "cat tool report.cgi notes.txt data table.csv Makefile \"$(printf '\\377weird')\" > /dev/null",
         ],
     );
     let mut got = archived_paths(&case, id);
     got.sort();
-    let mut want = vec![bytes_of(&tool), bytes_of(&cgi), bytes_of(&odd)];
+    let mut want = vec![
+        bytes_of(&tool),
+        bytes_of(&cgi),
+        bytes_of(&odd),
+        bytes_of(&makefile),
+    ];
     want.sort();
     assert_eq!(got, want);
 

@@ -193,8 +193,8 @@ impl Resolver {
     }
 
     /// The whole content of a read file the archive keeps: at most
-    /// `max_size` bytes, at most `max_per_command` files, named with a
-    /// configured extension or starting with `#!`. Files that fail the
+    /// `max_size` bytes, at most `max_per_command` files, with a configured
+    /// name or extension or starting with `#!`. Files that fail the
     /// name and size tests cost no system call. The `#!` test (a 2-byte
     /// read) is made only for files without an extension or with an execute
     /// bit: a script run as a program has one of these, while the bulk of
@@ -205,7 +205,7 @@ impl Resolver {
             return None;
         }
         let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-        if !cfg.matches_extension(name) {
+        if !cfg.matches_name(name) {
             let may_be_program = extension(name).is_none() || meta.mode() & 0o111 != 0;
             if !cfg.shebang || !may_be_program || meta.size() < 2 {
                 return None;

@@ -38,6 +38,8 @@
 //! # (case-sensitive) ...
 //! extensions = ["sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb",
 //!               "awk", "sed", "jl", "m", "lua", "tcl", "mk", "smk", "nf", "wdl"]
+//! # ... or when its name is one of these ...
+//! names = ["Makefile", "makefile", "GNUmakefile", "Snakefile", "justfile", "Justfile"]
 //! # ... or when it starts with `#!` and has no extension or an execute bit.
 //! shebang = true
 //! # Larger files are not kept (bytes).
@@ -157,6 +159,7 @@ impl Default for Config {
 pub struct ArchiveConfig {
     pub enabled: bool,
     pub extensions: Vec<Extension>,
+    pub names: Vec<FileName>,
     pub shebang: bool,
     pub max_size: u64,
     pub max_per_command: u32,
@@ -173,6 +176,11 @@ impl Default for ArchiveConfig {
         ArchiveConfig {
             enabled: true,
             extensions: EXTENSIONS.iter().map(|e| Extension((*e).into())).collect(),
+            // Workflow files whose name has no extension.
+            names: ["Makefile", "makefile", "GNUmakefile", "Snakefile", "justfile", "Justfile"]
+                .iter()
+                .map(|n| FileName((*n).into()))
+                .collect(),
             shebang: true,
             // The predecessor's limit: any hand-written script fits.
             max_size: 500 * 1024,
@@ -183,13 +191,14 @@ impl Default for ArchiveConfig {
 
 impl ArchiveConfig {
     /// Whether a file named `name` (the last path component) is a script by
-    /// its extension. The extension follows the last dot; a leading dot
-    /// (`.bashrc`) starts no extension.
-    pub fn matches_extension(&self, name: &[u8]) -> bool {
-        match extension(name) {
+    /// its name or extension. The extension follows the last dot; a leading
+    /// dot (`.bashrc`) starts no extension.
+    pub fn matches_name(&self, name: &[u8]) -> bool {
+        let by_extension = match extension(name) {
             Some(ext) => self.extensions.iter().any(|e| e.0.as_bytes() == ext),
             None => false,
-        }
+        };
+        by_extension || self.names.iter().any(|n| n.0.as_bytes() == name)
     }
 }
 
@@ -197,6 +206,21 @@ impl ArchiveConfig {
 pub fn extension(name: &[u8]) -> Option<&[u8]> {
     let dot = name.iter().rposition(|&b| b == b'.')?;
     (dot > 0 && dot + 1 < name.len()).then(|| &name[dot + 1..])
+}
+
+/// A file name (one path component).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileName(pub String);
+
+impl<'de> Deserialize<'de> for FileName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) {
+            Err(de::Error::custom(format!("file name {s:?} must be one path component (\"Makefile\")")))
+        } else {
+            Ok(FileName(s))
+        }
+    }
 }
 
 /// A file name extension, without its dot.
@@ -408,6 +432,8 @@ mod tests {
         let err = parse("[archive]\nenabled = true\nextensions = [\"sh\", \".py\"]\n").unwrap_err();
         assert!(err.starts_with("config.toml:3: "), "{err}");
         assert!(err.contains("without dots"), "{err}");
+        let err = parse("[archive]\nnames = [\"build/Makefile\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.contains("one path component"), "{err}");
         let err = parse("[archive]\nmax_size = -1\n").unwrap_err();
         assert!(err.starts_with("config.toml:2: "), "{err}");
         let err = parse("[archive]\nenabled = \"yes\"\n").unwrap_err();
@@ -415,16 +441,19 @@ mod tests {
     }
 
     #[test]
-    fn extensions_follow_the_last_dot() {
+    fn scripts_by_extension_after_the_last_dot_or_by_name() {
         let a = ArchiveConfig::default();
-        assert!(a.matches_extension(b"job.sh"));
-        assert!(a.matches_extension(b"analysis.v2.R"));
-        assert!(a.matches_extension(b"\xff\xfe.py"));
-        assert!(!a.matches_extension(b"job.sh.bak"));
-        assert!(!a.matches_extension(b".sh"));
-        assert!(!a.matches_extension(b"sh"));
-        assert!(!a.matches_extension(b"job."));
-        assert!(!a.matches_extension(b"job.SH"));
+        assert!(a.matches_name(b"job.sh"));
+        assert!(a.matches_name(b"analysis.v2.R"));
+        assert!(a.matches_name(b"\xff\xfe.py"));
+        assert!(a.matches_name(b"Makefile"));
+        assert!(a.matches_name(b"Snakefile"));
+        assert!(!a.matches_name(b"Makefile.bak"));
+        assert!(!a.matches_name(b"job.sh.bak"));
+        assert!(!a.matches_name(b".sh"));
+        assert!(!a.matches_name(b"sh"));
+        assert!(!a.matches_name(b"job."));
+        assert!(!a.matches_name(b"job.SH"));
         assert_eq!(extension(b".bashrc"), None);
         assert_eq!(extension(b"Makefile"), None);
     }
