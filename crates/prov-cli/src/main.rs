@@ -8,6 +8,7 @@ mod filters;
 mod observe;
 mod output;
 mod query;
+mod report;
 mod restore;
 mod run;
 mod setup;
@@ -78,6 +79,21 @@ enum Command {
         /// One JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// Write the journal as one self-contained HTML page: a zoomable
+    /// timeline (a lane per session), each command's details on click,
+    /// a searchable command list and charts. Nothing is loaded from the
+    /// network when viewing it.
+    Report {
+        /// The HTML file to write ("-": standard output). An existing file
+        /// is replaced only once the new report is complete.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: std::path::PathBuf,
+        /// Only the last N commands (default: all).
+        #[arg(short = 'n', long = "limit", value_name = "N")]
+        limit: Option<usize>,
+        #[command(flatten)]
+        filters: FilterArgs,
     },
     /// Explain whether tracing works here, and why not.
     Doctor,
@@ -174,6 +190,7 @@ fn main() -> ExitCode {
         Command::Restore(args) => restore::restore(args),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),
+        Command::Report { output, limit, filters } => report::report(&output, limit, &filters),
         Command::Doctor => doctor::doctor(),
         Command::Init { shell } => shell::init(shell),
         Command::Shell { shell } => shell::shell(shell),

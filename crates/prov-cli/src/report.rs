@@ -1,0 +1,85 @@
+//! `prov report`: the journal as one self-contained HTML page (see the
+//! prov-report crate and README.md, "HTML report").
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use prov_report::{write_report, ReportInput};
+use crate::filters::FilterArgs;
+use crate::query::open_store;
+use crate::run::now_ns;
+
+/// Writes the report of the last `limit` commands (all by default) that
+/// pass the filters to `output` ("-": standard output).
+pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Result<ExitCode> {
+    let Some(store) = open_store()? else {
+        eprintln!("prov: no records yet");
+        return Ok(ExitCode::from(1));
+    };
+    let mut commands = store.select(&filters.selection(limit))?;
+    if commands.is_empty() {
+        eprintln!("prov: no recorded command passes the filters");
+        return Ok(ExitCode::from(1));
+    }
+    commands.reverse();
+    let n = commands.len();
+    let mut records = Vec::with_capacity(n);
+    for (command, _) in commands {
+        let files = store.files_of(command.id)?;
+        records.push((command, files));
+    }
+    let which = match (limit, filters.is_empty()) {
+        (Some(_), true) => format!("the last {n} commands"),
+        (None, true) => format!("all {n} commands"),
+        (_, false) => format!("{n} commands selected by filters"),
+    };
+    let input = ReportInput {
+        title: "prov report".into(),
+        description: format!("{which} of {}", store.path().display()),
+        generated_ns: now_ns(),
+        records,
+        // The script archive is not wired in yet.
+        archived: BTreeMap::new(),
+    };
+    if output == Path::new("-") {
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        write_report(&input, &mut out)?;
+        out.flush()?;
+    } else {
+        write_replacing(output, &input).with_context(|| format!("cannot write the report to {}", output.display()))?;
+        eprintln!("prov: report of {n} commands written to {}", output.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to a new file beside `output`, then renames it over `output`: a
+/// failure (full disk, bad directory) leaves any previous report intact.
+fn write_replacing(output: &Path, input: &ReportInput) -> std::io::Result<()> {
+    let name = output.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".prov-{}.tmp", std::process::id()));
+    let tmp: PathBuf = dir.join(tmp_name);
+    let written = (|| {
+        // Mode 0600: the report holds the journal, which is private (like
+        // the database); sharing it is the user's decision.
+        let file: File = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut out = BufWriter::new(file);
+        write_report(input, &mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, output)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

@@ -1,0 +1,68 @@
+//! `prov report`: one self-contained HTML file (CSS, JavaScript and data
+//! embedded, no network request) with a zoomable timeline of the commands
+//! (one lane per session), their details on click, a searchable command list
+//! and charts of the busiest commands, sessions and directories.
+//!
+//! The page is fixed text plus one JSON document (see [`model`]); every
+//! recorded string reaches the page only through that JSON, escaped by
+//! [`embed`], and the script shows it with `textContent`, never as markup.
+#![deny(unsafe_code)]
+
+mod embed;
+pub mod model;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use prov_store::{CommandRow, FileRow};
+
+/// A script the archive kept for a command (a file it read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivedScript {
+    pub path: Vec<u8>,
+    pub text: String,
+}
+
+/// What a report shows.
+#[derive(Debug, Clone, Default)]
+pub struct ReportInput {
+    /// Shown as the page's heading and title.
+    pub title: String,
+    /// One line under the heading: what was selected, from where.
+    pub description: String,
+    /// When the report was made (nanoseconds since the epoch).
+    pub generated_ns: i64,
+    /// The commands, oldest first, each with all of its file events.
+    pub records: Vec<(CommandRow, Vec<FileRow>)>,
+    /// Archived scripts by command id (may be empty).
+    pub archived: BTreeMap<i64, Vec<ArchivedScript>>,
+}
+
+const CSS: &str = include_str!("../assets/report.css");
+const BODY: &str = include_str!("../assets/body.html");
+const JS: &str = include_str!("../assets/report.js");
+
+/// The page may load nothing: a report opened from a mail or an archive
+/// must not phone home, and the policy makes the browser enforce that.
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
+
+/// Writes the report page.
+pub fn write_report(input: &ReportInput, out: &mut dyn Write) -> io::Result<()> {
+    let data = model::build(input);
+    write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n\
+         <meta name=\"generator\" content=\"prov {}\">\n\
+         <title>prov report</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n{BODY}",
+        env!("CARGO_PKG_VERSION")
+    )?;
+    out.write_all(b"<script type=\"application/json\" id=\"prov-data\">")?;
+    embed::write_script_json(&data, out)?;
+    write!(out, "</script>\n<script>\n{JS}</script>\n</body>\n</html>\n")
+}
+
+#[cfg(test)]
+mod tests;

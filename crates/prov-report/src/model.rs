@@ -1,0 +1,230 @@
+//! The data the page embeds, built from the records: short field names
+//! (a report of 10 000 commands is mostly this JSON), times in microseconds
+//! (exact as JavaScript numbers, unlike nanoseconds since the epoch), byte
+//! strings decoded lossily, and caps that keep the file small whatever was
+//! recorded:
+//!
+//! - at most [`FILES_PER_ACCESS`] files written and as many read per
+//!   command, with the totals (a `cp -r` of a source tree has 100 000);
+//! - command text cut after [`TEXT_BYTES`], script text after
+//!   [`SCRIPT_BYTES`], with the number of bytes left out;
+//! - each distinct archived script text stored once, however many commands
+//!   read it, and each directory of a file path once (a build reads the same
+//!   directories over and over; this halves a typical report).
+//!
+//! Counts (and the charts) are always of all events, not of the capped lists.
+
+use std::collections::HashMap;
+
+use prov_model::Access;
+use prov_store::FileRow;
+use serde::Serialize;
+
+use crate::stats::{self, Charts};
+use crate::ReportInput;
+
+/// Files of each access (written, read) listed per command.
+pub const FILES_PER_ACCESS: usize = 200;
+/// Bytes of a command's text embedded.
+pub const TEXT_BYTES: usize = 16 * 1024;
+/// Bytes of an archived script embedded.
+pub const SCRIPT_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Serialize)]
+pub struct Data {
+    pub title: String,
+    pub description: String,
+    pub generated_us: i64,
+    /// The cap in force, so the page can say why a list is short.
+    pub files_per_access: usize,
+    /// Ordered by their first command.
+    pub sessions: Vec<Session>,
+    /// Oldest first.
+    pub commands: Vec<Command>,
+    /// Distinct archived script texts; commands refer to them by index.
+    pub scripts: Vec<Cut>,
+    /// Distinct directories of file paths; files refer to them by index.
+    pub dirs: Vec<String>,
+    pub charts: Charts,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Session {
+    pub id: String,
+    pub host: String,
+    pub user: String,
+    pub shell: String,
+    /// Start of its first command.
+    pub start_us: i64,
+    pub commands: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Command {
+    pub id: i64,
+    /// Index into `sessions`.
+    pub s: usize,
+    pub seq: u64,
+    pub text: Cut,
+    pub cwd: String,
+    pub start_us: i64,
+    pub end_us: Option<i64>,
+    pub exit: Option<i32>,
+    /// Non-zero completeness counters (empty: the record is complete).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<(&'static str, u64)>,
+    /// All files written / read, before capping.
+    pub n_w: u64,
+    pub n_r: u64,
+    pub w: Vec<File>,
+    pub r: Vec<File>,
+    /// Archived scripts: path and index into `scripts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scripts: Vec<(String, usize)>,
+}
+
+/// Directory (index into `dirs`), name, size, mtime (µs), hash (16 hex
+/// digits; `None`: unreadable). The path is the directory, "/" unless it
+/// ends in one, and the name.
+pub type File = (usize, String, u64, i64, Option<String>);
+
+/// A possibly shortened text and how many bytes were left out.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Cut(pub String, pub usize);
+
+impl Cut {
+    pub fn new(text: &str, max: usize) -> Cut {
+        if text.len() <= max {
+            return Cut(text.to_owned(), 0);
+        }
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        Cut(text[..end].to_owned(), text.len() - end)
+    }
+}
+
+pub fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn us(ns: i64) -> i64 {
+    ns.div_euclid(1000)
+}
+
+/// Directory paths, each stored once.
+#[derive(Default)]
+struct Dirs {
+    list: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl Dirs {
+    fn file(&mut self, f: &FileRow) -> File {
+        // Split before decoding: a lossy directory is still one directory.
+        let (dir, name) = match f.path.iter().rposition(|&b| b == b'/') {
+            Some(0) => (&b"/"[..], &f.path[1..]),
+            Some(i) => (&f.path[..i], &f.path[i + 1..]),
+            None => (&b""[..], &f.path[..]),
+        };
+        let dir = lossy(dir);
+        let d = match self.index.get(&dir) {
+            Some(&d) => d,
+            None => {
+                self.list.push(dir.clone());
+                self.index.insert(dir, self.list.len() - 1);
+                self.list.len() - 1
+            }
+        };
+        (d, lossy(name), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")))
+    }
+
+    /// The first `FILES_PER_ACCESS` files of `access` and how many there are.
+    fn capped(&mut self, files: &[FileRow], access: Access) -> (u64, Vec<File>) {
+        let mut all = files.iter().filter(|f| f.access == access);
+        let shown = all.by_ref().take(FILES_PER_ACCESS).map(|f| self.file(f)).collect::<Vec<_>>();
+        (shown.len() as u64 + all.count() as u64, shown)
+    }
+}
+
+pub fn build(input: &ReportInput) -> Data {
+    let mut sessions: Vec<Session> = Vec::new();
+    let mut session_index: HashMap<&str, usize> = HashMap::new();
+    let mut scripts: Vec<Cut> = Vec::new();
+    let mut script_index: HashMap<&str, usize> = HashMap::new();
+    let mut dirs = Dirs::default();
+    let mut commands = Vec::with_capacity(input.records.len());
+
+    for (c, files) in &input.records {
+        let s = *session_index.entry(&c.session).or_insert_with(|| {
+            sessions.push(Session {
+                id: c.session.clone(),
+                host: c.host.clone(),
+                user: c.user.clone(),
+                shell: c.shell.clone(),
+                start_us: us(c.start_ns),
+                commands: 0,
+            });
+            sessions.len() - 1
+        });
+        let session = &mut sessions[s];
+        session.commands += 1;
+        session.start_us = session.start_us.min(us(c.start_ns));
+
+        let (n_w, w) = dirs.capped(files, Access::Write);
+        let (n_r, r) = dirs.capped(files, Access::Read);
+        let archived = input.archived.get(&c.id).map(Vec::as_slice).unwrap_or_default();
+        let command_scripts = archived
+            .iter()
+            .map(|a| {
+                let i = *script_index.entry(&a.text).or_insert_with(|| {
+                    scripts.push(Cut::new(&a.text, SCRIPT_BYTES));
+                    scripts.len() - 1
+                });
+                (lossy(&a.path), i)
+            })
+            .collect();
+        commands.push(Command {
+            id: c.id,
+            s,
+            seq: c.seq,
+            text: Cut::new(&String::from_utf8_lossy(&c.text), TEXT_BYTES),
+            cwd: lossy(&c.cwd),
+            start_us: us(c.start_ns),
+            end_us: c.end_ns.map(us),
+            exit: c.exit_status,
+            incomplete: c.completeness.reasons(),
+            n_w,
+            n_r,
+            w,
+            r,
+            scripts: command_scripts,
+        });
+    }
+    // Lanes in order of their first command, whatever order records came in.
+    let mut order: Vec<usize> = (0..sessions.len()).collect();
+    order.sort_by_key(|&i| (sessions[i].start_us, i));
+    let mut new_index = vec![0; sessions.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    for c in &mut commands {
+        c.s = new_index[c.s];
+    }
+    let mut slots: Vec<Option<Session>> = sessions.into_iter().map(Some).collect();
+    let sessions: Vec<Session> = order.iter().map(|&i| slots[i].take().expect("each session once")).collect();
+
+    let charts = stats::charts(&input.records, &commands, &sessions);
+    Data {
+        title: input.title.clone(),
+        description: input.description.clone(),
+        generated_us: us(input.generated_ns),
+        files_per_access: FILES_PER_ACCESS,
+        sessions,
+        commands,
+        scripts,
+        dirs: dirs.list,
+        charts,
+    }
+}

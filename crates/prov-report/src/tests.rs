@@ -1,0 +1,210 @@
+//! Unit tests of the page's data: escaping, caps, lossy text, sessions,
+//! charts. The page itself is tested in a real browser (tests/browser.rs
+//! and the end-to-end tests/report.rs).
+
+use std::collections::BTreeMap;
+
+use prov_model::{Access, Completeness, HashParams};
+use prov_store::{CommandRow, FileRow};
+use serde_json::Value;
+
+use crate::model::{build, Cut, FILES_PER_ACCESS, TEXT_BYTES};
+use crate::{write_report, ArchivedScript, ReportInput};
+
+fn command(id: i64, session: &str, start_s: i64, text: &[u8]) -> CommandRow {
+    CommandRow {
+        id,
+        uuid: format!("uuid-{id}"),
+        session: session.into(),
+        seq: id as u64,
+        text: text.to_vec(),
+        cwd: b"/home/u/proj".to_vec(),
+        host: "host".into(),
+        user: "u".into(),
+        shell: "bash".into(),
+        start_ns: start_s * 1_000_000_000,
+        end_ns: Some(start_s * 1_000_000_000 + 500_000_000),
+        exit_status: Some(0),
+        completeness: Completeness::default(),
+    }
+}
+
+fn file(command_id: i64, access: Access, path: &[u8]) -> FileRow {
+    FileRow {
+        id: 0,
+        command_id,
+        access,
+        path: path.to_vec(),
+        size: 42,
+        mtime_ns: 1_700_000_000_000_000_000,
+        hash: Some(0x0123_4567_89ab_cdef),
+        hash_params: HashParams::default(),
+        pid: None,
+    }
+}
+
+fn input(records: Vec<(CommandRow, Vec<FileRow>)>) -> ReportInput {
+    ReportInput { title: "t".into(), records, ..ReportInput::default() }
+}
+
+fn page(input: &ReportInput) -> String {
+    let mut out = Vec::new();
+    write_report(input, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The embedded JSON, exactly as a browser's parser would delimit it.
+fn embedded_json(page: &str) -> &str {
+    let open = "<script type=\"application/json\" id=\"prov-data\">";
+    let from = page.find(open).expect("data element") + open.len();
+    let len = page[from..].find("</script").expect("data element closed");
+    &page[from..from + len]
+}
+
+#[test]
+fn markup_in_recorded_text_stays_data() {
+    let nasty = "echo '</script><script>alert(1)</script>' <!-- & > x </SCRIPT \u{2028}";
+    let mut c = command(1, "s", 1, nasty.as_bytes());
+    c.cwd = b"/tmp/</script>".to_vec();
+    let mut inp = input(vec![(c, vec![file(1, Access::Write, b"/tmp/<b>&amp;.txt")])]);
+    inp.title = "<title></title></script>".into();
+    inp.archived.insert(1, vec![ArchivedScript { path: b"/s</script>.sh".to_vec(), text: "</script>".into() }]);
+    let page = page(&inp);
+
+    let json = embedded_json(&page);
+    assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'), "raw markup characters in {json}");
+    let v: Value = serde_json::from_str(json).expect("embedded data is JSON");
+    assert_eq!(v["commands"][0]["text"][0], nasty);
+    assert_eq!(v["commands"][0]["cwd"], "/tmp/</script>");
+    let written = &v["commands"][0]["w"][0];
+    assert_eq!((&v["dirs"][written[0].as_u64().unwrap() as usize], &written[1]), (&"/tmp".into(), &"<b>&amp;.txt".into()));
+    assert_eq!(v["title"], "<title></title></script>");
+    assert_eq!(v["scripts"][0][0], "</script>");
+    // Two script elements, closed where the page closes them.
+    assert_eq!(page.matches("</script>").count(), 2);
+}
+
+#[test]
+fn assets_cannot_end_their_elements_early() {
+    for (name, text) in [("report.js", crate::JS), ("report.css", crate::CSS)] {
+        let lower = text.to_lowercase();
+        assert!(!lower.contains("</script") && !lower.contains("</style") && !lower.contains("<!--"), "{name}");
+    }
+}
+
+#[test]
+fn no_network_reference_in_the_page() {
+    let page = page(&input(vec![(command(1, "s", 1, b"true"), vec![])]));
+    assert!(page.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    for needle in ["http://", "https://", "src=\"", "href=\"", "@import", "url("] {
+        // The SVG namespace is a name, not a request.
+        let hits = page.matches(needle).count() - if needle == "http://" { page.matches("http://www.w3.org/2000/svg").count() } else { 0 };
+        assert_eq!(hits, 0, "{needle} in the page");
+    }
+}
+
+#[test]
+fn files_are_capped_per_access_and_counted() {
+    let mut files: Vec<FileRow> = (0..100_000).map(|k| file(1, Access::Write, format!("/big/tree/f{k}").as_bytes())).collect();
+    files.extend((0..3).map(|k| file(1, Access::Read, format!("/src/r{k}").as_bytes())));
+    let inp = input(vec![(command(1, "s", 1, b"cp -r src big"), files)]);
+    let data = build(&inp);
+    let c = &data.commands[0];
+    assert_eq!((c.n_w, c.w.len()), (100_000, FILES_PER_ACCESS));
+    assert_eq!((c.n_r, c.r.len()), (3, 3));
+    assert_eq!((data.dirs[c.w[0].0].as_str(), c.w[0].1.as_str()), ("/big/tree", "f0"));
+    assert_eq!(c.w[0].4.as_deref(), Some("0123456789abcdef"));
+    // One directory, stored once.
+    assert_eq!(data.dirs, ["/big/tree", "/src"]);
+    // The chart counts every event, not the capped list.
+    assert_eq!(data.charts.writes[0].count, 100_000);
+    assert_eq!(data.charts.dirs[0].label, "/big/tree");
+    assert_eq!(data.charts.dirs[0].count, 100_000);
+    let size = page(&inp).len();
+    assert!(size < 200_000, "a 100 000-file command made a {size}-byte page");
+}
+
+#[test]
+fn long_text_is_cut_on_a_character_boundary() {
+    assert_eq!(Cut::new("abc", 3), Cut("abc".into(), 0));
+    // "é" is two bytes: a cut inside it moves before it.
+    assert_eq!(Cut::new("aé", 2), Cut("a".into(), 2));
+    let long = "x".repeat(TEXT_BYTES + 10);
+    let data = build(&input(vec![(command(1, "s", 1, long.as_bytes()), vec![])]));
+    assert_eq!(data.commands[0].text, Cut("x".repeat(TEXT_BYTES), 10));
+}
+
+#[test]
+fn non_utf8_bytes_are_shown_lossily() {
+    let mut c = command(1, "s", 1, b"cat caf\xe9");
+    c.cwd = b"/d\xff".to_vec();
+    let data = build(&input(vec![(c, vec![file(1, Access::Read, b"/d\xff/caf\xe9")])]));
+    let c = &data.commands[0];
+    assert_eq!(c.text.0, "cat caf\u{fffd}");
+    assert_eq!(c.cwd, "/d\u{fffd}");
+    assert_eq!((data.dirs[c.r[0].0].as_str(), c.r[0].1.as_str()), ("/d\u{fffd}", "caf\u{fffd}"));
+}
+
+#[test]
+fn sessions_are_lanes_in_order_of_their_first_command() {
+    // "a" comes first in the input, but "b" started first: "b" is lane 0.
+    let records = vec![
+        (command(1, "a", 10, b"one"), vec![]),
+        (command(2, "b", 5, b"two"), vec![]),
+        (command(3, "a", 20, b"three"), vec![]),
+    ];
+    let data = build(&input(records));
+    let ids: Vec<&str> = data.sessions.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["b", "a"]);
+    assert_eq!(data.commands.iter().map(|c| c.s).collect::<Vec<_>>(), [1, 0, 1]);
+    assert_eq!(data.sessions[1].commands, 2);
+    assert_eq!(data.charts.sessions[0].session, Some(1));
+    assert_eq!(data.charts.sessions[0].count, 2);
+}
+
+#[test]
+fn archived_scripts_are_stored_once() {
+    let mut inp = input((1..=3).map(|id| (command(id, "s", id, b"sh build.sh"), vec![])).collect());
+    let script = |p: &[u8]| ArchivedScript { path: p.to_vec(), text: "make all\n".into() };
+    inp.archived = BTreeMap::from([(1, vec![script(b"/p/build.sh")]), (3, vec![script(b"/q/build.sh")])]);
+    let data = build(&inp);
+    assert_eq!(data.scripts, [Cut("make all\n".into(), 0)]);
+    assert_eq!(data.commands[0].scripts, [("/p/build.sh".to_string(), 0)]);
+    assert!(data.commands[1].scripts.is_empty());
+    assert_eq!(data.commands[2].scripts, [("/q/build.sh".to_string(), 0)]);
+}
+
+#[test]
+fn charts_rank_by_count() {
+    let writes = |id: i64, n: usize| (0..n).map(|k| file(id, Access::Write, format!("/o{id}/f{k}").as_bytes())).collect();
+    let data = build(&input(vec![
+        (command(1, "s", 1, b"small"), writes(1, 2)),
+        (command(2, "s", 2, b"big"), writes(2, 7)),
+        (command(3, "s", 3, b"none"), vec![file(3, Access::Read, b"/o2/f0")]),
+    ]));
+    let w: Vec<(&str, u64)> = data.charts.writes.iter().map(|b| (b.label.as_str(), b.count)).collect();
+    assert_eq!(w, [("big", 7), ("small", 2)]);
+    assert_eq!(data.charts.writes[0].command, Some(1));
+    let d: Vec<(&str, u64)> = data.charts.dirs.iter().map(|b| (b.label.as_str(), b.count)).collect();
+    assert_eq!(d, [("/o2", 8), ("/o1", 2)]);
+}
+
+#[test]
+fn file_paths_share_their_directories() {
+    let data = build(&input(vec![(
+        command(1, "s", 1, b"x"),
+        vec![file(1, Access::Read, b"/a/b/c"), file(1, Access::Read, b"/top"), file(1, Access::Write, b"/a/b/d"), file(1, Access::Write, b"rel")],
+    )]));
+    let c = &data.commands[0];
+    let path = |f: &crate::model::File| (data.dirs[f.0].clone(), f.1.clone());
+    assert_eq!(c.r.iter().map(path).collect::<Vec<_>>(), [("/a/b".into(), "c".into()), ("/".into(), "top".into())]);
+    assert_eq!(c.w.iter().map(path).collect::<Vec<_>>(), [("/a/b".into(), "d".into()), ("".into(), "rel".into())]);
+    assert_eq!(data.dirs, ["/a/b", "", "/"]);
+}
+
+#[test]
+fn an_empty_report_is_a_page() {
+    let page = page(&input(vec![]));
+    let v: Value = serde_json::from_str(embedded_json(&page)).unwrap();
+    assert_eq!(v["commands"].as_array().unwrap().len(), 0);
+}
