@@ -10,6 +10,7 @@ mod observe;
 mod output;
 mod query;
 mod report;
+mod restore;
 mod run;
 mod setup;
 mod shell;
@@ -48,6 +49,13 @@ enum Command {
         #[command(subcommand)]
         query: QueryCommand,
     },
+    /// Give back the scripts a command read, from the script archive.
+    ///
+    /// Each archived file is written to DIR followed by its recorded
+    /// absolute path (./home/u/proj/run.sh), with its recorded permission
+    /// bits. An existing different file is replaced only with --force or
+    /// after a yes on a terminal; otherwise prov says so and exits 1.
+    Restore(restore::RestoreArgs),
     /// Delete the commands the filters select, with their file events.
     ///
     /// At least one filter (or --older-than) is required. Asks before
@@ -191,6 +199,7 @@ fn main() -> ExitCode {
             QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, opts.show()),
             QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
         },
+        Command::Restore(args) => restore::restore(args),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),
         Command::Report { output, limit, filters } => report::report(&output, limit, &filters),

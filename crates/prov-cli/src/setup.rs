@@ -44,6 +44,7 @@ impl UserSetup {
             write: self.config.resolved_filter(Access::Write, home),
             private_paths,
             busy_timeout_ms: BUSY_TIMEOUT_MS,
+            archive: self.config.archive.clone(),
         }
     }
 }

@@ -190,16 +190,26 @@ impl State {
     }
 
     fn resolve(&mut self, events: impl IntoIterator<Item = RawEvent>) {
-        let Some(resolver) = self.resolver.as_mut() else { return };
         for ev in events {
+            let Some(resolver) = self.resolver.as_mut() else { return };
             resolver.resolve(ev, &mut self.batch);
             if self.begun && self.batch.len() >= BATCH {
-                if let Some(begin) = self.held_begin.take() {
-                    let _ = self.writer.send(begin);
-                }
-                let full = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-                let _ = self.writer.send(WriterMsg::Events(full));
+                self.send_batch();
             }
+        }
+    }
+
+    /// Sends the resolved events, and the contents archived with them, to
+    /// the writer (after the record's start).
+    fn send_batch(&mut self) {
+        self.start_record();
+        // A full batch is likely followed by more: keep the capacity.
+        let capacity = if self.batch.len() >= BATCH { BATCH } else { 0 };
+        let events = std::mem::replace(&mut self.batch, Vec::with_capacity(capacity));
+        let _ = self.writer.send(WriterMsg::Events(events));
+        let archived = self.resolver.as_mut().map(Resolver::take_archived).unwrap_or_default();
+        if !archived.is_empty() {
+            let _ = self.writer.send(WriterMsg::Archive(archived));
         }
     }
 
@@ -211,9 +221,10 @@ impl State {
     }
 
     fn flush(&mut self) {
+        // Contents are archived only along with an event, so an empty
+        // batch has none waiting either.
         if self.begun && !self.batch.is_empty() {
-            self.start_record();
-            let _ = self.writer.send(WriterMsg::Events(std::mem::take(&mut self.batch)));
+            self.send_batch();
         }
     }
 

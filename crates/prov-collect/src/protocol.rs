@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use prov_model::config::PathFilter;
+use prov_model::config::{ArchiveConfig, PathFilter};
 use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +83,8 @@ pub struct Settings {
     /// own processes (preparer, helper, collector) exit.
     pub private_paths: Vec<PathBuf>,
     pub busy_timeout_ms: u64,
+    /// Which read files' contents are kept (see `resolve::Resolver::archive`).
+    pub archive: ArchiveConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -1,16 +1,19 @@
 //! Turns one kernel event into a `FileEvent`: path, permission re-check,
-//! metadata, content hash — all through the descriptor the kernel gave us,
-//! never by opening the file again (that would be a new event, forever).
+//! metadata, content hash, and for scripts their whole content (the script
+//! archive) — all through the descriptor the kernel gave us, never by
+//! opening the file again (that would be a new event, forever).
 
 use std::collections::HashSet;
 use std::fs::File;
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
 use nix::unistd::{faccessat, AccessFlags};
 use nix::fcntl::AtFlags;
-use prov_model::{partial_hash, Access, Completeness, FileEvent};
+use prov_model::config::extension;
+use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 
 use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW};
 use crate::protocol::Settings;
@@ -26,6 +29,10 @@ pub struct Resolver {
     ns_root: OwnedFd,
     seen: HashSet<(Access, u64, u64, i64, u64)>,
     recorded: [u64; 2],
+    /// Contents archived since the last `take_archived`.
+    archived: Vec<ArchivedRead>,
+    /// Contents archived in this observation (bounded by max_per_command).
+    archived_count: u32,
     pub completeness: Completeness,
 }
 
@@ -45,6 +52,8 @@ impl Resolver {
             ns_root,
             seen: HashSet::new(),
             recorded: [0, 0],
+            archived: Vec::new(),
+            archived_count: 0,
             completeness: Completeness::default(),
         }
     }
@@ -123,7 +132,17 @@ impl Resolver {
         }
         self.recorded[slot] += 1;
         self.seen.insert(key);
-        let hash = partial_hash(file, meta.size(), self.settings.hash).ok();
+        let archived = match access {
+            Access::Read => self.archive(file, &path, &meta, key.3),
+            Access::Write => None,
+        };
+        // An archived file is hashed from the bytes kept, so the event's
+        // hash always describes the archived content (and no second read).
+        let hash = match &archived {
+            Some(a) => partial_hash(&InMemory(&a.content), meta.size(), self.settings.hash).ok(),
+            None => partial_hash(file, meta.size(), self.settings.hash).ok(),
+        };
+        self.archived.extend(archived);
         Some(FileEvent {
             access,
             path,
@@ -168,7 +187,110 @@ impl Resolver {
         reached.is_some_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino())
     }
 
+    /// The contents archived since the last call.
+    pub fn take_archived(&mut self) -> Vec<ArchivedRead> {
+        std::mem::take(&mut self.archived)
+    }
+
+    /// The whole content of a read file the archive keeps: at most
+    /// `max_size` bytes, at most `max_per_command` files, with a configured
+    /// name or extension or starting with `#!`. Files that fail the
+    /// name and size tests cost no system call. The `#!` test (a 2-byte
+    /// read) is made only for files without an extension or with an execute
+    /// bit: a script run as a program has one of these, while the bulk of
+    /// what commands read (data.csv, main.c) has neither.
+    fn archive(&mut self, file: &File, path: &[u8], meta: &std::fs::Metadata, mtime_ns: i64) -> Option<ArchivedRead> {
+        let cfg = &self.settings.archive;
+        if !cfg.enabled || self.archived_count >= cfg.max_per_command || meta.size() > cfg.max_size {
+            return None;
+        }
+        let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+        if !cfg.matches_name(name) {
+            let may_be_program = extension(name).is_none() || meta.mode() & 0o111 != 0;
+            if !cfg.shebang || !may_be_program || meta.size() < 2 {
+                return None;
+            }
+            let mut magic = [0u8; 2];
+            if file.read_exact_at(&mut magic, 0).is_err() || &magic != b"#!" {
+                return None;
+            }
+        }
+        let content = read_exactly(file, meta.size())?;
+        self.archived_count += 1;
+        Some(ArchivedRead { path: path.to_vec(), mode: meta.mode() & 0o7777, mtime_ns, content })
+    }
+
     fn is_private(&self, path: &[u8]) -> bool {
         self.private_paths.iter().any(|d| prov_model::config::is_within(path, d))
+    }
+}
+
+/// The file's content, if it has exactly `size` bytes now (a file that
+/// changed size since fstat is not archived: its record describes another
+/// content).
+fn read_exactly(file: &File, size: u64) -> Option<Vec<u8>> {
+    // One byte more than expected, to notice growth.
+    let mut buf = vec![0u8; usize::try_from(size).ok()?.checked_add(1)?];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    (got as u64 == size).then(|| {
+        buf.truncate(got);
+        buf
+    })
+}
+
+/// Bytes already read, for hashing them as the file they came from.
+struct InMemory<'a>(&'a [u8]);
+
+impl FileExt for InMemory<'_> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(self.0.len());
+        let n = buf.len().min(self.0.len() - start);
+        buf[..n].copy_from_slice(&self.0[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_model::HashParams;
+
+    #[test]
+    fn content_in_memory_hashes_like_the_file() {
+        let dir = std::env::temp_dir().join(format!("prov-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for size in [0usize, 1, 767, 768, 769, 5000, 100_003] {
+            let content: Vec<u8> = (0..size).map(|i| (i * 31 % 257) as u8).collect();
+            let path = dir.join(format!("f{size}"));
+            std::fs::write(&path, &content).unwrap();
+            let file = File::open(&path).unwrap();
+            let read = read_exactly(&file, size as u64).unwrap();
+            assert_eq!(read, content);
+            for params in [HashParams::default(), HashParams { chunk_size: 4096, chunks: 5 }] {
+                assert_eq!(
+                    partial_hash(&InMemory(&read), size as u64, params).unwrap(),
+                    partial_hash(&file, size as u64, params).unwrap(),
+                    "size {size}"
+                );
+            }
+            // A file that is not the size fstat said is not archived.
+            assert_eq!(read_exactly(&file, size as u64 + 1), None);
+            if size > 0 {
+                assert_eq!(read_exactly(&file, size as u64 - 1), None);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use prov_model::{CommandBegin, CommandEnd, Completeness, FileEvent};
+use prov_model::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
 use prov_store::spool::{SpoolEntry, SpoolWriter};
 use prov_store::Store;
 
@@ -16,6 +16,8 @@ const MAX_TRANSACTION: usize = 65_536;
 pub enum WriterMsg {
     Begin { begin: CommandBegin, database: PathBuf, spool_dir: PathBuf, busy_timeout: Duration },
     Events(Vec<FileEvent>),
+    /// Contents kept by the script archive.
+    Archive(Vec<ArchivedRead>),
     Completeness(Completeness),
     End(CommandEnd),
     /// Reply once everything sent before is stored or spooled.
@@ -85,6 +87,9 @@ pub fn run(rx: Receiver<WriterMsg>) {
                 let n = events.len() as u64;
                 w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
                 w.report.events += n;
+            }
+            WriterMsg::Archive(files) => {
+                w.write(|store, id| store.add_archived(id, &files), || SpoolEntry::Archive(files.clone()));
             }
             WriterMsg::Completeness(c) => {
                 w.write(|store, id| store.set_completeness(id, &c), || SpoolEntry::Completeness(c));

@@ -29,6 +29,23 @@
 //! include = ["/", "/dev/shm"]
 //! exclude = ["/proc", "/sys", "/dev"]
 //! max_events = 200000
+//!
+//! [archive]
+//! # Keep the whole content of small scripts a command reads, so `prov
+//! # restore` can give them back. Stored once per content, compressed.
+//! enabled = true
+//! # A read file is a script when its name ends in `.EXT` for one of these
+//! # (case-sensitive) ...
+//! extensions = ["sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb",
+//!               "awk", "sed", "jl", "m", "lua", "tcl", "mk", "smk", "nf", "wdl"]
+//! # ... or when its name is one of these ...
+//! names = ["Makefile", "makefile", "GNUmakefile", "Snakefile", "justfile", "Justfile"]
+//! # ... or when it starts with `#!` and has no extension or an execute bit.
+//! shebang = true
+//! # Larger files are not kept (bytes).
+//! max_size = 512000
+//! # At most this many files are kept per command (the first ones closed).
+//! max_per_command = 8
 //! ```
 //!
 //! No file is needed; an unknown key or a bad value is an error naming the line.
@@ -48,6 +65,7 @@ pub struct Config {
     pub hash: HashConfig,
     pub read: EventFilter,
     pub write: EventFilter,
+    pub archive: ArchiveConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +148,92 @@ impl Default for Config {
             hash: HashConfig::default(),
             read: EventFilter::default_read(),
             write: EventFilter::default_write(),
+            archive: ArchiveConfig::default(),
+        }
+    }
+}
+
+/// Which read files the script archive keeps (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArchiveConfig {
+    pub enabled: bool,
+    pub extensions: Vec<Extension>,
+    pub names: Vec<FileName>,
+    pub shebang: bool,
+    pub max_size: u64,
+    pub max_per_command: u32,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        // Interpreted languages and workflow files researchers run; compiled
+        // sources (.c, .rs) are inputs of a build, not the record of a run.
+        const EXTENSIONS: &[&str] = &[
+            "sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb", "awk", "sed", "jl", "m",
+            "lua", "tcl", "mk", "smk", "nf", "wdl",
+        ];
+        ArchiveConfig {
+            enabled: true,
+            extensions: EXTENSIONS.iter().map(|e| Extension((*e).into())).collect(),
+            // Workflow files whose name has no extension.
+            names: ["Makefile", "makefile", "GNUmakefile", "Snakefile", "justfile", "Justfile"]
+                .iter()
+                .map(|n| FileName((*n).into()))
+                .collect(),
+            shebang: true,
+            // The predecessor's limit: any hand-written script fits.
+            max_size: 500 * 1024,
+            max_per_command: 8,
+        }
+    }
+}
+
+impl ArchiveConfig {
+    /// Whether a file named `name` (the last path component) is a script by
+    /// its name or extension. The extension follows the last dot; a leading
+    /// dot (`.bashrc`) starts no extension.
+    pub fn matches_name(&self, name: &[u8]) -> bool {
+        let by_extension = match extension(name) {
+            Some(ext) => self.extensions.iter().any(|e| e.0.as_bytes() == ext),
+            None => false,
+        };
+        by_extension || self.names.iter().any(|n| n.0.as_bytes() == name)
+    }
+}
+
+/// The extension of file name `name`, if it has one.
+pub fn extension(name: &[u8]) -> Option<&[u8]> {
+    let dot = name.iter().rposition(|&b| b == b'.')?;
+    (dot > 0 && dot + 1 < name.len()).then(|| &name[dot + 1..])
+}
+
+/// A file name (one path component).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileName(pub String);
+
+impl<'de> Deserialize<'de> for FileName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) {
+            Err(de::Error::custom(format!("file name {s:?} must be one path component (\"Makefile\")")))
+        } else {
+            Ok(FileName(s))
+        }
+    }
+}
+
+/// A file name extension, without its dot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Extension(pub String);
+
+impl<'de> Deserialize<'de> for Extension {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() || s.contains(['.', '/', '\0']) {
+            Err(de::Error::custom(format!("extension {s:?} must be a non-empty name without dots or slashes (\"sh\", not \".sh\")")))
+        } else {
+            Ok(Extension(s))
         }
     }
 }
@@ -313,6 +417,45 @@ mod tests {
         assert_eq!(c.write.max_events, 10);
         assert_eq!(c.write.include, root_only());
         assert_eq!(c.read, EventFilter::default_read());
+    }
+
+    #[test]
+    fn archive_keys_are_checked() {
+        let c = parse("[archive]\nextensions = [\"sh\", \"nf\"]\nmax_size = 100\n").unwrap();
+        assert_eq!(c.archive.extensions, vec![Extension("sh".into()), Extension("nf".into())]);
+        assert_eq!(c.archive.max_size, 100);
+        assert_eq!(c.archive.max_per_command, 8);
+        assert!(c.archive.enabled && c.archive.shebang);
+        let err = parse("[read]\nmax_events = 3\n\n[archive]\nenabled = true\nmax_files = 3\n").unwrap_err();
+        assert!(err.starts_with("config.toml:6: "), "{err}");
+        assert!(err.contains("max_files"), "{err}");
+        let err = parse("[archive]\nenabled = true\nextensions = [\"sh\", \".py\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:3: "), "{err}");
+        assert!(err.contains("without dots"), "{err}");
+        let err = parse("[archive]\nnames = [\"build/Makefile\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.contains("one path component"), "{err}");
+        let err = parse("[archive]\nmax_size = -1\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: "), "{err}");
+        let err = parse("[archive]\nenabled = \"yes\"\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: "), "{err}");
+    }
+
+    #[test]
+    fn scripts_by_extension_after_the_last_dot_or_by_name() {
+        let a = ArchiveConfig::default();
+        assert!(a.matches_name(b"job.sh"));
+        assert!(a.matches_name(b"analysis.v2.R"));
+        assert!(a.matches_name(b"\xff\xfe.py"));
+        assert!(a.matches_name(b"Makefile"));
+        assert!(a.matches_name(b"Snakefile"));
+        assert!(!a.matches_name(b"Makefile.bak"));
+        assert!(!a.matches_name(b"job.sh.bak"));
+        assert!(!a.matches_name(b".sh"));
+        assert!(!a.matches_name(b"sh"));
+        assert!(!a.matches_name(b"job."));
+        assert!(!a.matches_name(b"job.SH"));
+        assert_eq!(extension(b".bashrc"), None);
+        assert_eq!(extension(b"Makefile"), None);
     }
 
     #[test]

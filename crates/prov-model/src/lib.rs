@@ -10,4 +10,4 @@ pub mod record;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};
-pub use record::{Access, CommandBegin, CommandEnd, Completeness, FileEvent};
+pub use record::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};

@@ -42,6 +42,20 @@ pub struct FileEvent {
     pub pid: Option<u32>,
 }
 
+/// The whole content of a file a command read, kept by the script archive
+/// (see `[archive]` in the configuration). Its read event is the command's
+/// read of `path` with the same size and mtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedRead {
+    #[serde(with = "bytes_as_hex")]
+    pub path: Vec<u8>,
+    /// `st_mode` permission bits (07777).
+    pub mode: u32,
+    pub mtime_ns: i64,
+    #[serde(with = "bytes_as_hex")]
+    pub content: Vec<u8>,
+}
+
 /// Known when a command starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandBegin {

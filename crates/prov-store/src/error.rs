@@ -21,6 +21,10 @@ pub enum StoreError {
     #[error("database {path}: no command with id {id}")]
     NoCommand { path: PathBuf, id: i64 },
 
+    /// A blob of the script archive is missing or does not match its digest.
+    #[error("database {path}: archived content {digest}: {problem}")]
+    ArchiveContent { path: PathBuf, digest: String, problem: &'static str },
+
     #[error("cannot create directory {path}: {source}")]
     CreateDir { path: PathBuf, source: io::Error },
 

@@ -6,6 +6,7 @@
 //! query with [`Store::open_read_only`].
 #![deny(unsafe_code)]
 
+mod archive;
 mod error;
 mod fs;
 mod paths;
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use archive::{ArchiveStats, ArchivedFile, Digest};
 pub use error::{Result, StoreError};
 pub use query::{CommandRow, FileRow};
 pub use schema::SCHEMA_VERSION;
@@ -106,8 +108,8 @@ impl Store {
     }
 
     fn new(conn: Connection, path: &Path) -> Store {
-        // Room for every statement of write.rs and query.rs.
-        conn.set_prepared_statement_cache_capacity(32);
+        // Room for every statement of write.rs, query.rs and archive.rs.
+        conn.set_prepared_statement_cache_capacity(48);
         Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new() }
     }
 

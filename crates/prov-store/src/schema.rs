@@ -12,7 +12,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use crate::error::{Context, Result, StoreError};
 
 /// (version, sql), applied in order; versions are 1, 2, 3, ...
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, MIGRATION_1)];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2)];
 
 /// The newest schema this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -142,6 +142,42 @@ CREATE TABLE spool_ingested(
     digest INTEGER NOT NULL,
     PRIMARY KEY(name, digest)
 ) WITHOUT ROWID;
+";
+
+/// The script archive (see archive.rs).
+const MIGRATION_2: &str = "
+-- Archived file contents, each stored once. digest is the xxh3-128 of the
+-- content (16 bytes, big-endian); with the size it names the content, and
+-- the UNIQUE index finds an already stored copy. compression: 0 when data
+-- is the content itself, 1 when data is its zstd frame (used only when
+-- smaller).
+CREATE TABLE archive_blobs(
+    id INTEGER PRIMARY KEY,
+    digest BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    compression INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    UNIQUE(digest, size)
+);
+
+-- A command read this archived content at path (raw bytes, absolute), with
+-- these permission bits and mtime; its read event is the command's event of
+-- the same path, size and mtime. A few rows per command at most, so the
+-- path is stored whole.
+CREATE TABLE archived_files(
+    id INTEGER PRIMARY KEY,
+    command_id INTEGER NOT NULL,
+    path BLOB NOT NULL,
+    mode INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    blob_id INTEGER NOT NULL
+);
+-- archived_of: a command's archived files.
+CREATE INDEX archived_files_command ON archived_files(command_id);
+-- restore --file: the archived versions of one path.
+CREATE INDEX archived_files_path ON archived_files(path);
+-- delete_unreferenced_archive: whether anything still refers to a blob.
+CREATE INDEX archived_files_blob ON archived_files(blob_id);
 ";
 
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {

@@ -18,7 +18,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use prov_model::{CommandBegin, CommandEnd, Completeness, FileEvent};
+use prov_model::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
 use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,8 @@ pub enum SpoolEntry {
     Events(Vec<FileEvent>),
     Completeness(Completeness),
     End(CommandEnd),
+    /// Contents kept by the script archive.
+    Archive(Vec<ArchivedRead>),
 }
 
 /// Appends entries to one command's spool file, holding its lock.
@@ -295,6 +297,7 @@ fn apply(
             (SpoolEntry::Events(events), Some(id)) => w.add_events(id, events)?,
             (SpoolEntry::Completeness(c), Some(id)) => w.set_completeness(id, c)?,
             (SpoolEntry::End(e), Some(id)) => w.end_command(id, e)?,
+            (SpoolEntry::Archive(files), Some(id)) => w.add_archived(id, files)?,
             (_, None) => unreachable!("the first entry is Begin or the command exists"),
         }
     }

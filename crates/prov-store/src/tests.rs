@@ -513,6 +513,7 @@ fn apply_directly(s: &mut Store, entries: &[SpoolEntry]) -> i64 {
             SpoolEntry::Events(ev) => s.add_events(id, ev).unwrap(),
             SpoolEntry::Completeness(c) => s.set_completeness(id, c).unwrap(),
             SpoolEntry::End(e) => s.end_command(id, e).unwrap(),
+            SpoolEntry::Archive(files) => s.add_archived(id, files).unwrap(),
         }
     }
     id
