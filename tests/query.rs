@@ -232,3 +232,67 @@ fn bad_filter_values_are_named() {
     // The record is still there.
     assert_eq!(case.query(["history"]).len(), 1);
 }
+
+#[test]
+fn query_results_export_in_every_format() {
+    let case = Case::new("query-export");
+    case.run_sh("echo raw > raw.txt");
+    case.run_sh("tr a-z A-Z < raw.txt > up.txt");
+    // shournal's line format, one COMMAND line per command, oldest first.
+    let out = case.prov(["query", "history", "--format", "shournal-json"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("HEADER:") && lines.last().unwrap().starts_with("FOOTER:"), "{text}");
+    let commands: Vec<Value> =
+        lines.iter().filter_map(|l| l.strip_prefix("COMMAND:")).map(|j| serde_json::from_str(j).unwrap()).collect();
+    assert_eq!(commands.len(), 2);
+    assert!(commands[0]["command"].as_str().unwrap().contains("echo raw"));
+    assert!(commands[1]["fileReadEvents"][0]["path"].as_str().unwrap().ends_with("/raw.txt"));
+    // PROV-JSON to a new file; never over an existing one.
+    let out = case.prov(["query", "history", "--text", "tr a-z", "--format", "prov-json", "-o", "p.json"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let doc: Value = serde_json::from_slice(&std::fs::read(case.work.join("p.json")).unwrap()).unwrap();
+    assert_eq!(doc["activity"].as_object().unwrap().len(), 1, "only the filtered command: {doc:#}");
+    let again = case.prov(["query", "history", "--format", "prov-json", "-o", "p.json"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("never overwritten"));
+    // An RO-Crate needs a directory; a Makefile rebuilds what was written.
+    let crate_out = case.prov(["query", "history", "--format", "ro-crate"]);
+    assert!(String::from_utf8_lossy(&crate_out.stderr).contains("give --output DIR"));
+    let out = case.prov(["query", "wrote", "up.txt", "--format", "ro-crate", "-o", "crate"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(case.work.join("crate/ro-crate-metadata.json").exists());
+    let make = case.prov(["query", "history", "--format", "makefile"]);
+    let make = String::from_utf8(make.stdout).unwrap();
+    assert!(make.contains("up.txt") && make.contains("tr a-z A-Z"), "{make}");
+    // -o without --format is a usage error.
+    let out = case.prov(["query", "history", "-o", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn delete_frees_archived_scripts_nothing_else_uses() {
+    let case = Case::new("query-delete-archive");
+    case.write("a.sh", b"echo a > a.out\n");
+    case.write("b.sh", b"echo b > b.out\n");
+    case.run_sh("sh a.sh");
+    case.run_sh("sh b.sh");
+    case.run_sh("sh a.sh; true");
+    let archive = |case: &Case| -> (u64, u64) {
+        let s: Value = serde_json::from_slice(&case.prov(["stats", "--json"]).stdout).unwrap();
+        (s["archived_files"].as_u64().unwrap(), s["archived_contents"].as_u64().unwrap())
+    };
+    assert_eq!(archive(&case), (3, 2), "a.sh read twice, stored once");
+    let out = case.prov(["delete", "--text", "b.sh", "--yes"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("and 1 archived content(s)"), "{}", describe(&out));
+    assert_eq!(archive(&case), (2, 1));
+    // a.sh's content stays while one command still refers to it.
+    let out = case.prov(["delete", "--text-glob", "sh -c 'sh a.sh'", "--yes"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deleted 1 command(s)"), "{}", describe(&out));
+    assert_eq!(archive(&case), (1, 1));
+    let restored = case.prov(["restore", "--file", "a.sh", "--stdout"]);
+    assert_eq!(restored.stdout, b"echo a > a.out\n", "{}", describe(&restored));
+    case.prov(["delete", "--text", "a.sh", "--yes"]);
+    assert_eq!(archive(&case), (0, 0));
+}

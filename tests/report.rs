@@ -167,6 +167,17 @@ fn report_limit_stdout_and_errors() {
     let data = embedded(&String::from_utf8(filtered.stdout).unwrap());
     let texts: Vec<&str> = data["commands"].as_array().unwrap().iter().map(|c| c["text"][0].as_str().unwrap()).collect();
     assert!(texts.len() == 1 && texts[0].contains("echo 2 > f2"), "{texts:?}");
+    // Archived scripts a command read are in the report.
+    std::fs::write(case.work.join("job.sh"), "echo from-job > job.out\n").unwrap();
+    case.chown_tree(&case.work.join("job.sh"));
+    ok(run_in(&case, SESSION_A, "sh job.sh"));
+    let with_script = case.prov(["report", "-o", "-", "--text", "sh job.sh"]);
+    let data = embedded(&String::from_utf8(with_script.stdout).unwrap());
+    let scripts = &data["commands"][0]["scripts"];
+    assert!(scripts[0][0].as_str().unwrap().ends_with("/job.sh"), "{data:#}");
+    let text = &data["scripts"][scripts[0][1].as_u64().unwrap() as usize][0];
+    assert_eq!(text, "echo from-job > job.out\n");
+    case.prov(["delete", "--text", "sh job.sh", "--yes"]);
     let none = case.prov(["report", "-o", "none.html", "--failed"]);
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no recorded command passes the filters"));

@@ -60,7 +60,9 @@ pub fn delete(
     }
     let ids: Vec<i64> = found.iter().map(|(c, _)| c.id).collect();
     let (commands, events) = store.delete_commands(&ids)?;
-    println!("deleted {commands} command(s) with {events} file event(s)");
+    // Archived scripts shared with commands that remain are kept.
+    let contents = store.delete_unreferenced_archive()?;
+    println!("deleted {commands} command(s) with {events} file event(s) and {contents} archived content(s) nothing else refers to");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -70,6 +72,7 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let st = store.stats()?;
+    let archive = store.archive_stats()?;
     let db = store.path().to_owned();
     let file_size = |suffix: &str| {
         let mut p = db.clone().into_os_string();
@@ -93,6 +96,10 @@ pub fn stats(json: bool) -> Result<ExitCode> {
             "commands": st.commands,
             "file_events": st.events,
             "sessions": st.sessions,
+            "archived_files": archive.files,
+            "archived_contents": archive.blobs,
+            "archived_bytes": archive.content_bytes,
+            "archived_stored_bytes": archive.stored_bytes,
             "incomplete_commands": st.incomplete,
             "running_or_unfinished": st.running,
             "first": st.first_ns.map(output::rfc3339),
@@ -107,6 +114,14 @@ pub fn stats(json: bool) -> Result<ExitCode> {
     writeln!(out, "commands     {}", st.commands)?;
     writeln!(out, "file events  {}", st.events)?;
     writeln!(out, "sessions     {}", st.sessions)?;
+    writeln!(
+        out,
+        "archive      {} script(s) read, {} distinct content(s), {} ({} stored)",
+        archive.files,
+        archive.blobs,
+        human_size(archive.content_bytes),
+        human_size(archive.stored_bytes)
+    )?;
     writeln!(
         out,
         "incomplete   {} command(s) whose record says events were lost or not observed",

@@ -2,19 +2,18 @@
 //! what was made from it), as a tree, JSON, DOT or one of the exports.
 
 use std::ffi::OsStr;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use prov_export::lineage::{self, Direction, Target};
 use prov_export::{ExportOptions, Format, Output};
 use prov_model::hash::hash_path;
 
-use crate::query::{absolute, open_store};
+use crate::query::{absolute, open_store, output_stream};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LineageFormat {
@@ -98,12 +97,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(BufWriter::new(
-            File::create_new(p).with_context(|| format!("cannot create {} (an existing file is never overwritten)", p.display()))?,
-        )),
-        None => Box::new(BufWriter::new(std::io::stdout().lock())),
-    };
+    let mut out = output_stream(args.output.as_deref())?;
     match args.format {
         LineageFormat::Tree => prov_export::tree::write_tree(&walked, &mut out)?,
         LineageFormat::Json => prov_export::json::write_lineage(&walked, &mut out)?,

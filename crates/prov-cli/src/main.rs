@@ -174,13 +174,27 @@ pub struct QueryOpts {
     /// partial hash differ) or missing now?
     #[arg(long)]
     pub stat: bool,
+    /// Export the commands found (with all their files) instead of listing
+    /// them.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<prov_export::Format>,
+    /// Write the export to PATH (a new file; for ro-crate a directory)
+    /// instead of standard output.
+    #[arg(short = 'o', long, value_name = "PATH", requires = "format")]
+    pub output: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub filters: FilterArgs,
 }
 
 impl QueryOpts {
     fn show(&self) -> query::Show {
-        query::Show { json: self.json, files: self.files, all_files: self.all_files, stat: self.stat }
+        query::Show {
+            json: self.json,
+            files: self.files,
+            all_files: self.all_files,
+            stat: self.stat,
+            export: self.format.map(|format| (format, self.output.clone())),
+        }
     }
 }
 
@@ -190,13 +204,13 @@ fn main() -> ExitCode {
         Command::Run { command } => return run::run(command),
         Command::Query { query } => match query {
             QueryCommand::Wrote { file, opts } => {
-                query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, opts.show())
+                query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, &opts.show())
             }
             QueryCommand::Read { file, opts } => {
-                query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, opts.show())
+                query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, &opts.show())
             }
-            QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, opts.show()),
-            QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, opts.show()),
+            QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, &opts.show()),
+            QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show()),
             QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
         },
         Command::Restore(args) => restore::restore(args),

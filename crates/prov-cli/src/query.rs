@@ -44,7 +44,7 @@ pub(crate) fn open_store() -> Result<Option<Store>> {
 }
 
 /// How results are shown.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Show {
     pub json: bool,
     /// List each command's files (wrote/read and file filters always do).
@@ -52,6 +52,9 @@ pub struct Show {
     pub all_files: bool,
     /// Check each listed file against the file system now.
     pub stat: bool,
+    /// Export the result in this format, to this file or directory (None:
+    /// standard output).
+    pub export: Option<(prov_export::Format, Option<PathBuf>)>,
 }
 
 /// Commands that wrote (read) FILE, by content and by path, narrowed by the
@@ -61,7 +64,7 @@ pub fn by_file(
     file: &OsStr,
     filters: &FilterArgs,
     limit: Option<usize>,
-    show: Show,
+    show: &Show,
 ) -> Result<ExitCode> {
     let path = absolute(Path::new(file))?;
     let Some(store) = open_store()? else {
@@ -93,14 +96,7 @@ pub fn by_file(
     if let Some(n) = limit {
         found.truncate(n);
     }
-    print(
-        &store,
-        &found,
-        Show {
-            files: true,
-            ..show
-        },
-    )?;
+    print(&store, &found, &Show { files: true, ..show.clone() })?;
     if found.is_empty() {
         let verb = if access == Access::Write {
             "wrote"
@@ -114,7 +110,7 @@ pub fn by_file(
 }
 
 /// The most recent commands passing the filters, newest first.
-pub fn history(filters: &FilterArgs, limit: Option<usize>, show: Show) -> Result<ExitCode> {
+pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Result<ExitCode> {
     let Some(store) = open_store()? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
@@ -124,9 +120,9 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: Show) -> Result
     let found = store.select(&selection)?;
     let show = Show {
         files: show.files || !selection.file.is_empty(),
-        ..show
+        ..show.clone()
     };
-    print(&store, &found, show)?;
+    print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -136,7 +132,7 @@ pub fn session(
     id: Option<&str>,
     filters: &FilterArgs,
     limit: Option<usize>,
-    show: Show,
+    show: &Show,
 ) -> Result<ExitCode> {
     let Some(store) = open_store()? else {
         eprintln!("prov: no records yet");
@@ -185,16 +181,19 @@ pub fn session(
     }
     let show = Show {
         files: show.files || !selection.file.is_empty(),
-        ..show
+        ..show.clone()
     };
-    print(&store, &found, show)?;
+    print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints commands as `show` says, each with its files when asked for:
 /// the matched ones marked, and for commands with very many files only the
 /// matched ones and some others unless `all_files`.
-fn print(store: &Store, found: &[Selected], show: Show) -> Result<()> {
+fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
+    if let Some((format, output)) = &show.export {
+        return export(store, found, *format, output.as_deref());
+    }
     let mut out = BufWriter::new(std::io::stdout().lock());
     for (command, matched) in found {
         let listed = if show.files || show.stat {
@@ -221,6 +220,34 @@ fn print(store: &Store, found: &[Selected], show: Show) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Exports the commands found, oldest first, each with all its files.
+fn export(store: &Store, found: &[Selected], format: prov_export::Format, output: Option<&Path>) -> Result<()> {
+    let mut records = Vec::with_capacity(found.len());
+    for (command, _) in found.iter().rev() {
+        records.push((command.clone(), store.files_of(command.id)?));
+    }
+    let opts = prov_export::ExportOptions::default();
+    if format == prov_export::Format::RoCrate {
+        let Some(dir) = output else { anyhow::bail!("--format ro-crate writes a directory: give --output DIR") };
+        return prov_export::export(format, &records, &opts, prov_export::Output::Directory(dir));
+    }
+    let mut out = output_stream(output)?;
+    prov_export::export(format, &records, &opts, prov_export::Output::Stream(&mut out))?;
+    Ok(out.flush()?)
+}
+
+/// Standard output, or a new file at `path` (an existing file is never
+/// overwritten by an export).
+pub(crate) fn output_stream(path: Option<&Path>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(BufWriter::new(
+            std::fs::File::create_new(p)
+                .with_context(|| format!("cannot create {} (an existing file is never overwritten)", p.display()))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    })
 }
 
 /// A command's files to list, and how many it has in all.

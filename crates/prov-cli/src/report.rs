@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use prov_report::{write_report, ReportInput};
+use prov_report::{write_report, ArchivedScript, ReportInput};
 use crate::filters::FilterArgs;
 use crate::query::open_store;
 use crate::run::now_ns;
@@ -29,7 +29,19 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
     commands.reverse();
     let n = commands.len();
     let mut records = Vec::with_capacity(n);
+    let mut archived = BTreeMap::new();
     for (command, _) in commands {
+        let scripts = store.archived_of(command.id)?;
+        if !scripts.is_empty() {
+            let texts = scripts
+                .iter()
+                .map(|f| {
+                    let text = String::from_utf8_lossy(&store.archived_content(f)?).into_owned();
+                    Ok(ArchivedScript { path: f.path.clone(), text })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            archived.insert(command.id, texts);
+        }
         let files = store.files_of(command.id)?;
         records.push((command, files));
     }
@@ -43,8 +55,7 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         description: format!("{which} of {}", store.path().display()),
         generated_ns: now_ns(),
         records,
-        // The script archive is not wired in yet.
-        archived: BTreeMap::new(),
+        archived,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());
