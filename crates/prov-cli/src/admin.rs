@@ -11,6 +11,9 @@ use crate::output::{self, human_size};
 use crate::query::open_store;
 use crate::setup::UserSetup;
 
+/// Commands without an end younger than this are taken to be running.
+const RUNNING_GRACE_NS: i64 = 24 * 3600 * 1_000_000_000;
+
 pub fn delete(
     filters: FilterArgs,
     older_than: Option<i64>,
@@ -31,7 +34,18 @@ pub fn delete(
         return Ok(ExitCode::SUCCESS);
     }
     let mut store = Store::open(&db, prov_store::READ_BUSY_TIMEOUT)?;
-    let found = store.select(&selection)?;
+    // Only the command ids are needed, not every matching event.
+    selection.events_per_command = Some(1);
+    let mut found = store.select(&selection)?;
+    // A command still running would lose its end and its last events (they
+    // would arrive for a record that is gone); one without an end for a day
+    // lost its shell and is fair game.
+    let recent = crate::run::now_ns() - RUNNING_GRACE_NS;
+    let running = found.iter().filter(|(c, _)| c.end_ns.is_none() && c.start_ns > recent).count();
+    found.retain(|(c, _)| !(c.end_ns.is_none() && c.start_ns > recent));
+    if running > 0 {
+        eprintln!("prov: keeping {running} command(s) that may still be running");
+    }
     let events: u64 = found
         .iter()
         .map(|(c, _)| store.file_count(c.id))

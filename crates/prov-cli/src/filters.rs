@@ -38,7 +38,7 @@ pub struct FilterArgs {
     #[arg(long, value_name = "WHEN", value_parser = parse_when)]
     pub until: Option<i64>,
     /// In the shell session with this id (or id prefix).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = non_empty)]
     pub session: Option<String>,
     /// On this host.
     #[arg(long, value_name = "HOST")]
@@ -161,6 +161,13 @@ fn dir_bytes(d: &OsString) -> Vec<u8> {
     }
 }
 
+fn non_empty(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("an empty value selects nothing in particular; give a value".into());
+    }
+    Ok(s.to_owned())
+}
+
 fn name_pattern(n: &[u8]) -> NamePattern {
     match std::str::from_utf8(n) {
         Ok(s) if s.contains(['*', '?', '[']) => NamePattern::Glob(s.to_owned()),
@@ -267,13 +274,7 @@ fn when_at(s: &str, now: DateTime<Local>) -> Result<i64, String> {
         format!("{s:?} is not a time: use a date (2026-11-01, '2026-11-01 14:30'), RFC 3339, today, yesterday, or an age like 30m, 12h, 2d, 3w, 6mo, 1y")
     };
     let ns = |d: DateTime<Local>| d.timestamp_nanos_opt().ok_or_else(bad);
-    let midnight = |date: NaiveDate| -> Result<i64, String> {
-        let local = Local
-            .from_local_datetime(&date.and_hms_opt(0, 0, 0).unwrap())
-            .earliest()
-            .ok_or_else(bad)?;
-        ns(local)
-    };
+    let midnight = |date: NaiveDate| ns(local_time(date.and_hms_opt(0, 0, 0).unwrap()).ok_or_else(bad)?);
     match t {
         "now" => return ns(now),
         "today" => return midnight(now.date_naive()),
@@ -297,10 +298,17 @@ fn when_at(s: &str, now: DateTime<Local>) -> Result<i64, String> {
         "%Y-%m-%dT%H:%M:%S",
     ] {
         if let Ok(d) = NaiveDateTime::parse_from_str(t, fmt) {
-            return ns(Local.from_local_datetime(&d).earliest().ok_or_else(bad)?);
+            return ns(local_time(d).ok_or_else(bad)?);
         }
     }
     Err(bad())
+}
+
+/// A wall-clock time in the local zone. A time that a DST change skips
+/// (02:30 on the spring-forward night) is moved forward by the gap, as
+/// date(1) does: 03:30.
+fn local_time(t: NaiveDateTime) -> Option<DateTime<Local>> {
+    (0..=2).find_map(|h| Local.from_local_datetime(&(t + chrono::Duration::hours(h))).earliest())
 }
 
 /// `30s`, `30m`, `12h`, `2d`, `3w`, `6mo`, `1y` (365 days): Some(None) when

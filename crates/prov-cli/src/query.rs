@@ -86,6 +86,7 @@ pub fn by_file(
     if !filters.is_empty() {
         let mut selection = filters.selection(None);
         selection.command.ids = Some(found.iter().map(|(c, _)| c.id).collect());
+        selection.events_per_command = Some(1);
         let keep: HashSet<i64> = store
             .select(&selection)?
             .into_iter()

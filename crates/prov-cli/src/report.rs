@@ -21,7 +21,10 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
-    let mut commands = store.select(&filters.selection(limit))?;
+    let mut selection = filters.selection(limit);
+    // The report lists each command's files itself (files_of).
+    selection.events_per_command = Some(1);
+    let mut commands = store.select(&selection)?;
     if commands.is_empty() {
         eprintln!("prov: no recorded command passes the filters");
         return Ok(ExitCode::from(1));

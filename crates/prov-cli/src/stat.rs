@@ -71,10 +71,13 @@ pub fn file_now(f: &FileRow) -> FileNow {
         ) {
             (Some(recorded), Ok(now)) if recorded != now => differs.push("hash"),
             (Some(_), Ok(_)) => {}
-            (None, _) => {
+            // What already differs is the answer; only an otherwise
+            // identical file needs the hash to decide.
+            (None, _) if differs.is_empty() => {
                 return FileNow::Unreadable("its content was unreadable when recorded".into())
             }
-            (Some(_), Err(e)) => return FileNow::Unreadable(e.to_string()),
+            (Some(_), Err(e)) if differs.is_empty() => return FileNow::Unreadable(e.to_string()),
+            (None, _) | (Some(_), Err(_)) => {}
         }
     }
     if differs.is_empty() {

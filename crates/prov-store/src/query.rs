@@ -133,7 +133,7 @@ pub(crate) fn command_sql(tail: &str) -> String {
 /// An event row as stored, before its directory is resolved.
 pub(crate) struct RawFile {
     pub(crate) row: FileRow,
-    dir_id: i64,
+    pub(crate) dir_id: i64,
     name: Vec<u8>,
 }
 

@@ -7,13 +7,14 @@
 //! scanning the events of each candidate command (when the command filters
 //! leave few candidates) or by one scan of all events, newest first.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, VecDeque};
 
 use prov_model::Access;
 use rusqlite::types::Value;
+use rusqlite::OptionalExtension;
 
 use crate::error::{Context, Result};
-use crate::query::{command_row, command_sql, file_row, DirPaths, FILE_COLUMNS, RUN_JOIN};
+use crate::query::{command_row, command_sql, file_row, DirPaths, RawFile, FILE_COLUMNS, RUN_JOIN};
 use crate::{write::access_code, CommandRow, FileRow, Store};
 
 /// A comparison of a filter on sizes, times or exit statuses.
@@ -118,6 +119,53 @@ const PER_COMMAND_SCAN_MAX: i64 = 2000;
 #[cfg(test)]
 pub(crate) fn select_scan_threshold() -> usize {
     PER_COMMAND_SCAN_MAX as usize
+}
+
+/// The file filters of one selection, ready to test events.
+struct FileTest {
+    clause: Clause,
+    below: Option<BelowDir>,
+    /// At most this many matching events kept per command.
+    cap: Option<usize>,
+    params: HashMap<i64, prov_model::HashParams>,
+}
+
+/// "In this directory or below", tested by walking up from an event's
+/// directory (remembered per directory): expanding the subtree of a home
+/// directory (100 000 directories) would cost more than the query.
+struct BelowDir {
+    root: i64,
+    memo: HashMap<i64, bool>,
+}
+
+impl BelowDir {
+    fn contains(&mut self, store: &Store, dir_id: i64) -> Result<bool> {
+        let mut chain = Vec::new();
+        let mut at = dir_id;
+        let answer = loop {
+            if at == self.root {
+                break true;
+            }
+            if let Some(&known) = self.memo.get(&at) {
+                break known;
+            }
+            chain.push(at);
+            let parent: Option<i64> = store
+                .conn
+                .prepare_cached("SELECT parent FROM dirs WHERE id = ?1")
+                .and_then(|mut s| s.query_row([at], |r| r.get(0)).optional())
+                .ctx(&store.path, "reading a directory")?;
+            // A root (parent 0) or a damaged row: not below.
+            match parent {
+                Some(p) if p != 0 && p < at => at = p,
+                _ => break false,
+            }
+        };
+        for d in chain {
+            self.memo.insert(d, answer);
+        }
+        Ok(answer)
+    }
 }
 
 /// A `WHERE` clause and its parameters.
@@ -240,39 +288,25 @@ fn command_clause(f: &CommandFilter) -> Clause {
 }
 
 impl Store {
-    fn file_clause(&self, f: &FileFilter) -> Result<Option<Clause>> {
+    /// What SQLite tests of the file filters (all but the directory).
+    fn file_clause(&self, f: &FileFilter) -> Result<Clause> {
         let mut w = Clause::default();
         if let Some(a) = f.access {
             w.push("f.access = ?", [Value::Integer(access_code(a))]);
         }
         match &f.name {
             Some(NamePattern::Exact(n)) => w.push("f.name = ?", [blob(n)]),
-            Some(NamePattern::Glob(g)) => {
-                w.push("CAST(f.name AS TEXT) GLOB ?", [Value::Text(g.clone())])
-            }
+            // A name may itself contain `*`, `?` or `[`: exact names match too.
+            Some(NamePattern::Glob(g)) => w.push(
+                "(f.name = ? OR CAST(f.name AS TEXT) GLOB ?)",
+                [Value::Blob(g.as_bytes().to_vec()), Value::Text(g.clone())],
+            ),
             None => {}
         }
-        if let Some(dir) = &f.dir {
-            let dir = trim_slashes(dir);
-            if !dir.is_empty() {
-                // A directory never recorded has no events below it.
-                let Some(id) = self.lookup_dir(dir)? else {
-                    return Ok(None);
-                };
-                w.push(
-                    "(f.path_key >> 16) IN (WITH RECURSIVE sub(id) AS (SELECT ?
-                        UNION ALL SELECT d.id FROM dirs d JOIN sub ON d.parent = sub.id)
-                     SELECT id FROM sub)",
-                    [Value::Integer(id)],
-                );
-            }
-        }
         for (op, v) in &f.size {
-            // Sizes are stored as the u64's bit pattern; real sizes fit an i64.
-            w.push(
-                format!("f.size {} ?", op.sql()),
-                [Value::Integer(*v as i64)],
-            );
+            // Sizes are u64 bit patterns; no real size exceeds i64::MAX.
+            let v = i64::try_from(*v).unwrap_or(i64::MAX);
+            w.push(format!("f.size {} ?", op.sql()), [Value::Integer(v)]);
         }
         for (op, v) in &f.mtime_ns {
             w.push(
@@ -283,7 +317,18 @@ impl Store {
         if let Some(h) = f.hash {
             w.push("f.hash = ?", [Value::Integer(h as i64)]);
         }
-        Ok(Some(w))
+        Ok(w)
+    }
+
+    /// The directory test of a file filter, if any; `Err(())`-like `None`
+    /// inside: the directory was never recorded, so nothing can match.
+    fn below_dir(&self, f: &FileFilter) -> Result<Option<Option<BelowDir>>> {
+        let Some(dir) = &f.dir else { return Ok(Some(None)) };
+        let dir = trim_slashes(dir);
+        if dir.is_empty() {
+            return Ok(Some(None));
+        }
+        Ok(self.lookup_dir(dir)?.map(|root| Some(BelowDir { root, memo: HashMap::new() })))
     }
 
     /// The commands of a selection, newest first, each with its matching
@@ -291,101 +336,57 @@ impl Store {
     pub fn select(&self, sel: &Selection) -> Result<Vec<Selected>> {
         let commands = command_clause(&sel.command);
         if sel.file.is_empty() {
-            let limit = sel
-                .limit
-                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            let limit = sel.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
             let sql = command_sql(&format!(
                 " WHERE {} ORDER BY c.start_ns DESC, c.id DESC LIMIT {limit}",
                 commands.sql()
             ));
-            let rows = self
-                .conn
-                .prepare(&sql)
-                .and_then(|mut s| {
-                    s.query_map(
-                        rusqlite::params_from_iter(commands.params.iter()),
-                        command_row,
-                    )?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-                })
-                .ctx(&self.path, "selecting commands")?;
+            let rows = self.commands_where(&sql, &commands)?;
             return Ok(rows.into_iter().map(|c| (c, Vec::new())).collect());
         }
-        let Some(files) = self.file_clause(&sel.file)? else {
-            return Ok(Vec::new());
+        // A directory never recorded has no events below it.
+        let Some(below) = self.below_dir(&sel.file)? else { return Ok(Vec::new()) };
+        let mut test = FileTest {
+            clause: self.file_clause(&sel.file)?,
+            below,
+            // 0 would drop every command; one event is enough to select it.
+            cap: sel.events_per_command.map(|n| n.max(1)),
+            params: self.hash_params_by_id()?,
         };
         let candidates: i64 = self
             .conn
-            .prepare(&format!(
-                "SELECT count(*) FROM commands c WHERE {}",
-                commands.sql()
-            ))
-            .and_then(|mut s| {
-                s.query_row(rusqlite::params_from_iter(commands.params.iter()), |r| {
-                    r.get(0)
-                })
-            })
+            .prepare(&format!("SELECT count(*) FROM commands c WHERE {}", commands.sql()))
+            .and_then(|mut s| s.query_row(rusqlite::params_from_iter(commands.params.iter()), |r| r.get(0)))
             .ctx(&self.path, "counting candidate commands")?;
         if candidates <= PER_COMMAND_SCAN_MAX {
-            self.select_per_command(sel, &commands, &files)
+            self.select_per_command(sel, &commands, &mut test)
         } else {
-            self.select_by_event_scan(sel, &commands, &files)
+            self.select_by_event_scan(sel, &commands, &mut test)
         }
+    }
+
+    fn commands_where(&self, sql: &str, w: &Clause) -> Result<Vec<CommandRow>> {
+        self.conn
+            .prepare(sql)
+            .and_then(|mut s| {
+                s.query_map(rusqlite::params_from_iter(w.params.iter()), command_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx(&self.path, "selecting commands")
     }
 
     /// File filters checked on the events of each candidate command, newest
     /// candidate first, until the limit is reached.
-    fn select_per_command(
-        &self,
-        sel: &Selection,
-        commands: &Clause,
-        files: &Clause,
-    ) -> Result<Vec<Selected>> {
-        let sql = command_sql(&format!(
-            " WHERE {} ORDER BY c.start_ns DESC, c.id DESC",
-            commands.sql()
-        ));
-        let candidates = self
-            .conn
-            .prepare(&sql)
-            .and_then(|mut s| {
-                s.query_map(
-                    rusqlite::params_from_iter(commands.params.iter()),
-                    command_row,
-                )?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .ctx(&self.path, "selecting commands")?;
-        let params = self.hash_params_by_id()?;
-        // No ORDER BY: the runs' rowid ranges already yield events in id
-        // order, and a sort would visit every match before the LIMIT.
-        let events_sql = format!(
-            "{FILE_COLUMNS} FROM event_runs r
-             CROSS JOIN file_events f ON f.id BETWEEN r.first_id AND r.last_id
-             CROSS JOIN commands c ON c.id = r.command_id
-             WHERE r.command_id = ? AND {}
-             LIMIT {}",
-            files.sql(),
-            sel.events_per_command.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))
-        );
-        let mut stmt = self
-            .conn
-            .prepare(&events_sql)
-            .ctx(&self.path, "preparing a file filter")?;
+    fn select_per_command(&self, sel: &Selection, commands: &Clause, test: &mut FileTest) -> Result<Vec<Selected>> {
+        let sql = command_sql(&format!(" WHERE {} ORDER BY c.start_ns DESC, c.id DESC", commands.sql()));
+        let candidates = self.commands_where(&sql, commands)?;
         let mut dirs = DirPaths::default();
         let mut out = Vec::new();
         for c in candidates {
             if sel.limit.is_some_and(|n| out.len() >= n) {
                 break;
             }
-            let mut bound = vec![Value::Integer(c.id)];
-            bound.extend(files.params.iter().cloned());
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(bound.iter()), |r| {
-                    file_row(r, &params)
-                })
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .ctx(&self.path, "filtering a command's files")?;
+            let rows = self.matching_events(c.id, test)?;
             if !rows.is_empty() {
                 out.push((c, self.resolve_dirs(rows, &mut dirs)?));
             }
@@ -393,58 +394,119 @@ impl Store {
         Ok(out)
     }
 
-    /// File filters checked on all events, newest first; stops once more
-    /// than `limit` commands have matched (the limit newest are kept).
-    fn select_by_event_scan(
-        &self,
-        sel: &Selection,
-        commands: &Clause,
-        files: &Clause,
-    ) -> Result<Vec<Selected>> {
-        let params = self.hash_params_by_id()?;
+    /// One command's events passing `test`, the first `test.cap` by id.
+    fn matching_events(&self, command_id: i64, test: &mut FileTest) -> Result<Vec<RawFile>> {
+        // Without a directory test SQLite can stop at the cap; no ORDER BY:
+        // the runs' rowid ranges already yield events in id order, and a
+        // sort would visit every match before the LIMIT.
+        let limit = match (&test.below, test.cap) {
+            (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
+            _ => -1,
+        };
+        let sql = format!(
+            "{FILE_COLUMNS} FROM event_runs r
+             CROSS JOIN file_events f ON f.id BETWEEN r.first_id AND r.last_id
+             CROSS JOIN commands c ON c.id = r.command_id
+             WHERE r.command_id = ? AND {} LIMIT {limit}",
+            test.clause.sql()
+        );
+        let mut bound = vec![Value::Integer(command_id)];
+        bound.extend(test.clause.params.iter().cloned());
+        let rows = self
+            .conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(rusqlite::params_from_iter(bound.iter()), |r| file_row(r, &test.params))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx(&self.path, "filtering a command's files")?;
+        let mut kept = Vec::new();
+        for raw in rows {
+            if test.cap.is_some_and(|n| kept.len() >= n) {
+                break;
+            }
+            if self.passes_dir(test, &raw)? {
+                kept.push(raw);
+            }
+        }
+        Ok(kept)
+    }
+
+    fn passes_dir(&self, test: &mut FileTest, raw: &RawFile) -> Result<bool> {
+        match &mut test.below {
+            None => Ok(true),
+            Some(below) => below.contains(self, raw.dir_id),
+        }
+    }
+
+    /// File filters checked on all events, newest first, until `limit`
+    /// commands have matched. Event ids follow the order events were
+    /// stored, not the order commands started, so a command that started
+    /// later than the limit-th found may have older events: those (the
+    /// commands started after it) are then checked one by one.
+    fn select_by_event_scan(&self, sel: &Selection, commands: &Clause, test: &mut FileTest) -> Result<Vec<Selected>> {
         let sql = format!(
             "{FILE_COLUMNS} FROM file_events f {RUN_JOIN}
              WHERE {} AND {} ORDER BY f.id DESC",
-            files.sql(),
+            test.clause.sql(),
             commands.sql()
         );
-        let bound: Vec<Value> = files
-            .params
-            .iter()
-            .chain(commands.params.iter())
-            .cloned()
-            .collect();
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .ctx(&self.path, "preparing a file filter")?;
-        let mut rows = stmt
-            .query(rusqlite::params_from_iter(bound.iter()))
-            .ctx(&self.path, "scanning file events")?;
-        let mut by_command: BTreeMap<i64, Vec<_>> = BTreeMap::new();
+        let bound: Vec<Value> = test.clause.params.iter().chain(commands.params.iter()).cloned().collect();
+        let mut stmt = self.conn.prepare(&sql).ctx(&self.path, "preparing a file filter")?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(bound.iter())).ctx(&self.path, "scanning file events")?;
+        // Seen newest first; the cap keeps each command's oldest matches,
+        // as the per-command walk does.
+        let mut by_command: HashMap<i64, VecDeque<RawFile>> = HashMap::new();
+        let mut stopped_early = false;
         while let Some(r) = rows.next().ctx(&self.path, "scanning file events")? {
-            let raw = file_row(r, &params).ctx(&self.path, "reading a file event")?;
+            let raw = file_row(r, &test.params).ctx(&self.path, "reading a file event")?;
+            if !self.passes_dir(test, &raw)? {
+                continue;
+            }
             let id = raw.row.command_id;
-            let known = by_command.contains_key(&id);
-            if !known && sel.limit.is_some_and(|n| by_command.len() >= n) {
+            if !by_command.contains_key(&id) && sel.limit.is_some_and(|n| by_command.len() >= n) {
+                stopped_early = true;
                 break;
             }
             let events = by_command.entry(id).or_default();
-            if sel.events_per_command.is_none_or(|n| events.len() < n) {
-                events.push(raw);
+            events.push_front(raw);
+            if test.cap.is_some_and(|n| events.len() > n) {
+                events.pop_back();
             }
         }
         drop(rows);
-        let mut dirs = DirPaths::default();
-        let mut out = Vec::with_capacity(by_command.len());
-        for (id, mut raws) in by_command {
-            raws.reverse();
+        let mut found = Vec::with_capacity(by_command.len());
+        for (id, raws) in by_command {
             if let Some(c) = self.command(id)? {
-                out.push((c, self.resolve_dirs(raws, &mut dirs)?));
+                found.push((c, Vec::from(raws)));
             }
         }
-        out.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
-        Ok(out)
+        found.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
+        if stopped_early {
+            if let Some((oldest, _)) = found.last() {
+                let (start, id) = (oldest.start_ns, oldest.id);
+                let sql = command_sql(&format!(
+                    " WHERE {} AND (c.start_ns > {start} OR (c.start_ns = {start} AND c.id > {id}))
+                     ORDER BY c.start_ns DESC, c.id DESC",
+                    commands.sql()
+                ));
+                let known: std::collections::HashSet<i64> = found.iter().map(|(c, _)| c.id).collect();
+                for c in self.commands_where(&sql, commands)? {
+                    if !known.contains(&c.id) {
+                        let events = self.matching_events(c.id, test)?;
+                        if !events.is_empty() {
+                            found.push((c, events));
+                        }
+                    }
+                }
+                found.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
+            }
+        }
+        if let Some(n) = sel.limit {
+            found.truncate(n);
+        }
+        let mut dirs = DirPaths::default();
+        found.into_iter().map(|(c, raws)| Ok((c, self.resolve_dirs(raws, &mut dirs)?))).collect()
     }
 
     /// Deletes the commands of a selection (its limit ignored) with all

@@ -1245,4 +1245,71 @@ mod select {
         );
         assert_eq!((st.first_ns, st.last_ns), (Some(1_000), Some(3_000)));
     }
+
+    /// Enough commands without matches to take the event-scan path.
+    fn fillers(s: &mut Store, from: i64) {
+        for i in 0..(crate::select::select_scan_threshold() + 10) {
+            let c = s.begin_command(&begin(&format!("filler{i}"), from + i as i64)).unwrap();
+            s.add_events(c, &[event(Access::Write, format!("/f/{i}.tmp").as_bytes(), 7, 1)]).unwrap();
+        }
+    }
+
+    #[test]
+    fn event_scan_ranks_by_start_not_by_storage_order() {
+        let dir = TempDir::new("select-order");
+        let mut s = open(&dir);
+        fillers(&mut s, 0);
+        // `late` started last but its event was stored before `early`'s.
+        let early = s.begin_command(&begin("early", 1_000_000)).unwrap();
+        let late = s.begin_command(&begin("late", 2_000_000)).unwrap();
+        s.add_events(late, &[event(Access::Write, b"/w/x", 1, 1)]).unwrap();
+        s.add_events(early, &[event(Access::Write, b"/w/x", 2, 1)]).unwrap();
+        let sel = file(FileFilter { name: Some(NamePattern::Exact(b"x".to_vec())), ..Default::default() });
+        assert_eq!(ids(&s, Selection { limit: Some(1), ..sel.clone() }), vec![late]);
+        assert_eq!(ids(&s, sel), vec![late, early]);
+    }
+
+    #[test]
+    fn both_paths_keep_the_same_capped_events() {
+        let dir = TempDir::new("select-cap");
+        let mut s = open(&dir);
+        let big = s.begin_command(&begin("big", 5)).unwrap();
+        let events: Vec<_> = (0..30).map(|i| event(Access::Write, format!("/src/f{i}.c").as_bytes(), i, 1)).collect();
+        s.add_events(big, &events).unwrap();
+        let sel = |session: Option<&str>| Selection {
+            command: CommandFilter { session: session.map(Into::into), ..Default::default() },
+            file: FileFilter { name: Some(NamePattern::Glob("*.c".into())), ..Default::default() },
+            limit: None,
+            events_per_command: Some(10),
+        };
+        let per_command = s.select(&sel(Some("session-1"))).unwrap();
+        fillers(&mut s, 1_000);
+        let scanned = s.select(&sel(None)).unwrap();
+        let paths = |r: &[crate::Selected]| -> Vec<Vec<u8>> { r[0].1.iter().map(|f| f.path.clone()).collect() };
+        assert_eq!(paths(&per_command).len(), 10);
+        assert_eq!(paths(&per_command), paths(&scanned));
+        assert_eq!(paths(&scanned)[0], b"/src/f0.c".to_vec(), "the first events by id");
+        // A cap of 0 still selects the command.
+        let zero = Selection { events_per_command: Some(0), ..sel(None) };
+        assert_eq!(s.select(&zero).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn directory_filter_walks_up_from_each_event() {
+        let dir = TempDir::new("select-dir");
+        let mut s = open(&dir);
+        let deep = s.begin_command(&begin("deep", 1)).unwrap();
+        s.add_events(deep, &[event(Access::Write, b"/h/u/proj/a/b/c/out", 1, 1)]).unwrap();
+        let sibling = s.begin_command(&begin("sibling", 2)).unwrap();
+        s.add_events(sibling, &[event(Access::Write, b"/h/u/project/out", 2, 1)]).unwrap();
+        let top = s.begin_command(&begin("top", 3)).unwrap();
+        s.add_events(top, &[event(Access::Write, b"/h/u/proj/out", 3, 1)]).unwrap();
+        let below = |d: &[u8]| ids(&s, file(FileFilter { dir: Some(d.to_vec()), ..Default::default() }));
+        assert_eq!(below(b"/h/u/proj"), vec![top, deep]);
+        assert_eq!(below(b"/h/u/proj/"), vec![top, deep]);
+        assert_eq!(below(b"/h/u/proj/a/b"), vec![deep]);
+        assert_eq!(below(b"/h"), vec![top, sibling, deep]);
+        assert_eq!(below(b"/"), vec![top, sibling, deep]);
+        assert!(below(b"/h/u/pro").is_empty());
+    }
 }
