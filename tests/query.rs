@@ -296,3 +296,24 @@ fn delete_frees_archived_scripts_nothing_else_uses() {
     case.prov(["delete", "--text", "a.sh", "--yes"]);
     assert_eq!(archive(&case), (0, 0));
 }
+
+#[test]
+fn query_defaults_come_from_the_config() {
+    let case = Case::new("query-config");
+    for i in 0..3 {
+        case.run_sh(&format!("echo {i} > a{i}; echo {i} > b{i}"));
+    }
+    let config = case.home.join(".config/prov/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[query]\nlimit = 2\nfiles_shown = 1\n").unwrap();
+    case.chown_tree(&case.home.join(".config"));
+    assert_eq!(case.query(["history"]).len(), 2);
+    assert_eq!(case.query(["history", "-n", "3"]).len(), 3, "-n still wins");
+    let out = String::from_utf8(case.prov(["query", "history", "--files", "-n", "1"]).stdout).unwrap();
+    assert!(out.contains("… and 1 more files"), "{out}");
+    std::fs::write(&config, "[query]\nlimt = 2\n").unwrap();
+    let out = case.prov(["query", "history"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.toml:2:") && err.contains("unknown field `limt`"), "{err}");
+}

@@ -194,6 +194,8 @@ impl QueryOpts {
             all_files: self.all_files,
             stat: self.stat,
             export: self.format.map(|format| (format, self.output.clone())),
+            // From the configuration, once it is read.
+            files_shown: 0,
         }
     }
 }

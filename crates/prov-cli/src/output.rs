@@ -27,8 +27,6 @@ use prov_store::{CommandRow, FileRow, SessionRow};
 use crate::stat::FileNow;
 use serde_json::{Map, Value};
 
-/// Files listed per command in human output; `--json` lists all.
-const HUMAN_FILE_LIMIT: usize = 30;
 
 pub fn rfc3339(ns: i64) -> String {
     DateTime::<Utc>::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
@@ -158,14 +156,19 @@ pub fn human_size(n: u64) -> String {
     if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }
 
-pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing<'_>>) -> io::Result<()> {
+pub fn write_command(
+    out: &mut impl Write,
+    c: &CommandRow,
+    files: Option<Listing<'_>>,
+    files_shown: usize,
+) -> io::Result<()> {
     let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
     writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
     if let Some(Listing { files, matched, total, now }) = files {
-        for (i, f) in files.iter().enumerate().take(HUMAN_FILE_LIMIT) {
+        for (i, f) in files.iter().enumerate().take(files_shown) {
             let mark = if matched.contains(&f.id) { '*' } else { ' ' };
             let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
             let state = now.get(i).map_or(String::new(), |n| format!("  [{}]", n.label()));
@@ -178,7 +181,7 @@ pub fn write_command(out: &mut impl Write, c: &CommandRow, files: Option<Listing
                 local(f.mtime_ns),
             )?;
         }
-        let shown = files.len().min(HUMAN_FILE_LIMIT) as u64;
+        let shown = files.len().min(files_shown) as u64;
         if total > shown {
             writeln!(out, "    … and {} more files (--json --all-files lists all)", total - shown)?;
         }

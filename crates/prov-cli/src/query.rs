@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use prov_model::hash::hash_path;
+use prov_model::config::QueryConfig;
 use prov_model::Access;
 use prov_store::{FileRow, Selected, Store, StoreError};
 
@@ -21,13 +22,17 @@ use crate::stat::{self, FileNow};
 /// count) unless --all-files is given.
 const FILE_LIST_LIMIT: u64 = 1000;
 
-/// Commands `history` and the session list show without `-n`.
-const DEFAULT_HISTORY: usize = 20;
 
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
 pub(crate) fn open_store() -> Result<Option<Store>> {
+    Ok(open_store_and_config()?.0)
+}
+
+/// `open_store`, and the configured defaults of queries.
+fn open_store_and_config() -> Result<(Option<Store>, QueryConfig)> {
     let setup = UserSetup::load()?;
+    let config = setup.config.query;
     let db = setup.database();
     let spool = setup.locations.spool_dir();
     let spool_waiting = std::fs::read_dir(&spool).is_ok_and(|mut d| d.next().is_some());
@@ -37,8 +42,8 @@ pub(crate) fn open_store() -> Result<Option<Store>> {
         }
     }
     match Store::open_read_only(&db) {
-        Ok(s) => Ok(Some(s)),
-        Err(StoreError::NoDatabase(_)) => Ok(None),
+        Ok(s) => Ok((Some(s), config)),
+        Err(StoreError::NoDatabase(_)) => Ok((None, config)),
         Err(e) => Err(e.into()),
     }
 }
@@ -52,6 +57,8 @@ pub struct Show {
     pub all_files: bool,
     /// Check each listed file against the file system now.
     pub stat: bool,
+    /// Files listed per command in human output.
+    pub files_shown: usize,
     /// Export the result in this format, to this file or directory (None:
     /// standard output).
     pub export: Option<(prov_export::Format, Option<PathBuf>)>,
@@ -67,7 +74,9 @@ pub fn by_file(
     show: &Show,
 ) -> Result<ExitCode> {
     let path = absolute(Path::new(file))?;
-    let Some(store) = open_store()? else {
+    let (store, config) = open_store_and_config()?;
+    let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
+    let Some(store) = store else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
@@ -112,11 +121,13 @@ pub fn by_file(
 
 /// The most recent commands passing the filters, newest first.
 pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Result<ExitCode> {
-    let Some(store) = open_store()? else {
+    let (store, config) = open_store_and_config()?;
+    let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
+    let Some(store) = store else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     };
-    let mut selection = filters.selection(Some(limit.unwrap_or(DEFAULT_HISTORY)));
+    let mut selection = filters.selection(Some(limit.unwrap_or(config.limit.0 as usize)));
     selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
     let found = store.select(&selection)?;
     let show = Show {
@@ -135,14 +146,16 @@ pub fn session(
     limit: Option<usize>,
     show: &Show,
 ) -> Result<ExitCode> {
-    let Some(store) = open_store()? else {
+    let (store, config) = open_store_and_config()?;
+    let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
+    let Some(store) = store else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     };
     let selection = filters.selection(None);
     let Some(id) = id else {
         let sessions =
-            store.sessions(&selection.command, Some(limit.unwrap_or(DEFAULT_HISTORY)))?;
+            store.sessions(&selection.command, Some(limit.unwrap_or(config.limit.0 as usize)))?;
         let mut out = BufWriter::new(std::io::stdout().lock());
         for s in &sessions {
             if show.json {
@@ -216,7 +229,7 @@ fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
         if show.json {
             output::write_json(&mut out, &output::command_json(command, listing))?;
         } else {
-            output::write_command(&mut out, command, listing)?;
+            output::write_command(&mut out, command, listing, show.files_shown)?;
         }
     }
     out.flush()?;

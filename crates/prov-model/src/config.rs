@@ -46,6 +46,12 @@
 //! max_size = 512000
 //! # At most this many files are kept per command (the first ones closed).
 //! max_per_command = 8
+//!
+//! [query]
+//! # Commands `prov query history` and `prov query session` show without -n.
+//! limit = 20
+//! # Files listed per command in human output (--json lists them all).
+//! files_shown = 30
 //! ```
 //!
 //! No file is needed; an unknown key or a bad value is an error naming the line.
@@ -66,6 +72,22 @@ pub struct Config {
     pub read: EventFilter,
     pub write: EventFilter,
     pub archive: ArchiveConfig,
+    pub query: QueryConfig,
+}
+
+/// Defaults of `prov query` (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    pub limit: Positive,
+    pub files_shown: Positive,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        // A screenful of commands; enough files to see what a command did.
+        QueryConfig { limit: Positive(20), files_shown: Positive(30) }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,6 +171,7 @@ impl Default for Config {
             read: EventFilter::default_read(),
             write: EventFilter::default_write(),
             archive: ArchiveConfig::default(),
+            query: QueryConfig::default(),
         }
     }
 }
