@@ -194,6 +194,11 @@ impl Case {
         let mut cmd = self.command(self.inst.prov());
         cmd.arg("query").args(args).arg("--json");
         let out = cmd.output().unwrap();
+        // Exit 1 with a reason is "nothing found"; anything else is a failure
+        // the test must show, not an empty answer.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let nothing_found = out.status.code() == Some(1) && err.starts_with("prov: no ");
+        assert!(out.status.success() || nothing_found, "prov query failed: {}", describe(&out));
         parse_json_lines(&out.stdout)
     }
 

@@ -80,7 +80,13 @@ impl Shell {
     /// Types `line` and returns what was printed before the next prompt.
     fn run(&mut self, line: &str) -> String {
         self.session.send_line(line).unwrap();
-        self.wait_prompt()
+        let out = self.wait_prompt();
+        // What prov said in the terminal (e.g. why it did not trace) is shown
+        // with a failing test's output.
+        for said in out.lines().filter(|l| l.contains("prov:")) {
+            eprintln!("{} after {line:?}: {said}", self.name);
+        }
+        out
     }
 
     fn exit(mut self) {
@@ -416,7 +422,15 @@ fn rc_twice_exec_and_disown(shell: &str) {
     }
     sh.run("true");
     sh.exit();
-    let once = case.query(["history", "-n", "100"]);
+    // The last records may be stored a moment after the shell exits.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let once = loop {
+        let found = case.query(["history", "-n", "100"]);
+        if found.iter().any(|c| c["text"] == "true") || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}");
     assert_wrote(&case, "once.txt", "echo once > once.txt");
     assert_wrote(&case, "disowned.txt", "sleep 1 && echo gone > disowned.txt & disown");
