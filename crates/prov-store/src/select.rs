@@ -320,8 +320,8 @@ impl Store {
         Ok(w)
     }
 
-    /// The directory test of a file filter, if any; `Err(())`-like `None`
-    /// inside: the directory was never recorded, so nothing can match.
+    /// The directory test of a file filter: `Some(None)` when there is
+    /// none, `None` when the directory was never recorded (nothing matches).
     fn below_dir(&self, f: &FileFilter) -> Result<Option<Option<BelowDir>>> {
         let Some(dir) = &f.dir else { return Ok(Some(None)) };
         let dir = trim_slashes(dir);
@@ -512,10 +512,7 @@ impl Store {
     /// Deletes the commands of a selection (its limit ignored) with all
     /// their file events. Returns (commands, events) deleted.
     pub fn delete(&mut self, sel: &Selection) -> Result<(u64, u64)> {
-        let all = Selection {
-            limit: None,
-            ..sel.clone()
-        };
+        let all = Selection { limit: None, events_per_command: Some(1), ..sel.clone() };
         let ids: Vec<i64> = self.select(&all)?.into_iter().map(|(c, _)| c.id).collect();
         self.delete_commands(&ids)
     }
