@@ -11,7 +11,6 @@ use std::collections::{HashMap, VecDeque};
 
 use prov_model::Access;
 use rusqlite::types::Value;
-use rusqlite::OptionalExtension;
 
 use crate::error::{Context, Result};
 use crate::query::{command_row, command_sql, file_row, DirPaths, RawFile, FILE_COLUMNS, RUN_JOIN};
@@ -124,48 +123,9 @@ pub(crate) fn select_scan_threshold() -> usize {
 /// The file filters of one selection, ready to test events.
 struct FileTest {
     clause: Clause,
-    below: Option<BelowDir>,
     /// At most this many matching events kept per command.
     cap: Option<usize>,
     params: HashMap<i64, prov_model::HashParams>,
-}
-
-/// "In this directory or below", tested by walking up from an event's
-/// directory (remembered per directory): expanding the subtree of a home
-/// directory (100 000 directories) would cost more than the query.
-struct BelowDir {
-    root: i64,
-    memo: HashMap<i64, bool>,
-}
-
-impl BelowDir {
-    fn contains(&mut self, store: &Store, dir_id: i64) -> Result<bool> {
-        let mut chain = Vec::new();
-        let mut at = dir_id;
-        let answer = loop {
-            if at == self.root {
-                break true;
-            }
-            if let Some(&known) = self.memo.get(&at) {
-                break known;
-            }
-            chain.push(at);
-            let parent: Option<i64> = store
-                .conn
-                .prepare_cached("SELECT parent FROM dirs WHERE id = ?1")
-                .and_then(|mut s| s.query_row([at], |r| r.get(0)).optional())
-                .ctx(&store.path, "reading a directory")?;
-            // A root (parent 0) or a damaged row: not below.
-            match parent {
-                Some(p) if p != 0 && p < at => at = p,
-                _ => break false,
-            }
-        };
-        for d in chain {
-            self.memo.insert(d, answer);
-        }
-        Ok(answer)
-    }
 }
 
 /// A `WHERE` clause and its parameters.
@@ -288,8 +248,9 @@ fn command_clause(f: &CommandFilter) -> Clause {
 }
 
 impl Store {
-    /// What SQLite tests of the file filters (all but the directory).
-    fn file_clause(&self, f: &FileFilter) -> Result<Clause> {
+    /// The file filters as SQL; None when they name a directory never
+    /// recorded (nothing can match).
+    fn file_clause(&self, f: &FileFilter) -> Result<Option<Clause>> {
         let mut w = Clause::default();
         if let Some(a) = f.access {
             w.push("f.access = ?", [Value::Integer(access_code(a))]);
@@ -317,18 +278,35 @@ impl Store {
         if let Some(h) = f.hash {
             w.push("f.hash = ?", [Value::Integer(h as i64)]);
         }
-        Ok(w)
+        if let Some(dir) = f.dir.as_deref().map(trim_slashes).filter(|d| !d.is_empty()) {
+            let Some(root) = self.lookup_dir(dir)? else { return Ok(None) };
+            self.fill_subtree(root)?;
+            w.push("(f.path_key >> 16) IN temp.prov_subtree", []);
+        }
+        Ok(Some(w))
     }
 
-    /// The directory test of a file filter: `Some(None)` when there is
-    /// none, `None` when the directory was never recorded (nothing matches).
-    fn below_dir(&self, f: &FileFilter) -> Result<Option<Option<BelowDir>>> {
-        let Some(dir) = &f.dir else { return Ok(Some(None)) };
-        let dir = trim_slashes(dir);
-        if dir.is_empty() {
-            return Ok(Some(None));
-        }
-        Ok(self.lookup_dir(dir)?.map(|root| Some(BelowDir { root, memo: HashMap::new() })))
+    /// Puts the ids of directory `root` and all below it into the temporary
+    /// table prov_subtree: expanded once per query (a home directory has
+    /// 100 000 directories), then one primary-key probe per event. A TEMP
+    /// table lives in this connection only; read-only databases allow it.
+    fn fill_subtree(&self, root: i64) -> Result<()> {
+        self.conn
+            .execute_batch(
+                "CREATE TEMP TABLE IF NOT EXISTS prov_subtree(id INTEGER PRIMARY KEY);
+                 DELETE FROM temp.prov_subtree;",
+            )
+            .and_then(|_| {
+                self.conn.execute(
+                    "INSERT INTO temp.prov_subtree
+                     WITH RECURSIVE sub(id) AS (
+                         SELECT ?1 UNION ALL SELECT d.id FROM dirs d JOIN sub ON d.parent = sub.id)
+                     SELECT id FROM sub",
+                    [root],
+                )
+            })
+            .map(|_| ())
+            .ctx(&self.path, "listing the directories below a --dir")
     }
 
     /// The commands of a selection, newest first, each with its matching
@@ -345,10 +323,9 @@ impl Store {
             return Ok(rows.into_iter().map(|c| (c, Vec::new())).collect());
         }
         // A directory never recorded has no events below it.
-        let Some(below) = self.below_dir(&sel.file)? else { return Ok(Vec::new()) };
-        let mut test = FileTest {
-            clause: self.file_clause(&sel.file)?,
-            below,
+        let Some(clause) = self.file_clause(&sel.file)? else { return Ok(Vec::new()) };
+        let test = FileTest {
+            clause,
             // 0 would drop every command; one event is enough to select it.
             cap: sel.events_per_command.map(|n| n.max(1)),
             params: self.hash_params_by_id()?,
@@ -359,9 +336,9 @@ impl Store {
             .and_then(|mut s| s.query_row(rusqlite::params_from_iter(commands.params.iter()), |r| r.get(0)))
             .ctx(&self.path, "counting candidate commands")?;
         if candidates <= PER_COMMAND_SCAN_MAX {
-            self.select_per_command(sel, &commands, &mut test)
+            self.select_per_command(sel, &commands, &test)
         } else {
-            self.select_by_event_scan(sel, &commands, &mut test)
+            self.select_by_event_scan(sel, &commands, &test)
         }
     }
 
@@ -377,7 +354,7 @@ impl Store {
 
     /// File filters checked on the events of each candidate command, newest
     /// candidate first, until the limit is reached.
-    fn select_per_command(&self, sel: &Selection, commands: &Clause, test: &mut FileTest) -> Result<Vec<Selected>> {
+    fn select_per_command(&self, sel: &Selection, commands: &Clause, test: &FileTest) -> Result<Vec<Selected>> {
         let sql = command_sql(&format!(" WHERE {} ORDER BY c.start_ns DESC, c.id DESC", commands.sql()));
         let candidates = self.commands_where(&sql, commands)?;
         let mut dirs = DirPaths::default();
@@ -395,14 +372,10 @@ impl Store {
     }
 
     /// One command's events passing `test`, the first `test.cap` by id.
-    fn matching_events(&self, command_id: i64, test: &mut FileTest) -> Result<Vec<RawFile>> {
-        // Without a directory test SQLite can stop at the cap; no ORDER BY:
-        // the runs' rowid ranges already yield events in id order, and a
-        // sort would visit every match before the LIMIT.
-        let limit = match (&test.below, test.cap) {
-            (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
-            _ => -1,
-        };
+    fn matching_events(&self, command_id: i64, test: &FileTest) -> Result<Vec<RawFile>> {
+        // No ORDER BY: the runs' rowid ranges already yield events in id
+        // order, and a sort would visit every match before the LIMIT.
+        let limit = test.cap.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let sql = format!(
             "{FILE_COLUMNS} FROM event_runs r
              CROSS JOIN file_events f ON f.id BETWEEN r.first_id AND r.last_id
@@ -412,31 +385,13 @@ impl Store {
         );
         let mut bound = vec![Value::Integer(command_id)];
         bound.extend(test.clause.params.iter().cloned());
-        let rows = self
-            .conn
+        self.conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
                 stmt.query_map(rusqlite::params_from_iter(bound.iter()), |r| file_row(r, &test.params))?
                     .collect::<rusqlite::Result<Vec<_>>>()
             })
-            .ctx(&self.path, "filtering a command's files")?;
-        let mut kept = Vec::new();
-        for raw in rows {
-            if test.cap.is_some_and(|n| kept.len() >= n) {
-                break;
-            }
-            if self.passes_dir(test, &raw)? {
-                kept.push(raw);
-            }
-        }
-        Ok(kept)
-    }
-
-    fn passes_dir(&self, test: &mut FileTest, raw: &RawFile) -> Result<bool> {
-        match &mut test.below {
-            None => Ok(true),
-            Some(below) => below.contains(self, raw.dir_id),
-        }
+            .ctx(&self.path, "filtering a command's files")
     }
 
     /// File filters checked on all events, newest first, until `limit`
@@ -444,7 +399,7 @@ impl Store {
     /// stored, not the order commands started, so a command that started
     /// later than the limit-th found may have older events: those (the
     /// commands started after it) are then checked one by one.
-    fn select_by_event_scan(&self, sel: &Selection, commands: &Clause, test: &mut FileTest) -> Result<Vec<Selected>> {
+    fn select_by_event_scan(&self, sel: &Selection, commands: &Clause, test: &FileTest) -> Result<Vec<Selected>> {
         let sql = format!(
             "{FILE_COLUMNS} FROM file_events f {RUN_JOIN}
              WHERE {} AND {} ORDER BY f.id DESC",
@@ -460,9 +415,6 @@ impl Store {
         let mut stopped_early = false;
         while let Some(r) = rows.next().ctx(&self.path, "scanning file events")? {
             let raw = file_row(r, &test.params).ctx(&self.path, "reading a file event")?;
-            if !self.passes_dir(test, &raw)? {
-                continue;
-            }
             let id = raw.row.command_id;
             if !by_command.contains_key(&id) && sel.limit.is_some_and(|n| by_command.len() >= n) {
                 stopped_early = true;

@@ -1295,7 +1295,7 @@ mod select {
     }
 
     #[test]
-    fn directory_filter_walks_up_from_each_event() {
+    fn directory_filter_covers_the_subtree_only_also_read_only() {
         let dir = TempDir::new("select-dir");
         let mut s = open(&dir);
         let deep = s.begin_command(&begin("deep", 1)).unwrap();
@@ -1311,5 +1311,10 @@ mod select {
         assert_eq!(below(b"/h"), vec![top, sibling, deep]);
         assert_eq!(below(b"/"), vec![top, sibling, deep]);
         assert!(below(b"/h/u/pro").is_empty());
+        // Queries open the database read-only; the subtree's TEMP table works there too.
+        drop(s);
+        let ro = Store::open_read_only(&dir.db()).unwrap();
+        assert_eq!(ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj".to_vec()), ..Default::default() })), vec![top, deep]);
+        assert_eq!(ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj/a".to_vec()), ..Default::default() })), vec![deep]);
     }
 }
