@@ -412,12 +412,13 @@ impl Store {
         // Seen newest first; the cap keeps each command's oldest matches,
         // as the per-command walk does.
         let mut by_command: HashMap<i64, VecDeque<RawFile>> = HashMap::new();
-        let mut stopped_early = false;
+        // The event id the scan stopped at: every event above it was seen.
+        let mut stopped_at = None;
         while let Some(r) = rows.next().ctx(&self.path, "scanning file events")? {
             let raw = file_row(r, &test.params).ctx(&self.path, "reading a file event")?;
             let id = raw.row.command_id;
             if !by_command.contains_key(&id) && sel.limit.is_some_and(|n| by_command.len() >= n) {
-                stopped_early = true;
+                stopped_at = Some(raw.row.id);
                 break;
             }
             let events = by_command.entry(id).or_default();
@@ -434,11 +435,13 @@ impl Store {
             }
         }
         found.sort_by_key(|(c, _)| std::cmp::Reverse((c.start_ns, c.id)));
-        if stopped_early {
+        if let Some(stop) = stopped_at {
             if let Some((oldest, _)) = found.last() {
                 let (start, id) = (oldest.start_ns, oldest.id);
+                // Only commands with events the scan did not reach.
                 let sql = command_sql(&format!(
                     " WHERE {} AND (c.start_ns > {start} OR (c.start_ns = {start} AND c.id > {id}))
+                     AND EXISTS (SELECT 1 FROM event_runs r WHERE r.command_id = c.id AND r.first_id <= {stop})
                      ORDER BY c.start_ns DESC, c.id DESC",
                     commands.sql()
                 ));
