@@ -20,33 +20,11 @@
 
 use std::io::{self, Write};
 
-use chrono::{DateTime, Local, Utc};
-use prov_model::record::bytes_as_hex;
+pub use prov_export::text::{local, rfc3339};
 use prov_store::{CommandRow, FileRow, SessionRow};
+use serde_json::Value;
 
 use crate::stat::FileNow;
-use serde_json::{Map, Value};
-
-
-pub fn rfc3339(ns: i64) -> String {
-    DateTime::<Utc>::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
-}
-
-pub fn local(ns: i64) -> String {
-    DateTime::<Utc>::from_timestamp_nanos(ns).with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string()
-}
-
-fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => {
-            obj.insert(key.into(), s.into());
-        }
-        Err(_) => {
-            obj.insert(key.into(), String::from_utf8_lossy(bytes).into());
-            obj.insert(format!("{key}_hex"), bytes_as_hex::encode(bytes).into());
-        }
-    }
-}
 
 /// The files shown with a command: a selection of `total` when that is large.
 #[derive(Clone, Copy)]
@@ -59,26 +37,7 @@ pub struct Listing<'a> {
 }
 
 pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
-    let mut o = Map::new();
-    o.insert("type".into(), "command".into());
-    o.insert("id".into(), c.id.into());
-    o.insert("uuid".into(), c.uuid.clone().into());
-    o.insert("session".into(), c.session.clone().into());
-    o.insert("seq".into(), c.seq.into());
-    put_bytes(&mut o, "text", &c.text);
-    put_bytes(&mut o, "cwd", &c.cwd);
-    o.insert("host".into(), c.host.clone().into());
-    o.insert("user".into(), c.user.clone().into());
-    o.insert("shell".into(), c.shell.clone().into());
-    o.insert("start_ns".into(), c.start_ns.into());
-    o.insert("start".into(), rfc3339(c.start_ns).into());
-    o.insert("end_ns".into(), c.end_ns.into());
-    o.insert("end".into(), c.end_ns.map(rfc3339).into());
-    o.insert("exit_status".into(), c.exit_status.into());
-    o.insert("complete".into(), c.completeness.is_complete().into());
-    let reasons: Map<String, Value> =
-        c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
-    o.insert("incomplete".into(), reasons.into());
+    let mut o = prov_export::json::command_fields(c);
     if let Some(l) = files {
         let list: Vec<Value> =
             l.files.iter().enumerate().map(|(i, f)| file_json(f, l.matched.contains(&f.id), l.now.get(i))).collect();
@@ -90,17 +49,7 @@ pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
 }
 
 fn file_json(f: &FileRow, matched: bool, now: Option<&FileNow>) -> Value {
-    let mut o = Map::new();
-    o.insert("id".into(), f.id.into());
-    o.insert("access".into(), f.access.as_str().into());
-    put_bytes(&mut o, "path", &f.path);
-    o.insert("size".into(), f.size.into());
-    o.insert("mtime_ns".into(), f.mtime_ns.into());
-    o.insert("mtime".into(), rfc3339(f.mtime_ns).into());
-    o.insert("hash".into(), f.hash.map(|h| format!("{h:016x}")).into());
-    o.insert("hash_chunk_size".into(), f.hash_params.chunk_size.into());
-    o.insert("hash_chunks".into(), f.hash_params.chunks.into());
-    o.insert("pid".into(), f.pid.into());
+    let mut o = prov_export::json::file_fields(f);
     o.insert("matched".into(), matched.into());
     if let Some(now) = now {
         o.insert("now".into(), now.json());

@@ -19,7 +19,15 @@ use serde_json::{json, Map, Value};
 use crate::lineage::Lineage;
 use crate::text::{hash_hex, put_bytes, rfc3339};
 
+/// A command with all its files, as in `prov query --json`.
 pub fn command_json(c: &CommandRow, files: &[FileRow]) -> Map<String, Value> {
+    let mut o = command_fields(c);
+    o.insert("files".into(), files.iter().map(|f| Value::Object(file_fields(f))).collect::<Vec<_>>().into());
+    o
+}
+
+/// A command's own fields in `prov query --json` (everything but its files).
+pub fn command_fields(c: &CommandRow) -> Map<String, Value> {
     let mut o = Map::new();
     o.insert("type".into(), "command".into());
     o.insert("id".into(), c.id.into());
@@ -40,11 +48,11 @@ pub fn command_json(c: &CommandRow, files: &[FileRow]) -> Map<String, Value> {
     let reasons: Map<String, Value> =
         c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
     o.insert("incomplete".into(), reasons.into());
-    o.insert("files".into(), files.iter().map(file_json).collect::<Vec<_>>().into());
     o
 }
 
-pub fn file_json(f: &FileRow) -> Value {
+/// A file event's fields in `prov query --json`.
+pub fn file_fields(f: &FileRow) -> Map<String, Value> {
     let mut o = Map::new();
     o.insert("id".into(), f.id.into());
     o.insert("access".into(), f.access.as_str().into());
@@ -56,7 +64,7 @@ pub fn file_json(f: &FileRow) -> Value {
     o.insert("hash_chunk_size".into(), f.hash_params.chunk_size.into());
     o.insert("hash_chunks".into(), f.hash_params.chunks.into());
     o.insert("pid".into(), f.pid.into());
-    Value::Object(o)
+    o
 }
 
 pub fn write_lineage(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {

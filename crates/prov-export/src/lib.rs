@@ -16,7 +16,7 @@ pub mod prov_json;
 pub mod ro_crate;
 pub mod shournal;
 pub mod snakemake;
-mod text;
+pub mod text;
 pub mod tree;
 
 use std::io::Write;
