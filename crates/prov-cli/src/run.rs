@@ -195,15 +195,7 @@ pub fn shell_quote_words(words: &[OsString]) -> Vec<u8> {
         if !w.is_empty() && w.iter().all(safe) {
             out.extend_from_slice(w);
         } else {
-            out.push(b'\'');
-            for &b in w {
-                if b == b'\'' {
-                    out.extend_from_slice(b"'\\''");
-                } else {
-                    out.push(b);
-                }
-            }
-            out.push(b'\'');
+            out.extend(prov_export::text::shell_quote(w));
         }
     }
     out

@@ -13,6 +13,8 @@ use std::os::unix::ffi::OsStrExt;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow};
 
+use crate::text::shell_quote;
+
 pub struct Rule<'a> {
     pub command: &'a CommandRow,
     pub outputs: Vec<Vec<u8>>,
@@ -101,20 +103,6 @@ pub fn interpreter(command: &CommandRow) -> Option<&'static str> {
         "zsh" => Some("zsh"),
         _ => None,
     }
-}
-
-/// `bytes` as one single-quoted shell word.
-pub fn shell_quote(bytes: &[u8]) -> Vec<u8> {
-    let mut q = vec![b'\''];
-    for &b in bytes {
-        if b == b'\'' {
-            q.extend_from_slice(b"'\\''");
-        } else {
-            q.push(b);
-        }
-    }
-    q.push(b'\'');
-    q
 }
 
 /// The shell line that re-runs a command in its recorded directory:

@@ -66,3 +66,17 @@ mod tests {
         assert_eq!(file_uri(b"/a b/caf\xe9#1"), "file:///a%20b/caf%E9%231");
     }
 }
+
+/// `bytes` as one single-quoted shell word.
+pub fn shell_quote(bytes: &[u8]) -> Vec<u8> {
+    let mut q = vec![b'\''];
+    for &b in bytes {
+        if b == b'\'' {
+            q.extend_from_slice(b"'\\''");
+        } else {
+            q.push(b);
+        }
+    }
+    q.push(b'\'');
+    q
+}
