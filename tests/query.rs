@@ -284,6 +284,14 @@ fn delete_frees_archived_scripts_nothing_else_uses() {
         (s["archived_files"].as_u64().unwrap(), s["archived_contents"].as_u64().unwrap())
     };
     assert_eq!(archive(&case), (3, 2), "a.sh read twice, stored once");
+    // Listings say which read files can be restored.
+    let found = case.query(["wrote", "b.out"]);
+    let script = found[0]["files"].as_array().unwrap().iter().find(|f| f["path"].as_str().unwrap().ends_with("/b.sh")).unwrap().clone();
+    assert_eq!(script["archived"], true, "{script:#}");
+    let output = found[0]["files"].as_array().unwrap().iter().find(|f| f["access"] == "write").unwrap().clone();
+    assert!(output.get("archived").is_none(), "{output:#}");
+    let human = String::from_utf8(case.prov(["query", "wrote", "b.out"]).stdout).unwrap();
+    assert!(human.lines().any(|l| l.contains("/b.sh") && l.ends_with("[archived]")), "{human}");
     let out = case.prov(["delete", "--text", "b.sh", "--yes"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("and 1 archived content(s)"), "{}", describe(&out));
     assert_eq!(archive(&case), (2, 1));

@@ -14,13 +14,16 @@
 //! some others because the command has more than 1000; `--all-files` lists
 //! all). Byte strings (`text`, `cwd`, `path`) that are not
 //! valid UTF-8 come as a lossy string plus `<field>_hex` with the exact bytes.
+//! A read file the script archive kept has `archived: true`.
 //! With `--stat` each file has `now`: `{"state": "up-to-date" | "modified" |
 //! "missing" | "unreadable", "differs": [any of "size", "mtime", "hash",
 //! "type"], "error": why it could not be checked, or null}`.
 
+use std::collections::HashSet;
 use std::io::{self, Write};
 
 pub use prov_export::text::{local, rfc3339};
+use prov_model::Access;
 use prov_store::{CommandRow, FileRow, SessionRow};
 use serde_json::Value;
 
@@ -34,13 +37,22 @@ pub struct Listing<'a> {
     pub total: u64,
     /// With `--stat`: each file's state now, in the order of `files`.
     pub now: &'a [FileNow],
+    /// The read files the script archive kept.
+    pub archived: &'a HashSet<FileVersion>,
+}
+
+/// A file as it was read: path, size, mtime.
+pub type FileVersion = (Vec<u8>, u64, i64);
+
+fn is_archived(l: &Listing<'_>, f: &FileRow) -> bool {
+    f.access == Access::Read && l.archived.contains(&(f.path.clone(), f.size, f.mtime_ns))
 }
 
 pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     let mut o = prov_export::json::command_fields(c);
     if let Some(l) = files {
         let list: Vec<Value> =
-            l.files.iter().enumerate().map(|(i, f)| file_json(f, l.matched.contains(&f.id), l.now.get(i))).collect();
+            l.files.iter().enumerate().map(|(i, f)| file_json(f, &l, i)).collect();
         o.insert("files".into(), list.into());
         o.insert("file_count".into(), l.total.into());
         o.insert("files_truncated".into(), (l.files.len() as u64 != l.total).into());
@@ -48,10 +60,13 @@ pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     Value::Object(o)
 }
 
-fn file_json(f: &FileRow, matched: bool, now: Option<&FileNow>) -> Value {
+fn file_json(f: &FileRow, l: &Listing<'_>, i: usize) -> Value {
     let mut o = prov_export::json::file_fields(f);
-    o.insert("matched".into(), matched.into());
-    if let Some(now) = now {
+    o.insert("matched".into(), l.matched.contains(&f.id).into());
+    if is_archived(l, f) {
+        o.insert("archived".into(), true.into());
+    }
+    if let Some(now) = l.now.get(i) {
         o.insert("now".into(), now.json());
     }
     Value::Object(o)
@@ -116,11 +131,15 @@ pub fn write_command(
     writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
-    if let Some(Listing { files, matched, total, now }) = files {
+    if let Some(l) = files {
+        let Listing { files, matched, total, now, .. } = l;
         for (i, f) in files.iter().enumerate().take(files_shown) {
             let mark = if matched.contains(&f.id) { '*' } else { ' ' };
             let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
-            let state = now.get(i).map_or(String::new(), |n| format!("  [{}]", n.label()));
+            let mut state = now.get(i).map_or(String::new(), |n| format!("  [{}]", n.label()));
+            if is_archived(&l, f) {
+                state.push_str("  [archived]");
+            }
             writeln!(
                 out,
                 "  {mark} {:<5} {}  {}  {}  {hash}{state}",

@@ -220,11 +220,17 @@ fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
             _ => Vec::new(),
         };
         let matched_ids: Vec<i64> = matched.iter().map(|f| f.id).collect();
+        // Read files whose content the archive kept (`prov restore ID`).
+        let archived: HashSet<output::FileVersion> = match &listed {
+            Some(_) => store.archived_of(command.id)?.into_iter().map(|a| (a.path, a.size, a.mtime_ns)).collect(),
+            None => HashSet::new(),
+        };
         let listing = listed.as_ref().map(|(files, total)| output::Listing {
             files,
             matched: &matched_ids,
             total: *total,
             now: &now,
+            archived: &archived,
         });
         if show.json {
             output::write_json(&mut out, &output::command_json(command, listing))?;
