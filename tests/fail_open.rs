@@ -86,6 +86,13 @@ fn read_only_database_spools_and_catches_up() {
     assert!(one_line(&out.stderr).contains("spool"));
     let spool = case.home.join(".local/state/prov/spool");
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 1, "the record waits in the spool");
+    // The collector says so where the user can look later.
+    let log_path = case.home.join(".local/state/prov/collector.log");
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let state: Vec<_> = std::fs::read_dir(log_path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(log.contains("goes to the spool"), "collector.log: {log:?} in {state:?}: {}", describe(&out));
+    let doctor = String::from_utf8(case.prov(["doctor"]).stdout).unwrap();
+    assert!(doctor.contains("recent collector problem(s)") && doctor.contains("goes to the spool"), "{doctor}");
 
     set_mode(0o700);
     let cmd = case.writer_of("second.txt");

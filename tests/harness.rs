@@ -214,6 +214,17 @@ impl Case {
         found.pop().unwrap()
     }
 
+    /// The collector log and the spool's contents: what to show when a
+    /// record is missing.
+    pub fn collector_state(&self) -> String {
+        let state = self.home.join(".local/state/prov");
+        let log = std::fs::read_to_string(state.join("collector.log")).unwrap_or_default();
+        let spool: Vec<String> = std::fs::read_dir(state.join("spool"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        format!("collector.log: {log:?}; spool: {spool:?}")
+    }
+
     pub fn database(&self) -> PathBuf {
         self.home.join(".local/share/prov/prov.db")
     }

@@ -194,6 +194,20 @@ fn report_limit_stdout_and_errors() {
     let dir = &all["dirs"][written[0].as_u64().unwrap() as usize];
     assert_eq!((dir.as_str().unwrap(), written[1].as_str().unwrap()), (work.to_str().unwrap(), "caf\u{fffd}"));
 
+    // [report] files_per_command caps the files listed, not the counts.
+    ok(run_in(&case, SESSION_A, "echo a > two1; echo b > two2"));
+    let config = case.home.join(".config/prov/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[report]\nfiles_per_command = 1\n").unwrap();
+    case.chown_tree(&case.home.join(".config"));
+    let capped = case.prov(["report", "-o", "-", "--name", "two2"]);
+    assert!(capped.status.success(), "{}", describe(&capped));
+    let data = embedded(&String::from_utf8(capped.stdout).unwrap());
+    assert_eq!(data["files_per_access"], 1);
+    let c = &data["commands"][0];
+    assert_eq!((c["n_w"].as_u64(), c["w"].as_array().unwrap().len()), (Some(2), 1), "{c:#}");
+    std::fs::remove_file(&config).unwrap();
+
     // An unwritable destination: one line naming it.
     let bad = case.prov(["report", "-o", "/nonexistent-prov-dir/r.html"]);
     assert_eq!(bad.status.code(), Some(1));

@@ -101,7 +101,7 @@ fn writer(case: &Case, file: &str) -> Value {
     loop {
         let found = case.query(["wrote", file]);
         if found.len() == 1 || Instant::now() > deadline {
-            assert_eq!(found.len(), 1, "exactly one writer of {file}: {found:#?}");
+            assert_eq!(found.len(), 1, "exactly one writer of {file}: {found:#?}; {}", case.collector_state());
             return found.into_iter().next().unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -351,7 +351,7 @@ fn sessions_order_and_concurrent_shells(shell: &str) {
     };
     for prefix in ["a", "b"] {
         let mut rows = session_of(prefix);
-        assert_eq!(rows.len(), 3, "{prefix}: {history:#?}");
+        assert_eq!(rows.len(), 3, "{prefix}: {history:#?}; {}", case.collector_state());
         rows.reverse(); // history is newest first
         assert!(rows.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1), "one session, in order: {rows:?}");
         for (i, row) in rows.iter().enumerate() {
@@ -431,7 +431,7 @@ fn rc_twice_exec_and_disown(shell: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}");
+    assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}; {}", case.collector_state());
     assert_wrote(&case, "once.txt", "echo once > once.txt");
     assert_wrote(&case, "disowned.txt", "sleep 1 && echo gone > disowned.txt & disown");
     assert_wrote(&case, "exec.txt", "echo after-exec > exec.txt");

@@ -26,6 +26,17 @@ pub fn doctor() -> Result<ExitCode> {
             let spooled = std::fs::read_dir(user.locations.spool_dir()).map_or(0, |d| d.count());
             let spool_note = (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
             check(&format!("spool {}", user.locations.spool_dir().display()), spool_note);
+            // Not a failure: what went wrong recently, for the user to judge.
+            let log = user.locations.collector_log();
+            if let Ok(text) = std::fs::read_to_string(&log) {
+                let lines: Vec<&str> = text.lines().collect();
+                if !lines.is_empty() {
+                    println!("note  {} recent collector problem(s) in {}; the last:", lines.len(), log.display());
+                    for l in &lines[lines.len().saturating_sub(5)..] {
+                        println!("        {l}");
+                    }
+                }
+            }
         }
         Err(e) => check("configuration", Some(format!("{e:#}"))),
     }

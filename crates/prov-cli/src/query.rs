@@ -26,13 +26,17 @@ const FILE_LIST_LIMIT: u64 = 1000;
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
 pub(crate) fn open_store() -> Result<Option<Store>> {
-    Ok(open_store_and_config()?.0)
+    open_store_of(&UserSetup::load()?)
 }
 
 /// `open_store`, and the configured defaults of queries.
 fn open_store_and_config() -> Result<(Option<Store>, QueryConfig)> {
     let setup = UserSetup::load()?;
-    let config = setup.config.query;
+    Ok((open_store_of(&setup)?, setup.config.query))
+}
+
+/// `open_store` for a user setup already loaded.
+pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
     let db = setup.database();
     let spool = setup.locations.spool_dir();
     let spool_waiting = std::fs::read_dir(&spool).is_ok_and(|mut d| d.next().is_some());
@@ -42,8 +46,8 @@ fn open_store_and_config() -> Result<(Option<Store>, QueryConfig)> {
         }
     }
     match Store::open_read_only(&db) {
-        Ok(s) => Ok((Some(s), config)),
-        Err(StoreError::NoDatabase(_)) => Ok((None, config)),
+        Ok(s) => Ok(Some(s)),
+        Err(StoreError::NoDatabase(_)) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

@@ -11,13 +11,15 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use prov_report::{write_report, ArchivedScript, ReportInput};
 use crate::filters::FilterArgs;
-use crate::query::open_store;
+use crate::query::open_store_of;
+use crate::setup::UserSetup;
 use crate::run::now_ns;
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).
 pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Result<ExitCode> {
-    let Some(store) = open_store()? else {
+    let setup = UserSetup::load()?;
+    let Some(store) = open_store_of(&setup)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
@@ -59,6 +61,7 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         generated_ns: now_ns(),
         records,
         archived,
+        files_per_access: Some(setup.config.report.files_per_command.0 as usize),
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());

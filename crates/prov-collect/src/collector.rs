@@ -128,6 +128,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                 Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
                     Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
                         let root = ns_root.take().ok_or("Prepare twice")?;
+                        crate::log::set_path(prov_model::paths::collector_log_beside(&settings.spool_dir));
                         st.resolver = Some(Resolver::new(settings.clone(), check_access, root));
                         st.identity = Some((identity, settings));
                         let early = std::mem::take(&mut st.early);

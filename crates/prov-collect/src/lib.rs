@@ -5,6 +5,7 @@
 pub mod collector;
 pub mod fanotify;
 pub mod ipc;
+pub mod log;
 pub mod protocol;
 pub mod resolve;
 pub mod writer;

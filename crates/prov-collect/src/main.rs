@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("prov-collector: {e}");
+            prov_collect::log::line(&format!("stopped early, the record may be incomplete or lost: {e}"));
             ExitCode::FAILURE
         }
     }

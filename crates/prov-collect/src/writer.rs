@@ -120,12 +120,15 @@ impl Writer {
         }
         if let Sink::Spool(spool) = &mut self.sink {
             if let Err(e) = spool.append(&to_spool()) {
+                crate::log::line(&format!("part of a spooled record is lost: cannot write spool: {e}"));
                 self.report.lost.get_or_insert(format!("cannot write spool: {e}"));
             }
         }
     }
 
     fn to_spool(&mut self, why: String) {
+        let uuid = self.begin.as_ref().map_or_else(|| "?".to_string(), |b| b.uuid.clone());
+        crate::log::line(&format!("record {uuid} goes to the spool: {why}"));
         self.report.spooled.get_or_insert(why);
         let Some(begin) = self.begin.clone() else { return };
         match SpoolWriter::create(&self.spool_dir, &begin.uuid)
@@ -133,10 +136,9 @@ impl Writer {
         {
             Ok(spool) => self.sink = Sink::Spool(spool),
             Err(e) => {
-                self.report.lost.get_or_insert(format!(
-                    "cannot write spool in {}: {e}",
-                    self.spool_dir.display()
-                ));
+                let why = format!("cannot write spool in {}: {e}", self.spool_dir.display());
+                crate::log::line(&format!("record {uuid} is lost: {why}"));
+                self.report.lost.get_or_insert(why);
                 self.sink = Sink::None;
             }
         }

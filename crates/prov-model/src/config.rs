@@ -52,6 +52,11 @@
 //! limit = 20
 //! # Files listed per command in human output (--json lists them all).
 //! files_shown = 30
+//!
+//! [report]
+//! # Files written, and as many read, listed per command in `prov report`
+//! # (counts and charts always include all); keeps a report of a tree copy small.
+//! files_per_command = 200
 //! ```
 //!
 //! No file is needed; an unknown key or a bad value is an error naming the line.
@@ -73,6 +78,22 @@ pub struct Config {
     pub write: EventFilter,
     pub archive: ArchiveConfig,
     pub query: QueryConfig,
+    pub report: ReportConfig,
+}
+
+/// Defaults of `prov report` (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportConfig {
+    pub files_per_command: Positive,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        // About 64 bytes of page per listed file: 200 keeps a 10 000-command
+        // report at a few MB.
+        ReportConfig { files_per_command: Positive(200) }
+    }
 }
 
 /// Defaults of `prov query` (see the module docs).
@@ -172,6 +193,7 @@ impl Default for Config {
             write: EventFilter::default_write(),
             archive: ArchiveConfig::default(),
             query: QueryConfig::default(),
+            report: ReportConfig::default(),
         }
     }
 }

@@ -49,4 +49,16 @@ impl Locations {
     pub fn spool_dir(&self) -> PathBuf {
         self.state_dir.join("spool")
     }
+
+    /// What collectors could not do (a record spooled or lost, a collector
+    /// that stopped early): they run detached, with nowhere else to say it.
+    pub fn collector_log(&self) -> PathBuf {
+        collector_log_beside(&self.spool_dir())
+    }
+}
+
+/// The collector log of the state directory holding `spool_dir` (the
+/// collector knows only its settings' spool directory).
+pub fn collector_log_beside(spool_dir: &std::path::Path) -> PathBuf {
+    spool_dir.parent().unwrap_or(spool_dir).join("collector.log")
 }

@@ -37,6 +37,9 @@ pub struct ReportInput {
     pub records: Vec<(CommandRow, Vec<FileRow>)>,
     /// Archived scripts by command id (may be empty).
     pub archived: BTreeMap<i64, Vec<ArchivedScript>>,
+    /// Files written (and read) listed per command; None: the default
+    /// [`model::FILES_PER_ACCESS`].
+    pub files_per_access: Option<usize>,
 }
 
 const CSS: &str = include_str!("../assets/report.css");

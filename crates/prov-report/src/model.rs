@@ -140,15 +140,16 @@ impl Dirs {
         (d, lossy(name), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")))
     }
 
-    /// The first `FILES_PER_ACCESS` files of `access` and how many there are.
-    fn capped(&mut self, files: &[FileRow], access: Access) -> (u64, Vec<File>) {
+    /// The first `cap` files of `access` and how many there are.
+    fn capped(&mut self, files: &[FileRow], access: Access, cap: usize) -> (u64, Vec<File>) {
         let mut all = files.iter().filter(|f| f.access == access);
-        let shown = all.by_ref().take(FILES_PER_ACCESS).map(|f| self.file(f)).collect::<Vec<_>>();
+        let shown = all.by_ref().take(cap).map(|f| self.file(f)).collect::<Vec<_>>();
         (shown.len() as u64 + all.count() as u64, shown)
     }
 }
 
 pub fn build(input: &ReportInput) -> Data {
+    let cap = input.files_per_access.unwrap_or(FILES_PER_ACCESS);
     let mut sessions: Vec<Session> = Vec::new();
     let mut session_index: HashMap<&str, usize> = HashMap::new();
     let mut scripts: Vec<Cut> = Vec::new();
@@ -172,8 +173,8 @@ pub fn build(input: &ReportInput) -> Data {
         session.commands += 1;
         session.start_us = session.start_us.min(us(c.start_ns));
 
-        let (n_w, w) = dirs.capped(files, Access::Write);
-        let (n_r, r) = dirs.capped(files, Access::Read);
+        let (n_w, w) = dirs.capped(files, Access::Write, cap);
+        let (n_r, r) = dirs.capped(files, Access::Read, cap);
         let archived = input.archived.get(&c.id).map(Vec::as_slice).unwrap_or_default();
         let command_scripts = archived
             .iter()
@@ -220,7 +221,7 @@ pub fn build(input: &ReportInput) -> Data {
         title: input.title.clone(),
         description: input.description.clone(),
         generated_us: us(input.generated_ns),
-        files_per_access: FILES_PER_ACCESS,
+        files_per_access: cap,
         sessions,
         commands,
         scripts,

@@ -83,6 +83,7 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
         generated_ns: 1_763_000_000 * 1_000_000_000,
         records,
         archived,
+        files_per_access: None,
     };
     let out_dir = webdriver::test_output_dir(env!("CARGO_TARGET_TMPDIR"));
     let page = out_dir.join("report-10000.html");
