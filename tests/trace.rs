@@ -2,6 +2,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::process::Command;
 
 use prov_e2e::*;
 
@@ -220,4 +221,32 @@ fn configured_hash_parameters_and_database_location_are_used() {
         assert_eq!((f["hash_chunk_size"].as_u64(), f["hash_chunks"].as_u64()), (Some(16), Some(2)));
         assert_eq!(f["hash"], expected_hash(&data, 16, 2));
     }
+}
+
+/// `prov query` run inside a traced command opens, reads and closes the
+/// database the command's own collector has open: the collector gets those
+/// files as events and must not close them while its connection is open
+/// (closing any descriptor of a file drops the process's POSIX locks on it,
+/// SQLite's included), or the database ends up corrupt.
+#[test]
+fn queries_inside_a_traced_command_leave_the_database_intact() {
+    let case = Case::new("nested-queries");
+    case.run_sh("echo before > before.txt");
+    let prov = case.inst.prov();
+    let script = format!(
+        "for i in $(seq 1 40); do {p} query history -n 2 > /dev/null; {p} run -- sh -c \"echo $i > n$i.txt\"; done; echo done > done.txt",
+        p = prov.display()
+    );
+    let out = case.run(["sh", "-c", &script]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let check = Command::new("sqlite3").args(["-cmd", ".timeout 10000"]).arg(case.database()).arg("PRAGMA integrity_check;").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "ok", "{}", describe(&check));
+    let outer = case.writer_of("done.txt");
+    assert_eq!(outer["exit_status"], 0);
+    assert!(outer["end_ns"].is_i64(), "the outer record has its end: {outer:#}");
+    for i in [1, 20, 40] {
+        let inner = case.writer_of(format!("n{i}.txt"));
+        assert!(inner["text"].as_str().unwrap().contains(&format!("echo {i} > n{i}.txt")), "{inner:#}");
+    }
+    assert_eq!(case.query(["history", "-n", "100"]).len(), 42);
 }

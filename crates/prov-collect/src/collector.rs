@@ -198,6 +198,12 @@ impl State {
                 self.send_batch();
             }
         }
+        if let Some(resolver) = self.resolver.as_mut() {
+            let parked = resolver.take_parked();
+            if !parked.is_empty() {
+                let _ = self.writer.send(WriterMsg::Park(parked));
+            }
+        }
     }
 
     /// Sends the resolved events, and the contents archived with them, to

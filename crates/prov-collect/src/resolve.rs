@@ -31,6 +31,13 @@ pub struct Resolver {
     recorded: [u64; 2],
     /// Contents archived since the last `take_archived`.
     archived: Vec<ArchivedRead>,
+    /// Descriptors of prov's own files (its databases) that events handed
+    /// us: closing one would drop this process's POSIX locks on that file,
+    /// SQLite's locks included, while the writer has the database open (a
+    /// `prov query` typed in a traced shell, a traced shell started inside
+    /// an observation). They go to the writer, which closes them only with
+    /// its own connection closed.
+    parked: Vec<OwnedFd>,
     /// Contents archived in this observation (bounded by max_per_command).
     archived_count: u32,
     pub completeness: Completeness,
@@ -53,6 +60,7 @@ impl Resolver {
             seen: HashSet::new(),
             recorded: [0, 0],
             archived: Vec::new(),
+            parked: Vec::new(),
             archived_count: 0,
             completeness: Completeness::default(),
         }
@@ -72,16 +80,26 @@ impl Resolver {
                 return;
             }
         };
+        let mut private = false;
         for (bit, access) in [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)] {
             if ev.mask & bit != 0 {
-                if let Some(e) = self.resolve_one(&file, access, ev.pid) {
+                if let Some(e) = self.resolve_one(&file, access, ev.pid, &mut private) {
                     out.push(e);
                 }
             }
         }
+        if private {
+            self.parked.push(OwnedFd::from(file));
+        }
     }
 
-    fn resolve_one(&mut self, file: &File, access: Access, pid: i32) -> Option<FileEvent> {
+    /// Descriptors of prov's own files to be closed by the writer (see
+    /// `parked`).
+    pub fn take_parked(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.parked)
+    }
+
+    fn resolve_one(&mut self, file: &File, access: Access, pid: i32, private: &mut bool) -> Option<FileEvent> {
         let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
         let Ok(target) = nix::fcntl::readlink(proc_path.as_str()) else {
             self.completeness.unreadable += 1;
@@ -104,7 +122,11 @@ impl Resolver {
                 path.truncate(stripped.len());
             }
         }
-        if !meta.file_type().is_file() || self.is_private(&path) {
+        if self.is_private(&path) {
+            *private = true;
+            return None;
+        }
+        if !meta.file_type().is_file() {
             return None;
         }
         let filter = match access {

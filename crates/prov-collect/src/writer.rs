@@ -2,6 +2,7 @@
 //! cannot be written, the spool file) for one observation. The reader thread
 //! never waits for SQLite except when the caller asks for a `Sync`.
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
@@ -20,6 +21,9 @@ pub enum WriterMsg {
     Archive(Vec<ArchivedRead>),
     Completeness(Completeness),
     End(CommandEnd),
+    /// Descriptors of prov's own files from events, to be closed only while
+    /// this thread's database connection is closed (see Resolver::parked).
+    Park(Vec<OwnedFd>),
     /// Reply once everything sent before is stored or spooled.
     Sync(Sender<SyncReport>),
 }
@@ -41,11 +45,29 @@ struct Writer {
     sink: Sink,
     begin: Option<CommandBegin>,
     spool_dir: PathBuf,
+    /// Where and how the database was opened, to open it again.
+    database: PathBuf,
+    busy_timeout: Duration,
     report: SyncReport,
+    /// See `WriterMsg::Park`; closed after `sink` (field order) at the end.
+    parked: Vec<OwnedFd>,
 }
 
+/// Parked descriptors kept before the connection is closed and reopened to
+/// let them go: a traced shell running `prov query` in a loop parks three
+/// per query.
+const PARK_LIMIT: usize = 256;
+
 pub fn run(rx: Receiver<WriterMsg>) {
-    let mut w = Writer { sink: Sink::None, begin: None, spool_dir: PathBuf::new(), report: SyncReport::default() };
+    let mut w = Writer {
+        sink: Sink::None,
+        begin: None,
+        spool_dir: PathBuf::new(),
+        database: PathBuf::new(),
+        busy_timeout: Duration::ZERO,
+        report: SyncReport::default(),
+        parked: Vec::new(),
+    };
     let mut pending: Option<WriterMsg> = None;
     loop {
         let msg = match pending.take() {
@@ -58,6 +80,8 @@ pub fn run(rx: Receiver<WriterMsg>) {
         match msg {
             WriterMsg::Begin { begin, database, spool_dir, busy_timeout } => {
                 w.spool_dir = spool_dir;
+                w.database = database.clone();
+                w.busy_timeout = busy_timeout;
                 w.begin = Some(begin.clone());
                 match Store::open(&database, busy_timeout).and_then(|mut s| {
                     let id = s.begin_command(&begin)?;
@@ -97,6 +121,12 @@ pub fn run(rx: Receiver<WriterMsg>) {
             WriterMsg::End(end) => {
                 w.write(|store, id| store.end_command(id, &end), || SpoolEntry::End(end.clone()));
             }
+            WriterMsg::Park(fds) => {
+                w.parked.extend(fds);
+                if w.parked.len() > PARK_LIMIT {
+                    w.release_parked();
+                }
+            }
             WriterMsg::Sync(reply) => {
                 let _ = reply.send(w.report.clone());
             }
@@ -105,6 +135,21 @@ pub fn run(rx: Receiver<WriterMsg>) {
 }
 
 impl Writer {
+    /// Closes the parked descriptors with no database connection open (so
+    /// no lock of ours is dropped behind SQLite's back), then reopens it.
+    fn release_parked(&mut self) {
+        let Sink::Database { id, .. } = self.sink else {
+            self.parked.clear();
+            return;
+        };
+        self.sink = Sink::None;
+        self.parked.clear();
+        match Store::open(&self.database, self.busy_timeout) {
+            Ok(store) => self.sink = Sink::Database { store, id },
+            Err(e) => self.to_spool(e.to_string()),
+        }
+    }
+
     fn write(
         &mut self,
         to_db: impl FnOnce(&mut Store, i64) -> Result<(), prov_store::StoreError>,
