@@ -412,18 +412,15 @@ fn rc_twice_exec_and_disown(shell: &str) {
     let mut sh = Shell::start_with(&case, leak(shell), &format!("{before}eval \"$({} init {shell})\"", prov.display()), &prov);
     sh.run("echo once > once.txt");
     sh.run("sleep 1 && echo gone > disowned.txt & disown");
-    sh.run("true");
-    // The disowned job finishes while the shell goes on. (Known gap, see
-    // the issue notes: when the shell execs while such a job still runs,
-    // zsh sometimes loses the job's write; this test lets it finish first.)
+    // exec replaces the shell while the disowned job still runs; the new
+    // shell sets itself up again from its rc.
+    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.wait_prompt();
+    sh.run("echo after-exec > exec.txt");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !case.work.join("disowned.txt").exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    // exec replaces the shell; the new one sets itself up again from its rc.
-    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
-    sh.wait_prompt();
-    sh.run("echo after-exec > exec.txt");
     sh.run("true");
     sh.exit();
     // The last records may be stored a moment after the shell exits.

@@ -36,6 +36,11 @@ pub struct Handover {
 const BATCH: usize = 4096;
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
+/// After the last process is gone, the queue must stay empty this long
+/// before the record is final (see `State::settle`), and at most this
+/// many times that is waited.
+const SETTLE_QUIET: Duration = Duration::from_millis(15);
+const SETTLE_ROUNDS: usize = 20;
 
 struct State {
     reader: Reader,
@@ -161,6 +166,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         }
         if !tracker_open && (ended || !ctl_open) {
             if st.begun {
+                st.settle(&h.group)?;
                 st.drain_and_sync(&h.group, None)?;
             }
             break;
@@ -243,6 +249,23 @@ impl State {
     }
 
     /// Reads everything queued so far, stores it and waits until it is stored.
+    /// Waits until the queue has been quiet for SETTLE_QUIET. The last
+    /// process's exit closes the tracker and the files it left open in the
+    /// same exit path, but the kernel finishes those closes (and queues
+    /// their events) in an order of its own: the hang-up can come first.
+    fn settle(&mut self, group: &OwnedFd) -> Result<(), String> {
+        for _ in 0..SETTLE_ROUNDS {
+            let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::try_from(SETTLE_QUIET).unwrap_or(PollTimeout::ZERO)) {
+                Ok(0) => return Ok(()),
+                Ok(_) => while self.read_events(group)? {},
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(format!("poll: {e}")),
+            }
+        }
+        Ok(())
+    }
+
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
         while self.read_events(group)? {}
         if end.is_none() && self.held_begin.is_some() {
