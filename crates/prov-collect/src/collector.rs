@@ -156,6 +156,11 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                     }
                     Ok(ToCollector::End(end)) if st.begun && !ended => {
                         ended = true;
+                        // All processes gone (`prov run` ends after its
+                        // command): the reply must include their last events.
+                        if !tracker_open {
+                            st.settle(&h.group)?;
+                        }
                         let report = st.drain_and_sync(&h.group, Some(end))?;
                         let _ = ipc::send_json(h.ctl.as_fd(), &ToCaller::Stored(report), &[]);
                     }
