@@ -95,7 +95,7 @@ fn read_only_database_spools_and_catches_up() {
     assert!(doctor.contains("recent collector problem(s)") && doctor.contains("goes to the spool"), "{doctor}");
 
     set_mode(0o700);
-    let cmd = case.writer_of("second.txt");
+    let cmd = case.writer_of_eventually("second.txt");
     assert_eq!(cmd["exit_status"], 3);
     assert_eq!(files(&cmd).len(), 1);
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0, "spool emptied");
@@ -128,7 +128,7 @@ fn locked_database_spools_and_catches_up() {
     assert!(out.status.success());
     assert!(one_line(&out.stderr).contains("spool"));
     locker.wait().unwrap();
-    let cmd = case.writer_of("locked.txt");
+    let cmd = case.writer_of_eventually("locked.txt");
     assert_eq!(cmd["exit_status"], 0);
     assert_eq!(files(&cmd).len(), 1);
 }

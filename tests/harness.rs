@@ -225,6 +225,21 @@ impl Case {
         format!("collector.log: {log:?}; spool: {spool:?}")
     }
 
+    /// `writer_of` for a record that may still wait in the spool: a
+    /// collector holds its spool file (locked) until it exits, shortly after
+    /// `prov run` returns, and the next query moves it in.
+    pub fn writer_of_eventually(&self, file: &str) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let mut found = self.query(["wrote", file]);
+            if found.len() == 1 || std::time::Instant::now() > deadline {
+                assert_eq!(found.len(), 1, "expected exactly one writer of {file:?}: {found:#?}; {}", self.collector_state());
+                return found.pop().unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     pub fn database(&self) -> PathBuf {
         self.home.join(".local/share/prov/prov.db")
     }
