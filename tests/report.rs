@@ -177,7 +177,8 @@ fn report_limit_stdout_and_errors() {
     assert!(scripts[0][0].as_str().unwrap().ends_with("/job.sh"), "{data:#}");
     let text = &data["scripts"][scripts[0][1].as_u64().unwrap() as usize][0];
     assert_eq!(text, "echo from-job > job.out\n");
-    case.prov(["delete", "--text", "sh job.sh", "--yes"]);
+    let deleted = case.prov(["delete", "--text", "sh job.sh", "--yes"]);
+    assert!(String::from_utf8_lossy(&deleted.stdout).contains("deleted 1 command(s)"), "{}", describe(&deleted));
     let none = case.prov(["report", "-o", "none.html", "--failed"]);
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no recorded command passes the filters"));

@@ -39,6 +39,8 @@ enum Sink {
     None,
     Database { store: Store, id: i64 },
     Spool(SpoolWriter),
+    /// The record was deleted while observed: nothing more is written.
+    Dropped,
 }
 
 struct Writer {
@@ -158,6 +160,15 @@ impl Writer {
         if let Sink::Database { store, id } = &mut self.sink {
             match to_db(store, *id) {
                 Ok(()) => return,
+                // `prov delete` removed the record while its collector still
+                // ran (a background job, or the last events settling): the
+                // user's decision stands; the rest is not brought back.
+                Err(prov_store::StoreError::NoCommand { .. }) => {
+                    let uuid = self.begin.as_ref().map_or("?", |b| b.uuid.as_str());
+                    crate::log::line(&format!("record {uuid} was deleted while observed; its later events are dropped"));
+                    self.sink = Sink::Dropped;
+                    return;
+                }
                 // The transaction rolled back: this entry goes to the spool
                 // together with the command's begin, which ingest merges by uuid.
                 Err(e) => self.to_spool(e.to_string()),
