@@ -464,14 +464,6 @@ impl Store {
         found.into_iter().map(|(c, raws)| Ok((c, self.resolve_dirs(raws, &mut dirs)?))).collect()
     }
 
-    /// Deletes the commands of a selection (its limit ignored) with all
-    /// their file events. Returns (commands, events) deleted.
-    pub fn delete(&mut self, sel: &Selection) -> Result<(u64, u64)> {
-        let all = Selection { limit: None, events_per_command: Some(1), ..sel.clone() };
-        let ids: Vec<i64> = self.select(&all)?.into_iter().map(|(c, _)| c.id).collect();
-        self.delete_commands(&ids)
-    }
-
     /// Deletes commands by id with their events and runs, in one transaction.
     pub fn delete_commands(&mut self, ids: &[i64]) -> Result<(u64, u64)> {
         let path = self.path.clone();

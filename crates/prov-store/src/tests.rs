@@ -1197,12 +1197,9 @@ mod select {
     fn delete_removes_commands_with_their_events() {
         let dir = TempDir::new("select-delete");
         let (mut s, [c1, c2, c3]) = fixture(&dir);
-        let (commands, events) = s
-            .delete(&cmd(CommandFilter {
-                text_contains: vec![b"make".to_vec()],
-                ..Default::default()
-            }))
-            .unwrap();
+        // As `prov delete` does: the selected ids, then the deletion.
+        let selected = ids(&s, cmd(CommandFilter { text_contains: vec![b"make".to_vec()], ..Default::default() }));
+        let (commands, events) = s.delete_commands(&selected).unwrap();
         assert_eq!((commands, events), (2, 3));
         assert_eq!(ids(&s, Selection::default()), vec![c2]);
         assert!(s.command(c1).unwrap().is_none() && s.command(c3).unwrap().is_none());
