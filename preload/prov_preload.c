@@ -24,7 +24,9 @@
  * of the command line is performed.
  *
  * The next observation is prepared in the background while the prompt idles
- * (`prov __prepare`, which runs the helper and hands back the descriptors).
+ * (`prov __prepare`, which runs the helper and hands back the descriptors),
+ * started by the shell's first read() or pselect() after a command ended: the
+ * line editor waiting for the next line, once the prompt is out.
  *
  * Rules for hooks: resolve real symbols lazily (a hook may run before the
  * constructor), keep errno, never allocate in code that runs after fork, and
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,6 +88,8 @@ static FILE *(*real_fopen64)(const char *, const char *);
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_dup2)(int, int);
 static size_t (*real_strftime)(char *, size_t, const char *, const struct tm *);
+static ssize_t (*real_read)(int, void *, size_t);
+static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
 
 static struct {
     int loaded;              /* constructor ran and found its settings */
@@ -94,6 +99,8 @@ static struct {
     int prep_sock;           /* our end of the running preparer's socket */
     int preparing;
     int preparer_late;       /* the running preparer missed a begin */
+    int prepare_pending;     /* start a preparer at the shell's next read */
+    pid_t shell_pid;         /* the shell itself, not one of its forks */
     int capture;             /* memfd with the captured text */
     int capture_is_history;
     unsigned long seq;
@@ -116,6 +123,10 @@ static void resolve_real(void)
     if (!real_dup2) real_dup2 = (int (*)(int, int))dlsym(RTLD_NEXT, "dup2");
     if (!real_strftime)
         real_strftime = (size_t(*)(char *, size_t, const char *, const struct tm *))dlsym(RTLD_NEXT, "strftime");
+    if (!real_read) real_read = (ssize_t(*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
+    if (!real_pselect)
+        real_pselect = (int (*)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))
+            dlsym(RTLD_NEXT, "pselect");
 }
 
 /* ------------------------------------------------------------ utilities */
@@ -223,6 +234,7 @@ static void buf_free(struct buf *b)
  * other it does not know. */
 static void spawn_preparer(void)
 {
+    S.prepare_pending = 0;
     if (S.preparing || S.r_ctl >= 0 || !S.loaded) return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return;
@@ -408,7 +420,10 @@ static void end_observation(const char *status, int with_text)
         buf_free(&text);
         drop_active();
     }
-    spawn_preparer();
+    /* Not now: starting the preparer (a vfork and exec, then three
+     * processes setting up) would delay the prompt. The shell's next read is
+     * the line editor waiting for the next line, after the prompt is out. */
+    S.prepare_pending = 1;
 }
 
 static int new_capture(int is_history)
@@ -653,6 +668,31 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
     return real_execve(path, argv, envp);
 }
 
+/* The line editor waiting for the next line (bash: pselect, then read;
+ * zsh: read) starts preparing the next observation (see end_observation). */
+static void prepare_if_pending(void)
+{
+    if (S.prepare_pending && getpid() == S.shell_pid) {
+        int saved = errno;
+        spawn_preparer();
+        errno = saved;
+    }
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t count)
+{
+    resolve_real();
+    prepare_if_pending();
+    return real_read(fd, buf, count);
+}
+
+EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout, const sigset_t *mask)
+{
+    resolve_real();
+    prepare_if_pending();
+    return real_pselect(n, r, w, e, timeout, mask);
+}
+
 EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm *tm)
 {
     resolve_real();
@@ -746,5 +786,6 @@ __attribute__((constructor)) static void prov_shim_init(void)
     *o = 0;
     void *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared != MAP_FAILED) dead_holder_reported = shared;
+    S.shell_pid = getpid();
     S.loaded = 1;
 }
