@@ -18,6 +18,9 @@ use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW};
 use crate::protocol::Settings;
 
+/// What makes an event a repeat: access, device, inode, mtime, size.
+type SeenKey = (Access, u64, u64, i64, u64);
+
 /// Per-observation state: filters, limits, what was already recorded.
 pub struct Resolver {
     settings: Settings,
@@ -27,7 +30,11 @@ pub struct Resolver {
     uid: u32,
     /// `/` of the observed namespace, where paths are checked.
     ns_root: OwnedFd,
-    seen: HashSet<(Access, u64, u64, i64, u64)>,
+    /// `/proc/self/fd`, opened once: each event's path is then one lookup
+    /// of its descriptor's number, not a walk of four components (the
+    /// walk was most of the collector's per-event CPU).
+    proc_fds: Option<OwnedFd>,
+    seen: HashSet<SeenKey>,
     recorded: [u64; 2],
     /// Contents archived since the last `take_archived`.
     archived: Vec<ArchivedRead>,
@@ -57,6 +64,7 @@ impl Resolver {
             check_access,
             uid: nix::unistd::getuid().as_raw(),
             ns_root,
+            proc_fds: File::open("/proc/self/fd").ok().map(OwnedFd::from),
             seen: HashSet::new(),
             recorded: [0, 0],
             archived: Vec::new(),
@@ -67,7 +75,10 @@ impl Resolver {
     }
 
     /// Resolves `ev`, pushing zero, one or two (read and write merged by the
-    /// kernel) file events; the descriptor is closed on return.
+    /// kernel) file events; the descriptor is closed on return. Cheapest
+    /// tests first: one fstat decides most repeats (a header read by every
+    /// compiler process) and everything that is not a regular file
+    /// (/dev/null, ttys, pipes) before the path is looked up.
     pub fn resolve(&mut self, ev: RawEvent, out: &mut Vec<FileEvent>) {
         if ev.mask & FAN_Q_OVERFLOW != 0 {
             self.completeness.queue_overflows += 1;
@@ -80,17 +91,60 @@ impl Resolver {
                 return;
             }
         };
-        let mut private = false;
-        for (bit, access) in [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)] {
-            if ev.mask & bit != 0 {
-                if let Some(e) = self.resolve_one(&file, access, ev.pid, &mut private) {
-                    out.push(e);
-                }
+        let Ok(meta) = file.metadata() else {
+            self.completeness.unreadable += 1;
+            return;
+        };
+        // prov's own files (see `parked`) are regular files too.
+        if !meta.file_type().is_file() {
+            return;
+        }
+        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let new_accesses = [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)]
+            .map(|(bit, access)| {
+                let key = (access, meta.dev(), meta.ino(), mtime_ns, meta.size());
+                (ev.mask & bit != 0 && !self.seen.contains(&key)).then_some(key)
+            });
+        if new_accesses.iter().all(Option::is_none) {
+            return;
+        }
+        let fd_name = file.as_raw_fd().to_string();
+        let Some(path) = self.path_of(&fd_name, &meta) else {
+            self.completeness.unreadable += 1;
+            return;
+        };
+        if self.is_private(&path) {
+            self.parked.push(OwnedFd::from(file));
+            return;
+        }
+        for key in new_accesses.into_iter().flatten() {
+            if let Some(e) = self.resolve_one(&file, &fd_name, &path, &meta, key, ev.pid) {
+                out.push(e);
             }
         }
-        if private {
-            self.parked.push(OwnedFd::from(file));
+    }
+
+    /// The path of the event's file, through its magic link in
+    /// `/proc/self/fd` (raw bytes; a deleted file without the kernel's
+    /// " (deleted)" suffix).
+    fn path_of(&self, fd_name: &str, meta: &std::fs::Metadata) -> Option<Vec<u8>> {
+        let target = match &self.proc_fds {
+            Some(dir) => nix::fcntl::readlinkat(dir, fd_name),
+            None => nix::fcntl::readlink(format!("/proc/self/fd/{fd_name}").as_str()),
+        };
+        let mut path = std::os::unix::ffi::OsStringExt::into_vec(target.ok()?);
+        // Not absolute: the file's mount is no longer reachable (the
+        // namespace went away or it was lazily unmounted).
+        if !path.starts_with(b"/") {
+            return None;
         }
+        if meta.nlink() == 0 {
+            // Deleted before we looked: the kernel appends " (deleted)".
+            if let Some(stripped) = path.strip_suffix(b" (deleted)") {
+                path.truncate(stripped.len());
+            }
+        }
+        Some(path)
     }
 
     /// Descriptors of prov's own files to be closed by the writer (see
@@ -99,48 +153,24 @@ impl Resolver {
         std::mem::take(&mut self.parked)
     }
 
-    fn resolve_one(&mut self, file: &File, access: Access, pid: i32, private: &mut bool) -> Option<FileEvent> {
-        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
-        let Ok(target) = nix::fcntl::readlink(proc_path.as_str()) else {
-            self.completeness.unreadable += 1;
-            return None;
-        };
-        let mut path = std::os::unix::ffi::OsStringExt::into_vec(target);
-        // Not absolute: the file's mount is no longer reachable (the
-        // namespace went away or it was lazily unmounted).
-        if !path.starts_with(b"/") {
-            self.completeness.unreadable += 1;
-            return None;
-        }
-        let Ok(meta) = file.metadata() else {
-            self.completeness.unreadable += 1;
-            return None;
-        };
-        if meta.nlink() == 0 {
-            // Deleted before we looked: the kernel appends " (deleted)".
-            if let Some(stripped) = path.strip_suffix(b" (deleted)") {
-                path.truncate(stripped.len());
-            }
-        }
-        if self.is_private(&path) {
-            *private = true;
-            return None;
-        }
-        if !meta.file_type().is_file() {
-            return None;
-        }
+    fn resolve_one(
+        &mut self,
+        file: &File,
+        fd_name: &str,
+        path: &[u8],
+        meta: &std::fs::Metadata,
+        key: SeenKey,
+        pid: i32,
+    ) -> Option<FileEvent> {
+        let access = key.0;
         let filter = match access {
             Access::Read => &self.settings.read,
             Access::Write => &self.settings.write,
         };
-        if !filter.allows(&path) {
+        if !filter.allows(path) {
             return None;
         }
-        let key = (access, meta.dev(), meta.ino(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), meta.size());
-        if self.seen.contains(&key) {
-            return None;
-        }
-        if self.check_access && !self.user_may_read(&meta, &proc_path, &path) {
+        if self.check_access && !self.user_may_read(meta, fd_name, path) {
             self.completeness.denied += 1;
             return None;
         }
@@ -155,7 +185,7 @@ impl Resolver {
         self.recorded[slot] += 1;
         self.seen.insert(key);
         let archived = match access {
-            Access::Read => self.archive(file, &path, &meta, key.3),
+            Access::Read => self.archive(file, path, meta, key.3),
             Access::Write => None,
         };
         // An archived file is hashed from the bytes kept, so the event's
@@ -167,7 +197,7 @@ impl Resolver {
         self.archived.extend(archived);
         Some(FileEvent {
             access,
-            path,
+            path: path.to_vec(),
             size: meta.size(),
             mtime_ns: key.3,
             hash,
@@ -189,14 +219,22 @@ impl Resolver {
     /// whatever their mode (tar's mode-0 placeholders for symlinks included;
     /// the owner may chmod them at will). A deleted file of someone else
     /// cannot be reached by path: dropped.
-    fn user_may_read(&self, meta: &std::fs::Metadata, proc_path: &str, path: &[u8]) -> bool {
+    fn user_may_read(&self, meta: &std::fs::Metadata, fd_name: &str, path: &[u8]) -> bool {
         use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
         use std::os::unix::ffi::OsStrExt;
         if meta.uid() == self.uid {
             return true;
         }
-        let inode_readable =
-            faccessat(nix::fcntl::AT_FDCWD, proc_path, AccessFlags::R_OK, AtFlags::AT_EACCESS).is_ok();
+        let inode_readable = match &self.proc_fds {
+            Some(dir) => faccessat(dir, fd_name, AccessFlags::R_OK, AtFlags::AT_EACCESS),
+            None => faccessat(
+                nix::fcntl::AT_FDCWD,
+                format!("/proc/self/fd/{fd_name}").as_str(),
+                AccessFlags::R_OK,
+                AtFlags::AT_EACCESS,
+            ),
+        }
+        .is_ok();
         if !inode_readable || meta.nlink() == 0 {
             return false;
         }
