@@ -2,6 +2,7 @@
 //! helper's exec until the last process holding the tracker socket is gone
 //! and every event is stored.
 
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -34,6 +35,13 @@ pub struct Handover {
 
 /// Flush resolved events to the writer in batches of this size.
 const BATCH: usize = 4096;
+/// Events resolved between two reads of the kernel's queue.
+const RESOLVE_CHUNK: usize = 256;
+/// Rounds of read-and-resolve before control messages are looked at.
+const PUMP_ROUNDS: usize = 16;
+/// At most this many read events (each an open descriptor) wait to be
+/// resolved, whatever RLIMIT_NOFILE allows: a few KiB of kernel memory each.
+const BACKLOG_MAX: usize = 65_536;
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// After the last process is gone, the queue must stay empty this long
@@ -52,8 +60,14 @@ struct State {
     /// it only at the end): a command whose shell exits before telling
     /// (typing `exit`) leaves no empty record behind.
     held_begin: Option<WriterMsg>,
-    /// Events that arrived before `Begin` told us the settings.
-    early: Vec<RawEvent>,
+    /// Events read from the kernel's queue, not yet resolved (all of them
+    /// until `Prepare` brings the settings). The queue is read as soon as
+    /// events arrive, resolving in between: for every new event the kernel
+    /// compares up to 128 queued ones (to merge repeats), in the traced
+    /// process's close(), so a long kernel queue slows the command (a fifth
+    /// of cp's CPU when copying the kernel tree, before this).
+    backlog: VecDeque<RawEvent>,
+    backlog_limit: usize,
     raw: Vec<RawEvent>,
     batch: Vec<FileEvent>,
     unobserved_setuid: u64,
@@ -74,15 +88,17 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     drop(h.tracker_for_command);
     let mut ns_root = Some(h.ns_root);
 
+    let fd_budget = fd_budget();
     let (tx, rx) = mpsc::channel();
     let writer_thread = std::thread::spawn(move || writer::run(rx));
     let mut st = State {
-        reader: Reader::with_fd_budget(fd_budget()),
+        reader: Reader::with_fd_budget(fd_budget),
         resolver: None,
         identity: None,
         begun: false,
         held_begin: None,
-        early: Vec::new(),
+        backlog: VecDeque::new(),
+        backlog_limit: fd_budget.min(BACKLOG_MAX),
         raw: Vec::new(),
         batch: Vec::new(),
         unobserved_setuid: 0,
@@ -94,7 +110,14 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
     let mut ended = false;
 
     loop {
-        let timeout = if st.batch.is_empty() || !st.begun { PollTimeout::NONE } else { PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE) };
+        let busy = st.resolver.is_some() && !st.backlog.is_empty();
+        let timeout = if busy {
+            PollTimeout::ZERO
+        } else if st.batch.is_empty() || !st.begun {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
+        };
         let mut fds = vec![PollFd::new(h.group.as_fd(), PollFlags::POLLIN)];
         if ctl_open {
             fds.push(PollFd::new(h.ctl.as_fd(), PollFlags::POLLIN));
@@ -103,7 +126,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             fds.push(PollFd::new(h.tracker.as_fd(), PollFlags::POLLIN));
         }
         match poll(&mut fds, timeout) {
-            Ok(0) => st.flush(),
+            Ok(0) if !busy => st.flush(),
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(format!("poll: {e}")),
@@ -113,13 +136,8 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             (ready(0), ctl_open && ready(1), tracker_open && ready(if ctl_open { 2 } else { 1 }));
         drop(fds);
 
-        if fan_ready {
-            // Bounded, so control messages are not starved by a flood.
-            for _ in 0..16 {
-                if !st.read_events(&h.group)? {
-                    break;
-                }
-            }
+        if fan_ready || busy {
+            st.pump(&h.group)?;
         }
         if tracker_ready {
             match ipc::recv(h.tracker.as_fd()) {
@@ -136,8 +154,6 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                         crate::log::set_path(prov_model::paths::collector_log_beside(&settings.spool_dir));
                         st.resolver = Some(Resolver::new(settings.clone(), check_access, root));
                         st.identity = Some((identity, settings));
-                        let early = std::mem::take(&mut st.early);
-                        st.resolve(early);
                     }
                     Ok(ToCollector::Begin(start)) if !st.begun => {
                         let (identity, settings) = st.identity.take().ok_or("Begin before Prepare")?;
@@ -188,22 +204,56 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
 }
 
 impl State {
-    /// One read() of the queue; false when it was empty.
-    fn read_events(&mut self, group: &OwnedFd) -> Result<bool, String> {
-        let mut raw = std::mem::take(&mut self.raw);
-        let more = self.reader.read(group.as_fd(), &mut raw).map_err(|e| format!("reading fanotify events: {e}"))?;
-        if self.resolver.is_some() {
-            self.resolve(raw.drain(..));
-        } else {
-            self.early.append(&mut raw);
+    /// One read() of the kernel's queue into the backlog, as far as the
+    /// backlog has room; false when the queue was empty.
+    fn fill(&mut self, group: &OwnedFd) -> Result<bool, String> {
+        let room = self.backlog_limit.saturating_sub(self.backlog.len());
+        if room == 0 {
+            return Ok(true);
         }
-        self.raw = raw;
+        let more = self
+            .reader
+            .read(group.as_fd(), &mut self.raw, room)
+            .map_err(|e| format!("reading fanotify events: {e}"))?;
+        self.backlog.extend(self.raw.drain(..));
         Ok(more)
     }
 
-    fn resolve(&mut self, events: impl IntoIterator<Item = RawEvent>) {
-        for ev in events {
+    /// Reads and resolves in turns, so the kernel's queue stays short.
+    /// Bounded, so control messages are not starved by a flood.
+    fn pump(&mut self, group: &OwnedFd) -> Result<(), String> {
+        for _ in 0..PUMP_ROUNDS {
+            let more = self.fill(group)?;
+            if self.resolver.is_none() || self.backlog.is_empty() {
+                if !more {
+                    break;
+                }
+                continue;
+            }
+            self.resolve_backlog(RESOLVE_CHUNK);
+        }
+        Ok(())
+    }
+
+    /// Reads and resolves until the kernel's queue is empty.
+    fn drain(&mut self, group: &OwnedFd) -> Result<(), String> {
+        loop {
+            let more = self.fill(group)?;
+            if self.resolver.is_none() {
+                return Ok(());
+            }
+            self.resolve_backlog(usize::MAX);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Resolves up to `max` events of the backlog, oldest first.
+    fn resolve_backlog(&mut self, max: usize) {
+        for _ in 0..max {
             let Some(resolver) = self.resolver.as_mut() else { return };
+            let Some(ev) = self.backlog.pop_front() else { break };
             resolver.resolve(ev, &mut self.batch);
             if self.begun && self.batch.len() >= BATCH {
                 self.send_batch();
@@ -259,11 +309,12 @@ impl State {
     /// same exit path, but the kernel finishes those closes (and queues
     /// their events) in an order of its own: the hang-up can come first.
     fn settle(&mut self, group: &OwnedFd) -> Result<(), String> {
+        self.drain(group)?;
         for _ in 0..SETTLE_ROUNDS {
             let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::try_from(SETTLE_QUIET).unwrap_or(PollTimeout::ZERO)) {
                 Ok(0) => return Ok(()),
-                Ok(_) => while self.read_events(group)? {},
+                Ok(_) => self.drain(group)?,
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(format!("poll: {e}")),
             }
@@ -272,7 +323,7 @@ impl State {
     }
 
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
-        while self.read_events(group)? {}
+        self.drain(group)?;
         if end.is_none() && self.held_begin.is_some() {
             // Never told what the command was, and nothing stored yet.
             return Ok(StoreReport::default());

@@ -42,10 +42,12 @@ impl Reader {
         Reader { buf: vec![0u64; bytes / 8] }
     }
 
-    /// Reads one batch into `out`. Returns false when the queue is empty
-    /// (the group is non-blocking).
-    pub fn read(&mut self, group: BorrowedFd<'_>, out: &mut Vec<RawEvent>) -> io::Result<bool> {
-        let len = self.buf.len() * 8;
+    /// Reads one batch of at most `max_events` events into `out`. Returns
+    /// false when the queue is empty (the group is non-blocking).
+    pub fn read(&mut self, group: BorrowedFd<'_>, out: &mut Vec<RawEvent>, max_events: usize) -> io::Result<bool> {
+        // Every event takes at least METADATA_LEN bytes (and the kernel
+        // copies whole events only).
+        let len = (self.buf.len() * 8).min(max_events.max(1).saturating_mul(METADATA_LEN));
         let ptr = self.buf.as_mut_ptr().cast::<u8>();
         // SAFETY: ptr is valid for `len` writable bytes owned by self.buf.
         let n = unsafe { libc::read(group.as_raw_fd(), ptr.cast(), len) };

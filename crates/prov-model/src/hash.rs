@@ -6,6 +6,7 @@
 //! bytes read, in offset order. The parameters are stored with every hash so a
 //! later `--stat` or a by-content query recomputes it the same way.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::unix::fs::FileExt;
 
@@ -39,21 +40,53 @@ impl HashParams {
 /// A file that shrinks while it is read hashes the bytes that were there;
 /// the stored size then tells that the hash is of a moving target.
 pub fn partial_hash(file: &impl FileExt, size: u64, params: HashParams) -> io::Result<u64> {
-    let mut hasher = Xxh3::new();
-    // Only as large as one read needs (most files hashed are small): this
-    // runs once per file event.
-    let whole = size <= params.whole_file_limit();
-    let read_len = if whole { size } else { u64::from(params.chunk_size) };
-    let mut buf = vec![0u8; read_len.min(64 * 1024) as usize];
-    if whole {
-        hash_range(file, 0, size, &mut buf, &mut hasher)?;
-    } else {
-        let stride = size / u64::from(params.chunks);
-        for k in 0..u64::from(params.chunks) {
-            hash_range(file, k * stride, u64::from(params.chunk_size), &mut buf, &mut hasher)?;
+    // One buffer per thread, reused: this runs once per file event.
+    thread_local! {
+        static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; BUF_SIZE]);
+    }
+    BUF.with(|buf| {
+        let buf = &mut buf.borrow_mut()[..];
+        let mut hasher = Xxh3::new();
+        let stride = size / u64::from(params.chunks.max(1));
+        if size <= params.whole_file_limit() {
+            hash_range(file, 0, size, buf, &mut hasher)?;
+        } else if size <= ONE_READ_LIMIT as u64 && ONE_READ_LIMIT <= buf.len() {
+            // The same bytes as chunk by chunk, in one read.
+            let got = read_up_to(file, &mut buf[..size as usize])?;
+            for k in 0..u64::from(params.chunks) {
+                let start = usize::try_from(k * stride).unwrap_or(usize::MAX).min(got);
+                let end = start.saturating_add(params.chunk_size as usize).min(got);
+                hasher.update(&buf[start..end]);
+            }
+        } else {
+            for k in 0..u64::from(params.chunks) {
+                hash_range(file, k * stride, u64::from(params.chunk_size), buf, &mut hasher)?;
+            }
+        }
+        Ok(hasher.digest())
+    })
+}
+
+/// Reads up to this many bytes at a time.
+const BUF_SIZE: usize = 64 * 1024;
+/// Files up to this size that are not hashed whole are read in one go and
+/// their chunks hashed from memory: one system call instead of one per
+/// chunk, cheaper up to about this size (measured: 0.74 µs against 0.97 µs
+/// for 3 × 256 bytes of a 16 KiB file on tmpfs, 0.59 against 1.19 at 8 KiB).
+const ONE_READ_LIMIT: usize = 16 * 1024;
+
+/// Fills `buf` from offset 0 as far as the file goes; the bytes read.
+fn read_up_to(file: &impl FileExt, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
     }
-    Ok(hasher.digest())
+    Ok(got)
 }
 
 fn hash_range(
@@ -110,7 +143,8 @@ mod tests {
 
     #[test]
     fn large_files_hash_three_chunks_at_thirds() {
-        for size in [769usize, 4096, 21567, 101978] {
+        // Read chunk by chunk, and (up to 16 KiB) in one read: the same bytes.
+        for size in [769usize, 4096, 16383, 16384, 16385, 21567, 101978] {
             let content: Vec<u8> = (0..size).map(|i| (i * 13 % 253) as u8).collect();
             let stride = size / 3;
             let mut expected = Vec::new();
