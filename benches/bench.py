@@ -299,7 +299,7 @@ class Ctx:
                 "env", "-i", *env, *argv]
 
     def mode_prefix(self, mode):
-        return {"untraced": [], "prov": [self.prov, "run", "--"], "strace": STRACE}[mode]
+        return {"untraced": [], "floor": [], "prov": [self.prov, "run", "--"], "strace": STRACE}[mode]
 
     def db_path(self, home):
         return os.path.join(home, ".local", "share", "prov", "prov.db")
@@ -310,6 +310,7 @@ def timed_run(ctx, mode, cmd, cwd, home):
     if os.path.exists(ctx.report(home)):
         os.unlink(ctx.report(home))
     argv = ctx.as_user(home, ctx.mode_prefix(mode) + ["sh", "-c", cmd])
+    floor = start_floor_reader(ctx, cwd) if mode == "floor" else None
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
@@ -318,12 +319,34 @@ def timed_run(ctx, mode, cmd, cwd, home):
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
+    if floor:
+        floor.terminate()
+        floor.wait()
     s = {"mode": mode, "wall_s": wall, "tree_cpu_s": ru.ru_utime + ru.ru_stime, "exit": p.returncode}
     if err.strip():
         s["stderr"] = err.strip()[-400:]
     if mode == "prov":
         s.update(read_report(ctx.report(home)))
     return s
+
+
+def build_floor_reader():
+    """benches/fanotify_floor.c: reads and closes close events, nothing else."""
+    out = os.path.join(CACHE, "fanotify-floor")
+    src = os.path.join(BENCHES, "fanotify_floor.c")
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        sh(["cc", "-O2", "-Wall", "-o", out, src])
+    return out
+
+
+def start_floor_reader(ctx, cwd):
+    """The floor mode's reader, marking the mount that holds `cwd` (where
+    the workload's inputs and outputs are), running until terminated."""
+    r = subprocess.Popen([ctx.floor_reader, cwd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    if r.stdout.readline().strip() != b"ready":
+        r.wait()
+        sys.exit("bench: the fanotify floor reader did not start")
+    return r
 
 
 def read_report(path):
@@ -379,7 +402,9 @@ class Workload:
     (untimed), then `command` runs in `cwd`."""
     name = ""
     file_heavy = True           # runs on tmpfs and disk; else once, fs "-"
-    modes = ("untraced", "prov", "strace")
+    # floor: untraced, while a minimal fanotify reader (benches/fanotify_floor.c)
+    # takes the same close events prov takes: the kernel's share of prov's cost.
+    modes = ("untraced", "floor", "prov", "strace")
     what = ""
 
     def __init__(self, ctx, quick):
@@ -570,7 +595,7 @@ class Postmark(Workload):
 
 class CreateFiles(Workload):
     """Collector throughput: many empty files created as fast as a C tool can."""
-    modes = ("untraced", "prov")
+    modes = ("untraced", "floor", "prov")
 
     def __init__(self, ctx, quick, n):
         super().__init__(ctx, quick)
@@ -597,6 +622,7 @@ class CreateBacklog(CreateFiles):
     so every event waits in the kernel's queue, and continued at the end.
     Events / (prov run wall − command time) is the rate at which it empties
     a full queue and stores it, with no workload competing for the CPUs."""
+    modes = ("untraced", "prov")
 
     def __init__(self, ctx, quick, n):
         super().__init__(ctx, quick, n)
@@ -1027,11 +1053,12 @@ def markdown(results):
 def workload_table(results):
     out = ["## Workloads", "",
            "| workload | fs | untraced wall | prov command time | prov run wall (incl. storing) | strace wall "
-           "| cmd ratio | prov ratio | strace ratio | collector CPU | workload CPU untraced / prov "
+           "| floor ratio | cmd ratio | prov ratio | strace ratio | collector CPU | workload CPU untraced / prov "
            "| events | B/event | validity |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["workloads"]:
         u, p, s = r["modes"].get("untraced"), r["modes"].get("prov", {}), r["modes"].get("strace")
+        fl = r["modes"].get("floor")
         ratio = lambda v: f"{v:.2f}×" if v is not None else "-"
         valid = "INVALID: " + "; ".join(p["invalid"]) if p.get("invalid") else "valid"
         cpu = f"{fmt_spread(u['tree_cpu'])} / {fmt_spread(p.get('tree_cpu'))}" if u else "-"
@@ -1040,10 +1067,14 @@ def workload_table(results):
         out.append(
             f"| {r['workload']} | {r['fs']} | {fmt_spread(u['wall'] if u else None)} | {fmt_spread(p.get('command'))} "
             f"| {fmt_spread(p.get('total'))} | {fmt_spread(s['wall']) if s else '-'} "
+            f"| {ratio(fl.get('wall_ratio') if fl else None)} "
             f"| {ratio(p.get('command_ratio'))} | {ratio(p.get('total_ratio'))} "
             f"| {ratio(s.get('wall_ratio') if s else None)} | {fmt_spread(p.get('collector_cpu'))} | {cpu} "
             f"| {int(ev['median']) if ev else '-'} | {bpe} | {valid} |")
-    out += ["", "cmd ratio: prov's command time (until the traced command's own processes exit) / untraced wall; "
+    out += ["", "floor ratio: untraced wall while a minimal fanotify reader (benches/fanotify_floor.c: reads "
+            "and closes each close event of the workload's mount, nothing else) runs / untraced wall, the kernel's "
+            "part of any fanotify tracer's cost; "
+            "cmd ratio: prov's command time (until the traced command's own processes exit) / untraced wall; "
             "prov ratio: `prov run` wall including storing / untraced wall (medians). Workload CPU: user+sys of the "
             "command tree (in prov mode plus the `prov run` client); the collector's CPU is its own column.", ""]
     for r in results["workloads"]:
@@ -1196,6 +1227,7 @@ def main():
         install_prov(args.prefix)
     uid, gid = ensure_user()
     ctx = Ctx(args, uid, gid)
+    ctx.floor_reader = build_floor_reader()
     shutil.rmtree(ctx.homes, ignore_errors=True)
     os.makedirs(ctx.homes)
     started = datetime.datetime.now(datetime.timezone.utc)
