@@ -760,7 +760,8 @@ def add_prov_stats(m, ss, base):
 class PtyShell:
     """An interactive shell on a pty, driven line by line."""
 
-    def __init__(self, argv, cwd):
+    def __init__(self, argv, cwd, name):
+        self.name = name
         pid, fd = pty.fork()
         if pid == 0:
             try:
@@ -779,7 +780,7 @@ class PtyShell:
                 return
             left = deadline - time.perf_counter()
             if left <= 0:
-                raise TimeoutError(f"no prompt; output so far: {self.buf[-300:]!r}")
+                raise TimeoutError(f"{self.name}: no prompt in {timeout:g} s; output so far: {self.buf[-300:]!r}")
             r, _, _ = select.select([self.fd], [], [], left)
             if r:
                 try:
@@ -787,7 +788,7 @@ class PtyShell:
                 except OSError:
                     data = b""
                 if not data:
-                    raise EOFError(f"shell exited; output: {self.buf[-300:]!r}")
+                    raise EOFError(f"{self.name}: shell exited; output: {self.buf[-300:]!r}")
                 self.buf += data
 
     def line(self, text, pause=0.0):
@@ -828,7 +829,8 @@ def start_shell(ctx, shell, traced, cwd):
         if traced:
             f.write(f'eval "$({ctx.prov} init {shell})"\n')
     os.chown(rc, ctx.uid, ctx.gid)
-    sh_ = PtyShell(ctx.as_user(home, [f"/bin/{shell}", "-i"]), cwd)
+    sh_ = PtyShell(ctx.as_user(home, [f"/bin/{shell}", "-i"]), cwd,
+                   f"{shell} {'with prov init' if traced else 'plain'}")
     sh_.wait_prompt()
     return sh_, home
 
