@@ -291,15 +291,7 @@ impl Resolver {
 fn read_exactly(file: &File, size: u64) -> Option<Vec<u8>> {
     // One byte more than expected, to notice growth.
     let mut buf = vec![0u8; usize::try_from(size).ok()?.checked_add(1)?];
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read_at(&mut buf[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        }
-    }
+    let got = prov_model::hash::read_up_to(file, &mut buf).ok()?;
     (got as u64 == size).then(|| {
         buf.truncate(got);
         buf

@@ -76,7 +76,7 @@ const BUF_SIZE: usize = 64 * 1024;
 const ONE_READ_LIMIT: usize = 16 * 1024;
 
 /// Fills `buf` from offset 0 as far as the file goes; the bytes read.
-fn read_up_to(file: &impl FileExt, buf: &mut [u8]) -> io::Result<usize> {
+pub fn read_up_to(file: &impl FileExt, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match file.read_at(&mut buf[got..], got as u64) {
