@@ -311,17 +311,19 @@ def timed_run(ctx, mode, cmd, cwd, home):
         os.unlink(ctx.report(home))
     argv = ctx.as_user(home, ctx.mode_prefix(mode) + ["sh", "-c", cmd])
     floor = start_floor_reader(ctx, cwd) if mode == "floor" else None
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+    finally:
+        if floor:
+            floor.terminate()
+            floor.wait()
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
-    if floor:
-        floor.terminate()
-        floor.wait()
     s = {"mode": mode, "wall_s": wall, "tree_cpu_s": ru.ru_utime + ru.ru_stime, "exit": p.returncode}
     if err.strip():
         s["stderr"] = err.strip()[-400:]
@@ -641,7 +643,7 @@ class CreateBacklog(CreateFiles):
 
 def run_workload(ctx, wl, results):
     fss = ctx.fsdirs if wl.file_heavy else {"-": ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"]}
-    if isinstance(wl, CreateFiles) and "tmpfs" in ctx.fsdirs:  # and CreateBacklog
+    if isinstance(wl, CreateFiles) and "tmpfs" in ctx.fsdirs:  # CreateBacklog included
         fss = {"tmpfs": ctx.fsdirs["tmpfs"]}
     states = {}
     for fs, d in fss.items():
@@ -1116,10 +1118,7 @@ def goal_table(results):
     for pr in results["prompts"]:
         if "added_ms" in pr and pr["kind"] in ("builtin", "external"):
             g = GOALS["prompt_builtin_ms"] if pr["kind"] == "builtin" else GOALS["prompt_external_ms"]
-            pacing = pr.get("pacing", "back-to-back")
-            if pacing == "paused":
-                pacing = f"typed {pr['pause_ms']:g} ms after the prompt"
-            out.append(f"| prompt latency added ≤ +{g:g} ms | {pr['shell']} `{pr['command']}`, {pacing} "
+            out.append(f"| prompt latency added ≤ +{g:g} ms | {pr['shell']} `{pr['command']}`, {pacing_label(pr)} "
                        f"| {goal_cell(pr['added_ms'], g, True, ' ms')} |")
     for q in results["queries"]:
         g = GOALS["query_kernel_ms"] if q["db"] == "kernel_copy" else GOALS["query_1m_ms"]
@@ -1127,6 +1126,13 @@ def goal_table(results):
         out.append(f"| query ≤ {g} ms | {q['query']} ({q['db']}, {q['events']} events) | {cell} |")
     out.append("")
     return out
+
+
+def pacing_label(prompt):
+    """How a prompt row's lines were typed (rows of older runs: back to back)."""
+    if prompt.get("pacing") == "paused":
+        return f"typed {prompt['pause_ms']:g} ms after the prompt"
+    return prompt.get("pacing", "back-to-back")
 
 
 def prompt_table(results):
@@ -1137,10 +1143,7 @@ def prompt_table(results):
         if "error" in p:
             out.append(f"| {p['shell']} | FAILED: {p['error'][:120]} | | | | | |")
             continue
-        pacing = p.get("pacing", "back-to-back")
-        if pacing == "paused":
-            pacing = f"typed {p['pause_ms']:g} ms after the prompt"
-        out.append(f"| {p['shell']} | `{p['command']}` | {pacing} | {p['n']} | {fmt_spread(p['plain_ms'], '')} "
+        out.append(f"| {p['shell']} | `{p['command']}` | {pacing_label(p)} | {p['n']} | {fmt_spread(p['plain_ms'], '')} "
                    f"| {fmt_spread(p['prov_ms'], '')} | {p['added_ms']:+.2f} ms |")
     for shell, r in results["prompts_recorded"].items():
         out.append(f"\n{shell}: {r['recorded']} commands recorded of {r['typed']} typed in the traced shell.")
