@@ -19,6 +19,8 @@
  *   captured-number      an fd reading only the history entry number
  *   begin                start observing (the text is in the capture)
  *   end/STATUS           the command finished with STATUS
+ *   end-text/STATUS      the same, with the captured text
+ *   remember-line        bash with history off: keep the next line (below)
  * and bash's PS0 calls strftime with the format BEGIN_FORMAT (\D{...}), which
  * starts the observation from inside prompt expansion, before any redirection
  * of the command line is performed.
@@ -107,6 +109,7 @@ static struct {
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
     char last_warning[256];
+    int remember_line;       /* bash: the line being read goes to history */
 } S = {
     .ns_root = -1, .ctl = -1, .tracker = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
@@ -452,6 +455,38 @@ static int captured_text(int want_number)
     return fd >= 0 ? fd : null_fd();
 }
 
+/* bash with history switched off (`set +o history`): the line being read
+ * has no history entry, so its text would be unknown. bash adds a line only
+ * while its internal remember_on_history is set, and puts that back after
+ * PROMPT_COMMAND, so a prompt hook cannot set it. For one line, when the
+ * integration asks, the shim sets it after each read that returned input and
+ * clears it while bash waits for input (pselect) and when PS0 starts the
+ * command: a hang-up at the prompt finds it clear, so bash saves no history
+ * it would not have saved. The integration deletes the entry again. bash
+ * exports both variables (for loadable builtins); without them, or with
+ * history on, nothing is touched. */
+static int *bash_remember_on_history, *bash_enable_history_list;
+
+static int arm_remember_line(void)
+{
+    if (strcmp(S.shell, "bash")) goto refuse;
+    if (!bash_remember_on_history) {
+        bash_remember_on_history = (int *)dlsym(RTLD_DEFAULT, "remember_on_history");
+        bash_enable_history_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
+    }
+    if (!bash_remember_on_history || !bash_enable_history_list || *bash_enable_history_list) goto refuse;
+    S.remember_line = 1;
+    return null_fd();
+refuse:
+    errno = ENOENT;
+    return -1;
+}
+
+static void remember_line(int on)
+{
+    if (S.remember_line && getpid() == S.shell_pid) *bash_remember_on_history = on;
+}
+
 static int control(const char *cmd)
 {
     if (!strcmp(cmd, "ping")) return null_fd();
@@ -463,6 +498,7 @@ static int control(const char *cmd)
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4, 0); return null_fd(); }
     if (!strncmp(cmd, "end-text/", 9)) { end_observation(cmd + 9, 1); return null_fd(); }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
+    if (!strcmp(cmd, "remember-line")) return arm_remember_line();
     errno = ENOENT;
     return -1;
 }
@@ -683,13 +719,16 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
     resolve_real();
     prepare_if_pending();
-    return real_read(fd, buf, count);
+    ssize_t got = real_read(fd, buf, count);
+    if (got > 0) remember_line(1);
+    return got;
 }
 
 EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout, const sigset_t *mask)
 {
     resolve_real();
     prepare_if_pending();
+    remember_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
 }
 
@@ -697,6 +736,8 @@ EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm 
 {
     resolve_real();
     if (S.loaded && format && !strcmp(format, BEGIN_FORMAT)) {
+        remember_line(0);
+        S.remember_line = 0;
         begin_observation(0);
         if (max) s[0] = 0;
         return 0;

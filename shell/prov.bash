@@ -11,15 +11,15 @@
 # whatever HISTCONTROL, HISTIGNORE or HISTSIZE say, those are neutralised
 # while a line is read and the user's values are back before the command runs
 # (PS0); afterwards the entry is deleted again if the user's settings would
-# have kept it out. With history switched off (`set +o history`) commands are
-# still recorded, without their text: a prompt hook cannot switch it back on.
+# have kept it out. With history switched off (`set +o history`) the shim
+# keeps each line in the list while it is read, and it is deleted again.
 __prov_shim=@PRELOAD@
 if [[ $- == *i* ]]; then
     if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
         if [[ -z ${__prov_hooked-} ]]; then
             __prov_hooked=1
             __prov_seq=0 __prov_done=0 __prov_empty= __prov_prev=
-            __prov_num= __prov_text= __prov_dropped=
+            __prov_num= __prov_text= __prov_synced= __prov_forced= __prov_enum= __prov_etext=
             __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
 
             # Would the user's settings have kept line "$1" out of the history?
@@ -40,36 +40,63 @@ if [[ $- == *i* ]]; then
                 return 1
             }
 
+            # The newest history entry: its text and number (empty if none).
+            __prov_last_entry() {
+                HISTTIMEFORMAT= builtin history 1 >| /.prov-shim-ctl/capture-history
+                IFS= read -r -d '' __prov_etext < /.prov-shim-ctl/captured
+                IFS= read -r __prov_enum < /.prov-shim-ctl/captured-number
+            }
+
             __prov_precmd() {
-                local status=$? text= num=
-                if ((__prov_seq != __prov_done)); then
-                    __prov_done=$__prov_seq
-                    HISTTIMEFORMAT= builtin history 1 >| /.prov-shim-ctl/capture-history
-                    IFS= read -r -d '' text < /.prov-shim-ctl/captured
-                    IFS= read -r num < /.prov-shim-ctl/captured-number
-                    if [[ ! -o history || ($num == "$__prov_num" && $text == "$__prov_text" && -z $__prov_dropped) ]]; then
-                        # History is switched off (set +o history, which a
-                        # prompt hook cannot undo): the line has no entry,
-                        # so its text is unknown.
-                        : >| "/.prov-shim-ctl/end/$status"
-                    else
+                local status=$? ran=
+                if [[ -z $__prov_synced ]]; then
+                    # First prompt: the history file is loaded by now.
+                    __prov_last_entry
+                    __prov_num=$__prov_enum __prov_text=$__prov_etext __prov_synced=1
+                fi
+                ((__prov_seq != __prov_done)) && ran=1 __prov_done=$__prov_seq
+                if [[ -n $ran || -n $__prov_forced ]]; then
+                    __prov_last_entry
+                    # A line read since the last prompt has an entry unless
+                    # the newest one is still the one left last time.
+                    local new=
+                    [[ -n $__prov_enum && ($__prov_enum != "$__prov_num" || $__prov_etext != "$__prov_text") ]] && new=1
+                    if [[ -n $ran && -n $new ]]; then
                         : >| "/.prov-shim-ctl/end-text/$status"
-                        __prov_num=$num __prov_text=$text __prov_dropped=
-                        if __prov_user_ignores "$text"; then
-                            builtin history -d -1 2>/dev/null || builtin history -d "$num" 2>/dev/null
-                            __prov_dropped=1
+                    elif [[ -n $ran ]]; then
+                        # No entry: history off and the shim could not keep
+                        # the line (see remember-line below); text unknown.
+                        : >| "/.prov-shim-ctl/end/$status"
+                    fi
+                    local changed=
+                    if [[ -n $new ]]; then
+                        if [[ -n $__prov_forced ]] || __prov_user_ignores "$__prov_etext"; then
+                            builtin history -d -1 2>/dev/null || builtin history -d "$__prov_enum" 2>/dev/null
+                            changed=1
                         else
-                            __prov_prev=$text
+                            __prov_prev=$__prov_etext
                         fi
                     fi
-                    # The user's values, as the command may have changed them.
-                    __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-}
-                    [[ ${HISTSIZE-500} != 1 || $__prov_hs != 0 ]] && __prov_hs=${HISTSIZE-500}
-                    ((__prov_hs == 0)) && HISTSIZE=0
+                    if [[ -n $ran ]]; then
+                        # The user's values (PS0 restored them), as the
+                        # command may have changed them.
+                        __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-}
+                        [[ ${HISTSIZE-500} != 1 || $__prov_hs != 0 ]] && __prov_hs=${HISTSIZE-500}
+                    fi
+                    ((__prov_hs == 0)) && HISTSIZE=0 changed=1
+                    [[ -n $changed ]] && __prov_last_entry
+                    __prov_num=$__prov_enum __prov_text=$__prov_etext
                 fi
                 # Neutralised while the next line is read; PS0 restores them.
                 HISTCONTROL= HISTIGNORE=
                 ((__prov_hs == 0)) && HISTSIZE=1
+                # History switched off (set +o history): bash restores it
+                # after PROMPT_COMMAND, so the shim keeps the next line in
+                # the history list while it is read; it is deleted above.
+                __prov_forced=
+                if [[ ! -o history ]] && { : >| /.prov-shim-ctl/remember-line; } 2>/dev/null; then
+                    __prov_forced=1
+                fi
                 [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
                 return $status
             }

@@ -292,11 +292,18 @@ fn history_settings_and_other_hooks_do_not_matter(shell: &str) {
     sh.run("echo ignored > ignored.txt");
     sh.run("touch plain.txt");
     sh.run("touch plain.txt");
+    let off_heredoc = "cat > off2.txt <<EOF\nsecret\nEOF";
     if shell == "bash" {
         sh.run("set +o history");
         sh.run("echo off > off.txt");
+        sh.run(off_heredoc);
+        sh.run("# a comment line, no command");
+        let hist = sh.run("history; [[ -o history ]] || echo history-is-\"o\"ff");
+        assert!(!hist.contains("off.txt") && !hist.contains("comment"), "history stays off: {hist}");
+        assert!(hist.contains("history-is-off"), "{hist}");
         let hist = sh.run("set -o history; history");
-        assert!(!hist.contains("spaced.txt") && !hist.contains("ignored.txt") && !hist.contains("off.txt"), "{hist}");
+        assert!(!hist.contains("spaced.txt") && !hist.contains("ignored.txt") && !hist.contains("off"), "{hist}");
+        assert!(!hist.contains("comment"), "{hist}");
     }
     let settings = sh.run(if shell == "bash" {
         "echo \"[$HISTCONTROL][$HISTIGNORE]\""
@@ -306,10 +313,12 @@ fn history_settings_and_other_hooks_do_not_matter(shell: &str) {
     sh.exit();
     if shell == "bash" {
         assert!(settings.contains("[ignoreboth][echo*:ls]"), "the user's values during commands: {settings}");
-        // History switched off: still recorded (files, status), without text.
-        let off = writer(&case, "off.txt");
-        assert!(off["text"] == "echo off > off.txt" || off["text"] == "", "{off:#}");
-        assert_eq!(off["exit_status"], 0);
+        // History switched off: recorded all the same, with the text.
+        assert_eq!(assert_wrote(&case, "off.txt", "echo off > off.txt")["exit_status"], 0);
+        assert_wrote(&case, "off2.txt", off_heredoc);
+        let texts: Vec<String> = case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
+        assert!(texts.iter().any(|t| t == "history; [[ -o history ]] || echo history-is-\"o\"ff"), "{texts:?}");
+        assert!(!texts.iter().any(|t| t.is_empty()), "every command has its text: {texts:?}");
     } else {
         assert!(settings.contains("[hist_ignore_space]"), "{settings}");
     }
