@@ -27,8 +27,9 @@ case "$prefix" in /*) ;; *) prefix=$(pwd)/$prefix ;; esac
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 
-# Build tools. Debian's own cargo may be too old for the pinned crates; a
-# rustup toolchain of the invoking user is preferred when there is one.
+# Build tools. A rustup toolchain of the invoking user is preferred; else the
+# cargo on PATH; else Debian's, if that is new enough (Debian 12's is not).
+need_rust=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$src/Cargo.toml")
 builder=${SUDO_USER:-root}
 builder_home=$(getent passwd "$builder" | cut -d: -f6)
 cargo_bin=$(PATH="$builder_home/.cargo/bin:$PATH" command -v cargo || true)
@@ -37,8 +38,16 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 [ -n "$cargo_bin" ] || need_apt+=(cargo)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "install.sh: installing ${need_apt[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
     cargo_bin=$(command -v cargo)
+fi
+# "cargo 1.95.0 (…)" -> 1.95.0; older than rust-version cannot build the pinned crates.
+have_rust=$("$cargo_bin" --version | awk '{print $2}')
+if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -n1)" != "$need_rust" ]; then
+    echo "install.sh: building prov needs Rust >= $need_rust, but $cargo_bin is $have_rust; install a current toolchain for $builder with rustup (https://rustup.rs) and run this again" >&2
+    exit 1
 fi
 
 target=$src/target/install

@@ -1,0 +1,66 @@
+//! packaging/install.sh as an admin runs it: again over an earlier install,
+//! and refused (with one line, nothing installed) by a toolchain too old.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+use prov_e2e::*;
+
+fn install(prefix: &Path, envs: &[(&str, &str)]) -> std::process::Output {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    Command::new(repo.join("packaging/install.sh")).arg("--prefix").arg(prefix).envs(envs.iter().copied()).output().unwrap()
+}
+
+fn prov_gid() -> u32 {
+    let out = Command::new("getent").args(["group", "prov"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split(':').nth(2).and_then(|g| g.trim().parse().ok()).expect("group prov exists")
+}
+
+#[test]
+fn install_runs_again_over_itself_and_tracing_works() {
+    let case = Case::new("install-twice");
+    let prefix = case.inst.root.join("prefix-twice");
+    for round in 1..=2 {
+        let out = install(&prefix, &[]);
+        assert!(out.status.success(), "install.sh, run {round}: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("prov installed in"), "run {round}: {}", describe(&out));
+    }
+    let helper = std::fs::metadata(prefix.join("libexec/prov/prov-helper")).unwrap();
+    assert_eq!((helper.uid(), helper.gid()), (0, prov_gid()), "helper owned by root, group prov");
+    assert_eq!(helper.mode() & 0o7777, 0o4755, "helper setuid root, writable by root only");
+    for file in ["bin/prov", "libexec/prov/prov-collector", "lib/prov/libprov_preload.so"] {
+        let m = std::fs::metadata(prefix.join(file)).unwrap();
+        assert_eq!(m.uid(), 0, "{file} owned by root");
+        assert_eq!(m.mode() & 0o7022, 0, "{file}: no setuid, not writable by others");
+    }
+
+    // What the user then types, with the re-installed prov.
+    let prov = prefix.join("bin/prov");
+    let out = case.command(&prov).args(["run", "--", "sh", "-c", "echo twice > twice.txt"]).output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = case.command(&prov).args(["query", "wrote", "twice.txt", "--json"]).output().unwrap();
+    let found = parse_json_lines(&out.stdout);
+    assert_eq!(found.len(), 1, "{}", describe(&out));
+    assert_eq!(found[0]["text"], "sh -c 'echo twice > twice.txt'");
+}
+
+#[test]
+fn install_refuses_a_toolchain_too_old_for_the_crates() {
+    let case = Case::new("install-old-rust");
+    // Debian 12's own cargo, as far as install.sh can tell.
+    let fake = case.home.join("old-cargo");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("cargo"), "#!/bin/sh\necho 'cargo 1.63.0'\n").unwrap();
+    std::fs::set_permissions(fake.join("cargo"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", fake.display());
+    let prefix = case.inst.root.join("prefix-old-rust");
+    // Built as the test user, who has no rustup toolchain of their own.
+    let out = install(&prefix, &[("PATH", &path), ("SUDO_USER", TEST_USER)]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("needs Rust >= ") && err.contains("1.63.0") && err.contains("rustup"), "{err}");
+    assert!(!prefix.join("libexec/prov/prov-helper").exists(), "nothing installed");
+}
