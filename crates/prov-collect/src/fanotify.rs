@@ -29,8 +29,12 @@ pub struct RawEvent {
     pub pid: i32,
 }
 
+/// Reads failing this often are a broken group, not files that could not be opened.
+const MAX_FAILED_READS: u64 = 1 << 20;
+
 pub struct Reader {
     buf: Vec<u64>, // u64 storage keeps the byte buffer 8-aligned
+    lost_reads: u64,
 }
 
 impl Reader {
@@ -39,7 +43,7 @@ impl Reader {
     /// 256 KiB (~10 000 events) per read() syscall.
     pub fn with_fd_budget(max_fds: usize) -> Reader {
         let bytes = (max_fds * METADATA_LEN).clamp(METADATA_LEN * 16, 256 * 1024);
-        Reader { buf: vec![0u64; bytes / 8] }
+        Reader { buf: vec![0u64; bytes / 8], lost_reads: 0 }
     }
 
     /// Reads one batch of at most `max_events` events into `out`. Returns
@@ -56,6 +60,14 @@ impl Reader {
             return match err.kind() {
                 io::ErrorKind::WouldBlock => Ok(false),
                 io::ErrorKind::Interrupted => Ok(true),
+                // Without FAN_REPORT_FD_ERROR (kernels before 6.13) a file the
+                // kernel cannot open for us fails the read() instead, and that
+                // event is gone: counted like a reported open error.
+                _ if self.lost_reads < MAX_FAILED_READS => {
+                    self.lost_reads += 1;
+                    out.push(RawEvent { mask: 0, file: EventFile::Error(err.raw_os_error().unwrap_or(0)), pid: 0 });
+                    Ok(true)
+                }
                 _ => Err(err),
             };
         }
@@ -66,8 +78,9 @@ impl Reader {
     }
 }
 
-/// Parses a buffer of events. Fds of events after a malformed one are still
-/// taken (as far as the lengths can be trusted) so they are closed.
+/// Parses a buffer of events. A malformed event (a metadata version this
+/// reader does not know) is an error the collector cannot go on from: the
+/// descriptors after it, whose positions are unknown, stay open until it exits.
 pub fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
     while bytes.len() >= METADATA_LEN {
         let event_len = u32::from_ne_bytes(bytes[0..4].try_into().unwrap()) as usize;
@@ -98,6 +111,7 @@ pub fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     fn event(mask: u64, fd: i32, pid: i32, extra: usize) -> Vec<u8> {
         let mut v = Vec::new();
@@ -124,6 +138,22 @@ mod tests {
         assert!(matches!(out[1].file, EventFile::Error(13)));
         assert_eq!(out[1].pid, 42);
         assert_eq!(out[2].mask, FAN_CLOSE_NOWRITE);
+    }
+
+    #[test]
+    fn a_failed_read_is_one_lost_event() {
+        // read() on a directory fails (EISDIR) as a fanotify read does when
+        // the kernel cannot open an event's file for us.
+        let dir = std::fs::File::open("/").unwrap();
+        let mut reader = Reader::with_fd_budget(16);
+        let mut out = Vec::new();
+        assert!(reader.read(dir.as_fd(), &mut out, 16).unwrap());
+        assert!(reader.read(dir.as_fd(), &mut out, 16).unwrap());
+        assert_eq!(out.len(), 2);
+        assert!(matches!(out[0].file, EventFile::Error(libc::EISDIR)));
+        // One that never stops failing is an error, not endless lost events.
+        reader.lost_reads = MAX_FAILED_READS;
+        assert!(reader.read(dir.as_fd(), &mut out, 16).is_err());
     }
 
     #[test]
