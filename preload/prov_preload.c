@@ -38,6 +38,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -103,13 +104,11 @@ static struct {
     int preparer_late;       /* the running preparer missed a begin */
     int prepare_pending;     /* start a preparer at the shell's next read */
     pid_t shell_pid;         /* the shell itself, not one of its forks */
-    int capture;             /* memfd with the captured text */
-    int capture_is_history;
+    int capture;             /* memfd with the captured text (zsh) */
     unsigned long seq;
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
     char last_warning[256];
-    int remember_line;       /* bash: the line being read goes to history */
 } S = {
     .ns_root = -1, .ctl = -1, .tracker = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
@@ -323,9 +322,8 @@ static void take_prepared(int wait_ms)
 
 static int null_fd(void) { return real_open("/dev/null", O_RDWR | O_CLOEXEC); }
 
-/* Text of the capture memfd; for bash's `history 1` without the entry
- * number (or only the number, with want_number). */
-static int read_capture_part(struct buf *text, int want_number)
+/* Text of the capture memfd (zsh's preexec writes the line into it). */
+static int read_capture(struct buf *text)
 {
     if (S.capture < 0) return -1;
     struct stat st;
@@ -334,33 +332,9 @@ static int read_capture_part(struct buf *text, int want_number)
     if (buf_reserve(text, size + 1)) return -1;
     ssize_t n = pread(S.capture, text->p, size, 0);
     if (n < 0) return -1;
-    text->len = (size_t)n;
-    char *p = text->p;
-    size_t len = text->len;
-    if (S.capture_is_history) {
-        /* "%5d  text\n" (HISTTIMEFORMAT is emptied by the caller). */
-        size_t i = 0;
-        while (i < len && p[i] == ' ') i++;
-        size_t digits = i;
-        while (i < len && p[i] >= '0' && p[i] <= '9') i++;
-        if (want_number) {
-            memmove(p, p + digits, i - digits);
-            text->len = i - digits;
-            return 0;
-        }
-        if (i < len && p[i] == '*') i++; /* modified entry marker */
-        if (i + 1 < len && p[i] == ' ' && p[i + 1] == ' ') i += 2;
-        memmove(p, p + i, len - i);
-        len -= i;
-        /* The Enter that ended the line (and a here-doc's) is not text. */
-        while (len && p[len - 1] == '\n') len--;
-    }
-    if (len > MAX_TEXT) len = MAX_TEXT;
-    text->len = len;
+    text->len = (size_t)n > MAX_TEXT ? MAX_TEXT : (size_t)n;
     return 0;
 }
-
-static int read_capture(struct buf *text) { return read_capture_part(text, 0); }
 
 static void drop_active(void)
 {
@@ -370,7 +344,7 @@ static void drop_active(void)
     S.active = 0;
 }
 
-static void begin_observation(int with_text)
+static void begin_observation(const struct buf *text)
 {
     if (S.active || !S.loaded) return;
     if (S.r_ctl < 0) {
@@ -384,12 +358,11 @@ static void begin_observation(int with_text)
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
 
-    struct buf msg = {0}, text = {0};
+    struct buf msg = {0};
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-    if (with_text) read_capture(&text);
     int bad = buf_str(&msg, "{\"Begin\":{\"seq\":") || buf_u64(&msg, ++S.seq)
-        || buf_str(&msg, ",\"text\":\"") || buf_hex(&msg, (unsigned char *)text.p, text.len)
+        || buf_str(&msg, ",\"text\":\"") || buf_hex(&msg, (unsigned char *)text->p, text->len)
         || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
         || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns()) || buf_str(&msg, "}}");
     if (bad || send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL) < 0) {
@@ -403,24 +376,18 @@ static void begin_observation(int with_text)
         S.last_warning[0] = 0;
     }
     buf_free(&msg);
-    buf_free(&text);
 }
 
-static void end_observation(const char *status, int with_text)
+static void end_observation(const char *status)
 {
     if (S.active) {
-        struct buf msg = {0}, text = {0};
-        int have_text = with_text && read_capture(&text) == 0;
+        struct buf msg = {0};
         int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
-            || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status));
-        if (have_text)
-            bad = bad || buf_str(&msg, ",\"text\":\"") || buf_hex(&msg, (unsigned char *)text.p, text.len)
-                || buf_str(&msg, "\"");
-        bad = bad || buf_str(&msg, "}}");
+            || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
+            || buf_str(&msg, "}}");
         /* The prompt never waits for storing: send and forget. */
         if (!bad) { ssize_t r = send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT); (void)r; }
         buf_free(&msg);
-        buf_free(&text);
         drop_active();
     }
     /* Not now: starting the preparer (a vfork and exec, then three
@@ -429,76 +396,211 @@ static void end_observation(const char *status, int with_text)
     S.prepare_pending = 1;
 }
 
-static int new_capture(int is_history)
+static int new_capture(int *slot)
 {
-    close_fd(&S.capture);
+    close_fd(slot);
     int fd = (int)syscall(SYS_memfd_create, "prov-capture", MFD_CLOEXEC);
     if (fd < 0) return null_fd();
-    S.capture = move_high(fd, 1);
-    S.capture_is_history = is_history;
+    *slot = move_high(fd, 1);
     /* The shell writes (and closes) its own duplicate. */
-    return fcntl(S.capture, F_DUPFD_CLOEXEC, 0);
+    return fcntl(*slot, F_DUPFD_CLOEXEC, 0);
 }
 
-/* An fd from which the shell reads the captured text (number stripped),
- * or only bash's history entry number. */
-static int captured_text(int want_number)
+/* ------------------------------------------------------ bash history */
+
+/* bash has no preexec hook that is given the line, so the text of a command
+ * is taken from bash's own history list, from inside the shell, when PS0
+ * starts the command (see bash_line_text). So that every line gets an
+ * entry, the integration neutralises HISTCONTROL, HISTIGNORE and HISTSIZE=0
+ * while a line is read, and hands the user's values over with `line-start`;
+ * the shim then applies them itself, the way bash would have, and deletes
+ * the entries bash would not have kept before the command runs (so a
+ * hang-up during the command saves no line bash would have kept out).
+ *
+ * With history switched off (`set +o history`) bash adds nothing, and puts
+ * remember_on_history back after PROMPT_COMMAND, so no prompt hook can
+ * switch it on: the shim sets it after each read that returned input and
+ * clears it while bash waits for input (pselect) and when the command
+ * starts, so a hang-up at the prompt finds it clear and bash saves no
+ * history it would not have saved; the line's entries are deleted.
+ *
+ * bash exports these for loadable builtins; a bash that does not cannot be
+ * asked (the integration then records commands without text). */
+struct hist_entry { char *line; char *timestamp; void *data; };
+static struct {
+    int ready;
+    struct hist_entry *(*get)(int);     /* history_get(history_base + i) */
+    struct hist_entry *(*remove)(int);  /* remove_history(i) */
+    void *(*free_entry)(struct hist_entry *);
+    void (*delete_histent)(int);        /* bash >= 5.0: remove + bookkeeping */
+    int *length, *base, *lines_this_session, *remember, *enable_list;
+    int next;                   /* number the line being read starts at */
+    int rules;                  /* memfd: HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
+    int keep_line;              /* history off: keep the line being read */
+    int started;                /* the first line-start set `next` */
+} H = { .rules = -1 };
+
+static int bash_history_ready(void)
 {
-    struct buf text = {0};
-    int fd = (int)syscall(SYS_memfd_create, "prov-captured", MFD_CLOEXEC);
-    if (fd >= 0 && read_capture_part(&text, want_number) == 0) {
-        ssize_t w = write(fd, text.p, text.len);
-        (void)w;
-        lseek(fd, 0, SEEK_SET);
+    if (!H.ready && !strcmp(S.shell, "bash")) {
+        H.get = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "history_get");
+        H.remove = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "remove_history");
+        H.free_entry = (void *(*)(struct hist_entry *))dlsym(RTLD_DEFAULT, "free_history_entry");
+        H.delete_histent = (void (*)(int))dlsym(RTLD_DEFAULT, "bash_delete_histent");
+        H.length = (int *)dlsym(RTLD_DEFAULT, "history_length");
+        H.base = (int *)dlsym(RTLD_DEFAULT, "history_base");
+        H.lines_this_session = (int *)dlsym(RTLD_DEFAULT, "history_lines_this_session");
+        H.remember = (int *)dlsym(RTLD_DEFAULT, "remember_on_history");
+        H.enable_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
+        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list;
     }
-    buf_free(&text);
-    return fd >= 0 ? fd : null_fd();
+    return H.ready;
 }
 
-/* bash with history switched off (`set +o history`): the line being read
- * has no history entry, so its text would be unknown. bash adds a line only
- * while its internal remember_on_history is set, and puts that back after
- * PROMPT_COMMAND, so a prompt hook cannot set it. For one line, when the
- * integration asks, the shim sets it after each read that returned input and
- * clears it while bash waits for input (pselect) and when PS0 starts the
- * command: a hang-up at the prompt finds it clear, so bash saves no history
- * it would not have saved. The integration deletes the entry again. bash
- * exports both variables (for loadable builtins); without them, or with
- * history on, nothing is touched. */
-static int *bash_remember_on_history, *bash_enable_history_list;
-
-static int arm_remember_line(void)
+static void delete_entry(int i)
 {
-    if (strcmp(S.shell, "bash")) goto refuse;
-    if (!bash_remember_on_history) {
-        bash_remember_on_history = (int *)dlsym(RTLD_DEFAULT, "remember_on_history");
-        bash_enable_history_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
+    if (H.delete_histent) { H.delete_histent(i); return; }
+    struct hist_entry *e = H.remove(i);
+    if (e) {
+        H.free_entry(e);
+        if (H.lines_this_session && *H.lines_this_session > 0) (*H.lines_this_session)--;
     }
-    if (!bash_remember_on_history || !bash_enable_history_list || *bash_enable_history_list) goto refuse;
-    S.remember_line = 1;
-    return null_fd();
-refuse:
-    errno = ENOENT;
-    return -1;
 }
 
-static void remember_line(int on)
+static const char *line_at(int i)
 {
-    if (S.remember_line && getpid() == S.shell_pid) *bash_remember_on_history = on;
+    struct hist_entry *e = i >= 0 && i < *H.length ? H.get(*H.base + i) : NULL;
+    return e && e->line ? e->line : NULL;
+}
+
+/* The user's settings, as handed over with line-start. */
+struct hist_rules { int ignorespace, ignoredups, erasedups, size; char *ignore; size_t ignore_len; struct buf data; };
+
+static void read_rules(struct hist_rules *r)
+{
+    memset(r, 0, sizeof *r);
+    r->size = -1;
+    struct stat st;
+    if (H.rules < 0 || fstat(H.rules, &st) < 0 || buf_reserve(&r->data, (size_t)st.st_size + 3)) return;
+    ssize_t n = pread(H.rules, r->data.p, (size_t)st.st_size, 0);
+    if (n < 0) return;
+    memset(r->data.p + n, 0, 3);
+    char *control = r->data.p, *ignore = control + strlen(control) + 1, *size = ignore + strlen(ignore) + 1;
+    for (char *word = control; *word;) {
+        size_t len = strcspn(word, ":");
+        int both = len == 10 && !strncmp(word, "ignoreboth", 10);
+        if (both || (len == 11 && !strncmp(word, "ignorespace", 11))) r->ignorespace = 1;
+        if (both || (len == 10 && !strncmp(word, "ignoredups", 10))) r->ignoredups = 1;
+        if (len == 9 && !strncmp(word, "erasedups", 9)) r->erasedups = 1;
+        word += len + (word[len] == ':');
+    }
+    r->ignore = ignore;
+    r->ignore_len = strlen(ignore);
+    if (*size >= '0' && *size <= '9') r->size = atoi(size);
+}
+
+/* HISTIGNORE: colon-separated patterns matched against the whole line; `&`
+ * is the previous history line; `\:` is a colon in a pattern. */
+static int ignored_by_pattern(const struct hist_rules *r, const char *line, const char *previous)
+{
+    char pattern[4096];
+    for (size_t i = 0; i < r->ignore_len;) {
+        size_t n = 0;
+        while (i < r->ignore_len && r->ignore[i] != ':' && n + 1 < sizeof pattern) {
+            if (r->ignore[i] == '\\' && r->ignore[i + 1] == ':') i++;
+            pattern[n++] = r->ignore[i++];
+        }
+        pattern[n] = 0;
+        i++;
+        if (!n) continue;
+        if (!strcmp(pattern, "&")) {
+            if (previous && !strcmp(line, previous)) return 1;
+        } else if (fnmatch(pattern, line, FNM_EXTMATCH) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The entries bash added for the line just read (several with `shopt -u
+ * cmdhist`), joined by newlines into `text`; those the user's settings
+ * would have kept out are deleted, as are all of them with history off. */
+static void bash_line_text(struct buf *text)
+{
+    if (!H.started) return;
+    struct hist_rules r;
+    read_rules(&r);
+    int drop_all = H.keep_line || r.size == 0;
+    int first = H.next - *H.base;
+    if (first < 0) first = 0;
+    for (int i = first; i < *H.length;) {
+        const char *line = line_at(i);
+        if (!line) { i++; continue; }
+        if (text->len) buf_add(text, "\n", 1);
+        buf_str(text, line);
+        const char *previous = line_at(i - 1);
+        int drop = drop_all || (r.ignorespace && line[0] == ' ')
+            || (r.ignoredups && previous && !strcmp(line, previous)) || ignored_by_pattern(&r, line, previous);
+        if (drop) {
+            delete_entry(i);
+            continue;
+        }
+        if (r.erasedups) {
+            /* Older copies go; this one, now the newest copy, stays. */
+            for (int k = i - 1; k >= 0; k--) {
+                const char *older = line_at(k);
+                if (older && !strcmp(older, line)) { delete_entry(k); i--; }
+            }
+        }
+        i++;
+    }
+    /* The Enter that ended the line (and a here-doc's) is not text. */
+    while (text->len && text->p[text->len - 1] == '\n') text->len--;
+    if (text->len > MAX_TEXT) text->len = MAX_TEXT;
+    buf_free(&r.data);
+    H.next = *H.base + *H.length;
+}
+
+/* `line-start`, from the first prompt hook: the lines read since the last
+ * command started that never started one (empty, a comment) are settled
+ * with the settings they were read under, then the next line's settings
+ * arrive in the returned memfd. */
+static int bash_line_start(void)
+{
+    if (!bash_history_ready()) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (H.started) {
+        struct buf leftover = {0};
+        bash_line_text(&leftover);
+        buf_free(&leftover);
+    }
+    H.started = 1;
+    H.next = *H.base + *H.length;
+    H.keep_line = *H.enable_list == 0;
+    return new_capture(&H.rules);
+}
+
+static void keep_line(int on)
+{
+    if (H.keep_line && getpid() == S.shell_pid) *H.remember = on;
 }
 
 static int control(const char *cmd)
 {
     if (!strcmp(cmd, "ping")) return null_fd();
-    if (!strcmp(cmd, "capture-history")) return new_capture(1);
-    if (!strcmp(cmd, "capture")) return new_capture(0);
-    if (!strcmp(cmd, "captured")) return captured_text(0);
-    if (!strcmp(cmd, "captured-number")) return captured_text(1);
-    if (!strcmp(cmd, "begin")) { begin_observation(1); return null_fd(); }
-    if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4, 0); return null_fd(); }
-    if (!strncmp(cmd, "end-text/", 9)) { end_observation(cmd + 9, 1); return null_fd(); }
+    if (!strcmp(cmd, "capture")) return new_capture(&S.capture);
+    if (!strcmp(cmd, "begin")) {
+        struct buf text = {0};
+        read_capture(&text);
+        begin_observation(&text);
+        buf_free(&text);
+        return null_fd();
+    }
+    if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4); return null_fd(); }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
-    if (!strcmp(cmd, "remember-line")) return arm_remember_line();
+    if (!strcmp(cmd, "line-start")) return bash_line_start();
     errno = ENOENT;
     return -1;
 }
@@ -663,6 +765,14 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
     resolve_real();
     if (!S.active || S.tracker < 0 || !path) return real_execve(path, argv, envp);
     int saved = errno;
+    if (getpid() == S.shell_pid) {
+        /* `exec PROGRAM` typed at the prompt replaces the shell itself: the
+         * command ends here, and the program (a new shell, usually) runs
+         * outside any observation, as the shell did. */
+        end_observation("0");
+        errno = saved;
+        return real_execve(path, argv, envp);
+    }
     struct pollfd hup = { .fd = S.ctl, .events = POLLRDHUP };
     if (poll(&hup, 1, 0) > 0 && (hup.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
         /* The collector died (its end of the control socket hung up) and
@@ -720,7 +830,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
     resolve_real();
     prepare_if_pending();
     ssize_t got = real_read(fd, buf, count);
-    if (got > 0) remember_line(1);
+    if (got > 0) keep_line(1);
     return got;
 }
 
@@ -728,7 +838,7 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 {
     resolve_real();
     prepare_if_pending();
-    remember_line(0);
+    keep_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
 }
 
@@ -736,9 +846,12 @@ EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm 
 {
     resolve_real();
     if (S.loaded && format && !strcmp(format, BEGIN_FORMAT)) {
-        remember_line(0);
-        S.remember_line = 0;
-        begin_observation(0);
+        keep_line(0);
+        struct buf text = {0};
+        bash_line_text(&text);
+        H.keep_line = 0;
+        begin_observation(&text);
+        buf_free(&text);
         if (max) s[0] = 0;
         return 0;
     }

@@ -7,125 +7,88 @@
 # - PS0 (expanded after a line is read, before any of it runs, redirections
 #   included) starts the observation through a strftime format the shim knows;
 # - the first PROMPT_COMMAND entry ends it with the exit status and the text.
-# The text is bash's history entry for the line. So that every line gets one
-# whatever HISTCONTROL, HISTIGNORE or HISTSIZE say, those are neutralised
-# while a line is read and the user's values are back before the command runs
-# (PS0); afterwards the entry is deleted again if the user's settings would
-# have kept it out. With history switched off (`set +o history`) the shim
-# keeps each line in the list while it is read, and it is deleted again.
+# The text is taken from bash's history list by the shim when the command
+# starts; so that every line gets an entry, HISTCONTROL, HISTIGNORE and
+# HISTSIZE=0 are neutralised while a line is read, the shim applies the
+# user's values itself (deleting what bash would have kept out) and PS0 puts
+# them back before the command runs. `set +o history` is handled in the shim.
 __prov_shim=@PRELOAD@
 if [[ $- == *i* ]]; then
     if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
         if [[ -z ${__prov_hooked-} ]]; then
             __prov_hooked=1
-            __prov_seq=0 __prov_done=0 __prov_empty= __prov_prev=
-            __prov_num= __prov_text= __prov_synced= __prov_forced= __prov_enum= __prov_etext=
+            __prov_seq=0 __prov_done=0 __prov_empty=()
             __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
-
-            # Would the user's settings have kept line "$1" out of the history?
-            __prov_user_ignores() {
-                local hc=":$__prov_hc:"
-                if [[ $hc == *:ignorespace:* || $hc == *:ignoreboth:* ]] && [[ $1 == [[:space:]]* ]]; then
-                    return 0
-                fi
-                if [[ $hc == *:ignoredups:* || $hc == *:ignoreboth:* || $hc == *:erasedups:* ]] && [[ $1 == "$__prov_prev" ]]; then
-                    return 0
-                fi
-                local IFS=: pattern
-                for pattern in $__prov_hi; do
-                    [[ $pattern == '&' ]] && pattern=$__prov_prev
-                    # shellcheck disable=SC2053 # a glob, as bash applies HISTIGNORE
-                    [[ $1 == $pattern ]] && return 0
-                done
-                return 1
-            }
-
-            # The newest history entry: its text and number (empty if none).
-            __prov_last_entry() {
-                HISTTIMEFORMAT= builtin history 1 >| /.prov-shim-ctl/capture-history
-                IFS= read -r -d '' __prov_etext < /.prov-shim-ctl/captured
-                IFS= read -r __prov_enum < /.prov-shim-ctl/captured-number
-            }
+            # Can the shim read bash's history list (see prov_preload.c)?
+            __prov_texts=1
+            if ! { printf '' >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
+                __prov_texts=
+                printf '%s\n' 'prov: this bash does not export its history functions: commands are recorded without their text' >&2
+            fi
 
             __prov_precmd() {
-                local status=$? ran=
-                if [[ -z $__prov_synced ]]; then
-                    # First prompt: the history file is loaded by now.
-                    __prov_last_entry
-                    __prov_num=$__prov_enum __prov_text=$__prov_etext __prov_synced=1
+                local status=$?
+                if ((__prov_seq != __prov_done)); then
+                    __prov_done=$__prov_seq
+                    : >| "/.prov-shim-ctl/end/$status"
+                    # The user's values (PS0 restored them), as the command
+                    # may have changed them.
+                    __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
                 fi
-                ((__prov_seq != __prov_done)) && ran=1 __prov_done=$__prov_seq
-                if [[ -n $ran || -n $__prov_forced ]]; then
-                    __prov_last_entry
-                    # A line read since the last prompt has an entry unless
-                    # the newest one is still the one left last time.
-                    local new=
-                    [[ -n $__prov_enum && ($__prov_enum != "$__prov_num" || $__prov_etext != "$__prov_text") ]] && new=1
-                    if [[ -n $ran && -n $new ]]; then
-                        : >| "/.prov-shim-ctl/end-text/$status"
-                    elif [[ -n $ran ]]; then
-                        # No entry: history off and the shim could not keep
-                        # the line (see remember-line below); text unknown.
-                        : >| "/.prov-shim-ctl/end/$status"
-                    fi
-                    local changed=
-                    if [[ -n $new ]]; then
-                        if [[ -n $__prov_forced ]] || __prov_user_ignores "$__prov_etext"; then
-                            builtin history -d -1 2>/dev/null || builtin history -d "$__prov_enum" 2>/dev/null
-                            changed=1
-                        else
-                            __prov_prev=$__prov_etext
-                        fi
-                    fi
-                    if [[ -n $ran ]]; then
-                        # The user's values (PS0 restored them), as the
-                        # command may have changed them.
-                        __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-}
-                        [[ ${HISTSIZE-500} != 1 || $__prov_hs != 0 ]] && __prov_hs=${HISTSIZE-500}
-                    fi
-                    ((__prov_hs == 0)) && HISTSIZE=0 changed=1
-                    [[ -n $changed ]] && __prov_last_entry
-                    __prov_num=$__prov_enum __prov_text=$__prov_etext
-                fi
-                # Neutralised while the next line is read; PS0 restores them.
-                HISTCONTROL= HISTIGNORE=
-                ((__prov_hs == 0)) && HISTSIZE=1
-                # History switched off (set +o history): bash restores it
-                # after PROMPT_COMMAND, so the shim keeps the next line in
-                # the history list while it is read; it is deleted above.
-                __prov_forced=
-                if [[ ! -o history ]] && { : >| /.prov-shim-ctl/remember-line; } 2>/dev/null; then
-                    __prov_forced=1
+                if [[ -n $__prov_texts ]]; then
+                    # The shim applies the user's settings to the next line
+                    # itself, so bash must keep every line while it is read.
+                    printf '%s\0%s\0%s\0' "$__prov_hc" "$__prov_hi" "$__prov_hs" >| /.prov-shim-ctl/line-start
+                    HISTCONTROL= HISTIGNORE=
+                    ((__prov_hs == 0)) && HISTSIZE=100
                 fi
                 [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
                 return $status
             }
 
-            # Prompt expansion runs in the shell itself: an associative
-            # array subscript performs the := restores and expands to
-            # nothing, an indexed subscript counts the command.
+            # Prompt expansion runs in the shell itself, after the \D{…}
+            # that starts the command: associative array subscripts perform
+            # the := restores and expand to nothing, indexed ones do
+            # arithmetic (HISTSIZE back to 0, counting the command).
             declare -gA __prov_none=()
-            __prov_ps0='\D{prov-shim-begin}${__prov_none[x${HISTCONTROL:=$__prov_hc}]}${__prov_none[x${HISTIGNORE:=$__prov_hi}]}${__prov_empty[__prov_seq+=1]}'
+            __prov_ps0='\D{prov-shim-begin}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs == 0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
             PS0=$__prov_ps0${PS0-}
             if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
                 PROMPT_COMMAND=(__prov_precmd "${PROMPT_COMMAND[@]}")
             else
                 PROMPT_COMMAND="__prov_precmd${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
             fi
-            HISTCONTROL= HISTIGNORE=
-            ((__prov_hs == 0)) && HISTSIZE=1
             : >| /.prov-shim-ctl/prepare
         fi
         unset __PROV_REEXEC
     elif [[ ${__PROV_REEXEC-} == "$$" ]]; then
-        unset __PROV_REEXEC
+        # Re-exec'd with the shim, which did not load: take it back out, so
+        # the programs this shell starts do not try again.
+        unset __PROV_REEXEC PROV_SHIM_HELPER PROV_SHIM_PROV PROV_SHIM_SHELL
+        LD_PRELOAD=${LD_PRELOAD#"$__prov_shim"}
+        LD_PRELOAD=${LD_PRELOAD#:}
+        [[ -n $LD_PRELOAD ]] || unset LD_PRELOAD
         printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
-    elif [[ -n ${BASH_SOURCE[0]-} && -r $__prov_shim ]]; then
-        # Only while reading an rc file: re-exec'ing later would lose state.
-        export __PROV_REEXEC=$$
-        LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
-            PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=bash exec -a "$0" "$BASH"
-    elif [[ -z ${BASH_SOURCE[0]-} ]]; then
-        printf '%s\n' 'prov: add  eval "$(prov init bash)"  to ~/.bashrc, or try  prov shell' >&2
+    elif [[ $- == *c* ]]; then
+        : # bash -ic '...': no prompt, nothing to record
+    elif [[ -n ${BASH_SOURCE[0]-} && ${BASH_LINENO[${#BASH_LINENO[@]}-1]} == 0 ]]; then
+        # Read from an rc file at startup (sourced at a prompt, the bottom
+        # line number is the prompt's): the only time a re-exec loses
+        # nothing. The same arguments again (-l, -o …, a script), with the
+        # shim, if it loads at all: ld.so only warns about one that cannot.
+        if [[ ! -r $__prov_shim ]]; then
+            printf 'prov: not tracing: the preload shim %s is missing\n' "$__prov_shim" >&2
+        elif ! __prov_why=$( { LD_PRELOAD=$__prov_shim /bin/true; } 2>&1 ) || [[ -n $__prov_why ]]; then
+            printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
+        else
+            __prov_args=()
+            [[ -r /proc/$$/cmdline ]] && mapfile -t -d '' __prov_args < /proc/$$/cmdline
+            export __PROV_REEXEC=$$
+            LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
+                PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=bash exec -a "${__prov_args[0]:-$0}" "$BASH" "${__prov_args[@]:1}"
+        fi
+        unset __prov_why
+    else
+        printf '%s\n' 'prov: this shell is not traced: put  eval "$(prov init bash)"  last in ~/.bashrc and start a new shell, or try  prov shell' >&2
     fi
 fi

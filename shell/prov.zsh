@@ -33,14 +33,36 @@ if [[ -o interactive ]]; then
         fi
         unset __PROV_REEXEC
     elif [[ ${__PROV_REEXEC-} == $$ ]]; then
-        unset __PROV_REEXEC
+        # Re-exec'd with the shim, which did not load: take it back out, so
+        # the programs this shell starts do not try again.
+        unset __PROV_REEXEC PROV_SHIM_HELPER PROV_SHIM_PROV PROV_SHIM_SHELL
+        LD_PRELOAD=${LD_PRELOAD#$__prov_shim}
+        LD_PRELOAD=${LD_PRELOAD#:}
+        [[ -n $LD_PRELOAD ]] || unset LD_PRELOAD
         print -ru2 -- "prov: not tracing: the preload shim $__prov_shim could not be loaded"
-    elif [[ ${ZSH_EVAL_CONTEXT-} == *file* && -r $__prov_shim ]]; then
-        # Only while reading an rc file: re-exec'ing later would lose state.
-        export __PROV_REEXEC=$$
-        LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
-            PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=zsh exec -a "${ZSH_ARGZERO:-zsh}" "${commands[zsh]:-/bin/zsh}"
-    elif [[ ${ZSH_EVAL_CONTEXT-} != *file* ]]; then
-        print -ru2 -- 'prov: add  eval "$(prov init zsh)"  to ~/.zshrc, or try  prov shell'
+    elif [[ -n ${ZSH_EXECUTION_STRING+x} || -n ${ZSH_SCRIPT-} ]]; then
+        : # zsh -ic '...' or a script: no prompt, nothing to record
+    elif [[ ${ZSH_EVAL_CONTEXT-} == file* ]]; then
+        # Read from an rc file at startup (sourced at a prompt, the context
+        # starts with toplevel): the only time a re-exec loses nothing. The
+        # same arguments again (-l, -o …), with the shim, if it loads at
+        # all: ld.so only warns about one that cannot.
+        typeset -g __prov_why
+        if [[ ! -r $__prov_shim ]]; then
+            print -ru2 -- "prov: not tracing: the preload shim $__prov_shim is missing"
+        elif ! __prov_why=$( { LD_PRELOAD=$__prov_shim /bin/true; } 2>&1 ) || [[ -n $__prov_why ]]; then
+            print -ru2 -- "prov: not tracing: the preload shim $__prov_shim could not be loaded"
+        else
+            typeset -ga __prov_args
+            # NUL-separated, NUL-terminated: the last element is empty.
+            [[ -r /proc/$$/cmdline ]] && __prov_args=("${(@0)$(</proc/$$/cmdline)}") && __prov_args[-1]=()
+            export __PROV_REEXEC=$$
+            LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
+                PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=zsh \
+                exec -a "${__prov_args[1]:-${ZSH_ARGZERO:-zsh}}" "${commands[zsh]:-/bin/zsh}" "${(@)__prov_args[2,-1]}"
+        fi
+        unset __prov_why
+    else
+        print -ru2 -- 'prov: this shell is not traced: put  eval "$(prov init zsh)"  last in ~/.zshrc and start a new shell, or try  prov shell'
     fi
 fi
