@@ -28,6 +28,7 @@ if [[ -o interactive ]]; then
             add-zsh-hook preexec __prov_preexec
             # First, so it sees the command's status and ends the observation
             # before other prompt hooks run their own programs.
+            typeset -ga precmd_functions
             precmd_functions=(__prov_precmd ${precmd_functions:#__prov_precmd})
             : >| /.prov-shim-ctl/prepare
         fi

@@ -17,23 +17,33 @@ struct Shell {
     name: &'static str,
     session: OsSession,
     pid: u32,
+    /// What the shell printed before its first prompt.
+    startup: String,
 }
 
 fn rc_file(case: &Case, shell: &str) -> PathBuf {
     case.home.join(if shell == "bash" { ".bashrc" } else { ".zshrc" })
 }
 
-/// Writes the rc file: `before` (the user's own settings), the prompt, and
-/// the integration line, in that order.
-fn write_rc(case: &Case, shell: &str, prov: &Path, before: &str) {
-    let prompt = if shell == "bash" {
+/// The rc lines that set the test's prompt.
+fn prompt_rc(shell: &str) -> String {
+    if shell == "bash" {
         format!("PS1='{PROMPT}'\n")
     } else {
         format!("PROMPT='{PROMPT}'\nunsetopt PROMPT_SP\n")
-    };
-    let rc = format!("{before}\n{prompt}eval \"$({} init {shell})\"\n", prov.display());
+    }
+}
+
+/// Writes the rc file: `before` (the user's own settings), the prompt, and
+/// the integration line, in that order.
+fn write_rc(case: &Case, shell: &str, prov: &Path, before: &str) {
+    let rc = format!("{before}\n{}{}\n", prompt_rc(shell), init_line(shell, prov));
     std::fs::write(rc_file(case, shell), rc).unwrap();
     case.chown_tree(&case.home);
+}
+
+fn init_line(shell: &str, prov: &Path) -> String {
+    format!("eval \"$({} init {shell})\"", prov.display())
 }
 
 impl Shell {
@@ -43,6 +53,11 @@ impl Shell {
 
     fn start_with(case: &Case, name: &'static str, rc: &str, prov: &Path) -> Shell {
         write_rc(case, name, prov, rc);
+        Shell::spawn(case, name)
+    }
+
+    /// Starts the shell with the rc file as it is.
+    fn spawn(case: &Case, name: &'static str) -> Shell {
         let mut cmd = Command::new("setpriv");
         cmd.arg(format!("--reuid={}", case.inst.uid))
             .arg(format!("--regid={}", case.inst.gid))
@@ -57,8 +72,8 @@ impl Shell {
             .current_dir(&case.work);
         let mut session = OsSession::spawn(cmd).expect("spawn shell in a pty");
         session.set_expect_timeout(Some(Duration::from_secs(30)));
-        let mut shell = Shell { name, session, pid: 0 };
-        shell.wait_prompt();
+        let mut shell = Shell { name, session, pid: 0, startup: String::new() };
+        shell.startup = shell.wait_prompt();
         shell.assert_outside_observations();
         shell
     }
@@ -141,6 +156,8 @@ in_both_shells!(
     sessions_order_and_concurrent_shells,
     fail_open_when_helper_or_database_go_away,
     rc_twice_exec_and_disown,
+    startup_modes_nounset_and_exec,
+    untraced_shells_and_a_shim_that_cannot_load,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -251,6 +268,11 @@ fn interrupt_cd_and_nested_shells(shell: &str) {
     sh.run("cd sub && echo moved > cd.txt");
     sh.run("cd ..");
     sh.run("bash -c 'echo nested > nested.txt'");
+    // A nested interactive shell records its own commands.
+    sh.session.send_line(&format!("{shell} -i")).unwrap();
+    sh.wait_prompt();
+    sh.run("echo inner > inner.txt");
+    sh.run("exit");
     let out = sh.run("echo after");
     assert!(out.contains("after"), "the shell still works after Ctrl-C: {out:?}");
     sh.exit();
@@ -260,6 +282,7 @@ fn interrupt_cd_and_nested_shells(shell: &str) {
     assert_eq!(cd["text"], "cd sub && echo moved > cd.txt");
     assert_eq!(cd["cwd"].as_str().unwrap(), case.work.to_str().unwrap(), "cwd at the start");
     assert_wrote(&case, "nested.txt", "bash -c 'echo nested > nested.txt'");
+    assert_wrote(&case, "inner.txt", "echo inner > inner.txt");
 }
 
 fn background_job_after_the_prompt(shell: &str) {
@@ -338,8 +361,26 @@ fn sessions_order_and_concurrent_shells(shell: &str) {
         a.run(&format!("echo a{i} > a{i}.txt"));
         b.run(&format!("echo b{i} > b{i}.txt"));
     }
+    // The record is stored a few milliseconds after the prompt is back
+    // (the prompt never waits for SQLite): a query typed next finds it.
+    let query = format!("{} query wrote a2.txt", case.inst.prov().display());
+    let mut found = a.run(&query);
+    for _ in 0..20 {
+        if found.contains("echo a2 > a2.txt") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        found = a.run(&query);
+    }
+    assert!(found.contains("echo a2 > a2.txt"), "{found}");
+    // Commands of the two shells at the same time.
+    a.session.send_line("sleep 1; echo a-late > a-late.txt").unwrap();
+    b.run("echo meanwhile > b-meanwhile.txt");
+    a.wait_prompt();
     a.exit();
     b.exit();
+    assert_wrote(&case, "a-late.txt", "sleep 1; echo a-late > a-late.txt");
+    assert_eq!(files(&assert_wrote(&case, "b-meanwhile.txt", "echo meanwhile > b-meanwhile.txt")).len(), 1);
     // Records are stored by the collectors after each prompt returns; under
     // load the last one may land a moment after the shell exits.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -449,6 +490,126 @@ fn rc_twice_exec_and_disown(shell: &str) {
         let arr = std::fs::read_to_string(case.home.join("arr.log")).unwrap_or_default();
         assert!(arr.lines().count() >= 2, "the user's PROMPT_COMMAND array still runs: {arr:?}");
     }
+}
+
+fn startup_modes_nounset_and_exec(shell: &str) {
+    let case = Case::new(&format!("{shell}-startup"));
+    let nounset = if shell == "bash" { "set -u" } else { "setopt nounset" };
+    write_rc(&case, shell, &case.inst.prov(), nounset);
+    // `SHELL -ic` and `SHELL -i script` run what they were given: only a
+    // shell that reads the user's lines is re-executed with the shim.
+    let script = case.write("script.sh", b"echo ran-script \"$1\"\n");
+    let c = case.command(shell).args(["-ic", "echo ran-c; exit 7"]).output().unwrap();
+    assert_eq!(c.status.code(), Some(7), "{}", describe(&c));
+    assert!(String::from_utf8_lossy(&c.stdout).contains("ran-c"), "{}", describe(&c));
+    let sc = case.command(shell).arg("-i").arg(&script).arg("arg1").output().unwrap();
+    assert!(String::from_utf8_lossy(&sc.stdout).contains("ran-script arg1"), "{}", describe(&sc));
+    for out in [&c, &sc] {
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("prov:"), "{}", describe(out));
+    }
+
+    // The user's rc turns on nounset: nothing of prov's breaks.
+    let mut sh = Shell::spawn(&case, leak(shell));
+    let startup = sh.startup.clone();
+    let first = sh.run("echo one > u1.txt");
+    let second = sh.run("echo two > u2.txt");
+    for out in [&startup, &first, &second] {
+        assert!(!out.contains("unbound") && !out.contains("parameter not set") && !out.contains("prov:"), "{out}");
+    }
+    // exec replaces the shell: that command ends there, and the new shell
+    // (set up again by its rc) lives outside every observation.
+    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.wait_prompt();
+    sh.assert_outside_observations();
+    sh.run("echo after > after.txt");
+    sh.exit();
+    assert_wrote(&case, "u1.txt", "echo one > u1.txt");
+    assert_wrote(&case, "u2.txt", "echo two > u2.txt");
+    assert_wrote(&case, "after.txt", "echo after > after.txt");
+    let history = case.query(["history", "-n", "100"]);
+    let exec = history.iter().find(|c| c["text"] == format!("exec {shell} -i")).unwrap_or_else(|| panic!("{history:#?}"));
+    assert!(exec["end_ns"].as_i64().is_some(), "the exec record is ended: {exec:#}");
+}
+
+fn untraced_shells_and_a_shim_that_cannot_load(shell: &str) {
+    let case = Case::new(&format!("{shell}-untraced"));
+    let prov = case.inst.prov();
+    // A shell started without the integration, which the user then types
+    // (or sources) at the prompt: no re-exec (its jobs and variables would
+    // be lost), one line saying what to do.
+    std::fs::write(rc_file(&case, shell), prompt_rc(shell)).unwrap();
+    let init = case.write("init.sh", init_line(shell, &prov).as_bytes());
+    case.chown_tree(&case.home);
+    let mut sh = Shell::spawn(&case, leak(shell));
+    let pid = sh.pid;
+    sh.run("sleep 100 &");
+    sh.run("myvar=kept");
+    let typed = sh.run(&init_line(shell, &prov));
+    let sourced = sh.run(&format!(". {}", init.display()));
+    for out in [&typed, &sourced] {
+        assert_eq!(out.matches("prov:").count(), 1, "one line: {out}");
+        assert!(out.contains("not traced"), "{out}");
+    }
+    let after = sh.run("echo \"P\"\"ID=$$ var=$myvar\"; jobs");
+    assert!(after.contains(&format!("PID={pid} var=kept")), "same shell, state kept: {after}");
+    assert!(after.contains("sleep 100"), "its job still listed: {after}");
+    sh.run("kill %1");
+    sh.exit();
+
+    // A shim that cannot be loaded (not a library): one line, and the shell
+    // goes on untraced with nothing it starts complaining.
+    let bad = case.home.join("not-a-library.so");
+    std::fs::write(&bad, "not an ELF file\n").unwrap();
+    let mut sh = Shell::start_with(&case, leak(shell), &format!("export PROV_PRELOAD={}", bad.display()), &prov);
+    let startup = sh.startup.clone();
+    assert_eq!(startup.matches("prov:").count(), 1, "{startup}");
+    assert!(startup.contains("could not be loaded"), "{startup}");
+    let out = sh.run("/bin/true; env | grep -c -E '^(LD_PRELOAD|PROV_SHIM)'; echo end");
+    assert!(!out.contains("ld.so") && !out.contains("ERROR"), "{out}");
+    assert!(out.lines().any(|l| l.trim() == "0"), "no preload left in the environment: {out}");
+    sh.exit();
+}
+
+/// A line that the user's HISTCONTROL keeps out of the history never
+/// reaches the history file, even when the shell is hung up while that
+/// very command runs (bash saves its history on SIGHUP).
+#[test]
+fn bash_hangup_during_an_ignored_line_saves_it_nowhere() {
+    let case = Case::new("bash-hup");
+    let rc = "HISTCONTROL=ignorespace\nHISTFILE=~/.hist\n";
+    let mut sh = Shell::start_with(&case, "bash", rc, &case.inst.prov());
+    sh.run("echo kept-line > kept.txt");
+    let line = " echo secret-line > secret.txt; kill -HUP $$";
+    sh.session.send_line(line).unwrap();
+    let _ = sh.session.get_process_mut().wait();
+    let hist = std::fs::read_to_string(case.home.join(".hist")).unwrap_or_default();
+    assert!(hist.contains("echo kept-line"), "bash saved its history when hung up: {hist:?}");
+    assert!(!hist.contains("secret-line"), "{hist:?}");
+    // Recorded all the same, with its text, though it never ended.
+    assert_wrote(&case, "secret.txt", line);
+}
+
+/// HISTSIZE=0 (no history at all) and `shopt -u cmdhist` (one entry per
+/// line of a multi-line command) keep every command's text.
+#[test]
+fn bash_histsize_zero_and_cmdhist_off_keep_texts() {
+    let case = Case::new("bash-histsize");
+    let mut sh = Shell::start_with(&case, "bash", "HISTSIZE=0\nshopt -u cmdhist\n", &case.inst.prov());
+    sh.run("touch h.txt");
+    sh.run("touch h.txt");
+    let multi = "for f in m1.txt m2.txt; do\necho x > $f\ndone";
+    sh.run(multi);
+    let hist = sh.run("history; echo \"HS=$HISTSIZE\"");
+    assert!(hist.contains("HS=0") && !hist.contains("touch") && !hist.contains("m1.txt"), "no history kept: {hist}");
+    sh.run("HISTSIZE=1");
+    sh.run("echo one > one.txt");
+    let hist = sh.run("history");
+    assert!(!hist.contains("one.txt"), "HISTSIZE=1 keeps only the newest line: {hist}");
+    sh.exit();
+    let history = case.query(["history", "-n", "100"]);
+    assert_eq!(history.iter().filter(|c| c["text"] == "touch h.txt").count(), 2, "{history:#?}");
+    assert_wrote(&case, "m1.txt", multi);
+    assert_wrote(&case, "one.txt", "echo one > one.txt");
 }
 
 /// The collector observing the process named `comm` that `parent` started:
