@@ -13,14 +13,13 @@
  * The shell integration (shell/prov.bash, shell/prov.zsh) talks to the shim
  * through opens of paths under CTL_PREFIX, which never reach the kernel:
  *   ping                 succeeds iff the shim is loaded in this process
- *   capture-history      the fd of a memfd receiving `history 1` (bash)
- *   capture              the fd of a memfd receiving the command text (zsh)
- *   captured             an fd reading the captured text, number stripped
- *   captured-number      an fd reading only the history entry number
- *   begin                start observing (the text is in the capture)
+ *   capture              the fd of a memfd receiving text from the shell
+ *   captured             an fd reading back what was captured
+ *   begin                start observing (zsh: the text is in the capture)
  *   end/STATUS           the command finished with STATUS
- *   end-text/STATUS      the same, with the captured text
- *   remember-line        bash with history off: keep the next line (below)
+ *   prepare              prepare the next observation now
+ *   line-start           bash: a line is about to be read (see bash history)
+ *   pause, resume        around prompt tools' hooks (see pause_observation)
  * and bash's PS0 calls strftime with the format BEGIN_FORMAT (\D{...}), which
  * starts the observation from inside prompt expansion, before any redirection
  * of the command line is performed.
@@ -97,6 +96,7 @@ static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct times
 static struct {
     int loaded;              /* constructor ran and found its settings */
     int active;              /* a command is being observed */
+    int paused;              /* ... but prompt tools' hooks run (see pause) */
     int ns_root, ctl, tracker, holder;        /* the active observation */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int prep_sock;           /* our end of the running preparer's socket */
@@ -336,8 +336,12 @@ static int read_capture(struct buf *text)
     return 0;
 }
 
+/* Observed right now: the shell's opens and execs go into the namespace. */
+static int observing(void) { return S.active && S.paused == 0; }
+
 static void drop_active(void)
 {
+    S.paused = 0;
     close_fd(&S.ctl);
     close_fd(&S.tracker);
     close_fd(&S.ns_root);
@@ -587,6 +591,21 @@ static void keep_line(int on)
     if (H.keep_line && getpid() == S.shell_pid) *H.remember = on;
 }
 
+/* A prompt tool's hook that bash runs between the start of a command and
+ * the command itself (a DEBUG trap: bash-preexec's preexec functions,
+ * starship's timer) is not part of the command: while paused, the shell's
+ * opens and execs go on as outside any observation, and what the hook
+ * starts and execs does not hold the tracker. */
+static int pause_observation(int pause)
+{
+    /* Nested: a hook wrapped in another tool's hook. */
+    if (S.active && (pause || S.paused > 0)) {
+        S.paused += pause ? 1 : -1;
+        fcntl(S.tracker, F_SETFD, S.paused ? FD_CLOEXEC : 0);
+    }
+    return null_fd();
+}
+
 static int control(const char *cmd)
 {
     if (!strcmp(cmd, "ping")) return null_fd();
@@ -601,6 +620,20 @@ static int control(const char *cmd)
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4); return null_fd(); }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
     if (!strcmp(cmd, "line-start")) return bash_line_start();
+    if (!strcmp(cmd, "pause")) return pause_observation(1);
+    if (!strcmp(cmd, "resume")) return pause_observation(0);
+    if (!strcmp(cmd, "captured")) {
+        /* Read back what the shell wrote into the capture. */
+        int fd = S.capture >= 0 ? (int)syscall(SYS_memfd_create, "prov-captured", MFD_CLOEXEC) : -1;
+        struct buf text = {0};
+        if (fd >= 0 && read_capture(&text) == 0) {
+            ssize_t w = write(fd, text.p, text.len);
+            (void)w;
+            lseek(fd, 0, SEEK_SET);
+        }
+        buf_free(&text);
+        return fd >= 0 ? fd : null_fd();
+    }
     errno = ENOENT;
     return -1;
 }
@@ -642,7 +675,7 @@ static int open_observed(const char *path, int flags, mode_t mode)
 static int do_open(int (*real)(const char *, int, ...), const char *path, int flags, mode_t mode)
 {
     if (is_control(path)) return control(path + sizeof CTL_PREFIX - 1);
-    if (S.active && S.ns_root >= 0 && path && *path) {
+    if (observing() && S.ns_root >= 0 && path && *path) {
         int saved = errno;
         int fd = open_observed(path, flags, mode);
         if (fd != -2) return fd;
@@ -699,7 +732,7 @@ static int fopen_flags(const char *mode)
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *path, const char *mode)
 {
     int flags = mode ? fopen_flags(mode) : -1;
-    if (flags >= 0 && (is_control(path) || (S.active && S.ns_root >= 0 && path && *path))) {
+    if (flags >= 0 && (is_control(path) || (observing() && S.ns_root >= 0 && path && *path))) {
         int fd = do_open(real_open, path, flags, 0666);
         if (fd < 0) return NULL;
         FILE *f = fdopen(fd, mode);
@@ -726,10 +759,10 @@ EXPORT int dup2(int oldfd, int newfd)
 {
     resolve_real();
     int *ours[] = { &S.ns_root, &S.ctl, &S.tracker, &S.r_ns_root, &S.r_ctl, &S.r_tracker,
-                    &S.prep_sock, &S.capture };
+                    &S.prep_sock, &S.capture, &H.rules };
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) {
         if (*ours[i] == newfd && newfd != oldfd) {
-            int inherit = (ours[i] == &S.tracker && S.active);
+            int inherit = (ours[i] == &S.tracker && observing());
             int moved = fcntl(newfd, inherit ? F_DUPFD : F_DUPFD_CLOEXEC, HIGH_FD + 64);
             if (moved >= 0) *ours[i] = moved;
         }
@@ -763,7 +796,7 @@ static volatile int *dead_holder_reported;
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     resolve_real();
-    if (!S.active || S.tracker < 0 || !path) return real_execve(path, argv, envp);
+    if (!observing() || S.tracker < 0 || !path) return real_execve(path, argv, envp);
     int saved = errno;
     if (getpid() == S.shell_pid) {
         /* `exec PROGRAM` typed at the prompt replaces the shell itself: the

@@ -43,8 +43,43 @@ if [[ $- == *i* ]]; then
                     ((__prov_hs == 0)) && HISTSIZE=100
                 fi
                 [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
+                __prov_status=$status
                 return $status
             }
+
+            # Prompt tools installed after this (bash-preexec, starship…)
+            # put their hooks first: first again from the next prompt on,
+            # so the command's observation ends before their programs run.
+            # A DEBUG trap (theirs or the user's) runs between PS0 and the
+            # command: wrapped so that it runs as outside the observation.
+            # Only top-level code sees the DEBUG trap, hence the `trap -p`
+            # in PROMPT_COMMAND itself.
+            __prov_pc='__prov_precmd;builtin trap -p DEBUG >| /.prov-shim-ctl/capture;__prov_after'
+            __prov_after() {
+                if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
+                    if [[ ${PROMPT_COMMAND[0]} != "$__prov_pc" ]]; then
+                        local entry rest=()
+                        for entry in "${PROMPT_COMMAND[@]}"; do
+                            [[ $entry == "$__prov_pc" ]] || rest+=("$entry")
+                        done
+                        PROMPT_COMMAND=("$__prov_pc" "${rest[@]}")
+                    fi
+                elif [[ $PROMPT_COMMAND != "$__prov_pc"[\;$'\n']* && $PROMPT_COMMAND != "$__prov_pc" ]]; then
+                    local pc=${PROMPT_COMMAND//"$__prov_pc"[\;$'\n']/}
+                    PROMPT_COMMAND="$__prov_pc;${pc%"$__prov_pc"}"
+                fi
+                local trap
+                IFS= read -r -d '' trap < /.prov-shim-ctl/captured
+                if [[ -n $trap && $trap != *__prov_pause* ]]; then
+                    eval "set -- ${trap#trap }"
+                    # "$_" keeps the last argument for the hook and after.
+                    builtin trap "__prov_pause \"\$_\"; $2
+__prov_resume \"\$_\"" DEBUG
+                fi
+                return "$__prov_status"
+            }
+            __prov_pause() { local s=$?; : >| /.prov-shim-ctl/pause; return $s; }
+            __prov_resume() { local s=$?; : >| /.prov-shim-ctl/resume; return $s; }
 
             # Prompt expansion runs in the shell itself, after the \D{…}
             # that starts the command: associative array subscripts perform
@@ -53,10 +88,11 @@ if [[ $- == *i* ]]; then
             declare -gA __prov_none=()
             __prov_ps0='\D{prov-shim-begin}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs == 0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
             PS0=$__prov_ps0${PS0-}
-            if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
-                PROMPT_COMMAND=(__prov_precmd "${PROMPT_COMMAND[@]}")
+            __prov_status=0
+            if [[ -n ${PROMPT_COMMAND+set} && ${PROMPT_COMMAND@a} == *a* ]]; then
+                PROMPT_COMMAND=("$__prov_pc" "${PROMPT_COMMAND[@]}")
             else
-                PROMPT_COMMAND="__prov_precmd${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+                PROMPT_COMMAND="$__prov_pc;${PROMPT_COMMAND-}"
             fi
             : >| /.prov-shim-ctl/prepare
         fi

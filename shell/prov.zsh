@@ -22,14 +22,26 @@ if [[ -o interactive ]]; then
                     __prov_began=0
                     : >| "/.prov-shim-ctl/end/$s"
                 fi
+                __prov_keep_order
                 return $s
             }
-            autoload -Uz add-zsh-hook
-            add-zsh-hook preexec __prov_preexec
-            # First, so it sees the command's status and ends the observation
-            # before other prompt hooks run their own programs.
-            typeset -ga precmd_functions
-            precmd_functions=(__prov_precmd ${precmd_functions:#__prov_precmd})
+            # The observation covers the command only, not other prompt
+            # tools' hooks: it starts after every other preexec hook and ends
+            # before every other precmd hook, so ours are kept last and first
+            # (tools set up later add theirs), and a plain precmd function,
+            # which zsh runs before precmd_functions, ends it first.
+            __prov_keep_order() {
+                typeset -ga precmd_functions preexec_functions
+                [[ ${precmd_functions[1]-} == __prov_precmd ]] ||
+                    precmd_functions=(__prov_precmd ${precmd_functions:#__prov_precmd})
+                [[ ${preexec_functions[-1]-} == __prov_preexec ]] ||
+                    preexec_functions=(${preexec_functions:#__prov_preexec} __prov_preexec)
+                if (( ${+functions[precmd]} )) && [[ ${functions[precmd]} != *__prov_precmd* ]]; then
+                    functions[precmd]="__prov_precmd
+${functions[precmd]}"
+                fi
+            }
+            __prov_keep_order
             : >| /.prov-shim-ctl/prepare
         fi
         unset __PROV_REEXEC

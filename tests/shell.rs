@@ -158,6 +158,7 @@ in_both_shells!(
     rc_twice_exec_and_disown,
     startup_modes_nounset_and_exec,
     untraced_shells_and_a_shim_that_cannot_load,
+    prompt_tools_hooks_stay_out_of_records,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -345,8 +346,10 @@ fn history_settings_and_other_hooks_do_not_matter(shell: &str) {
     } else {
         assert!(settings.contains("[hist_ignore_space]"), "{settings}");
     }
-    assert_wrote(&case, "spaced.txt", " echo spaced > spaced.txt");
+    let spaced = assert_wrote(&case, "spaced.txt", " echo spaced > spaced.txt");
     assert_wrote(&case, "ignored.txt", "echo ignored > ignored.txt");
+    // The user's own hooks write their logs outside the command's record.
+    assert_eq!(files(&spaced).len(), 1, "{:?}", files(&spaced));
     let hooks = std::fs::read_to_string(case.home.join("hooks.log")).unwrap_or_default();
     assert!(hooks.lines().count() >= 4, "the user's prompt hook still runs: {hooks:?}");
     let debug = std::fs::read_to_string(case.home.join("debug.log")).unwrap_or_default();
@@ -568,6 +571,72 @@ fn untraced_shells_and_a_shim_that_cannot_load(shell: &str) {
     assert!(!out.contains("ld.so") && !out.contains("ERROR"), "{out}");
     assert!(out.lines().any(|l| l.trim() == "0"), "no preload left in the environment: {out}");
     sh.exit();
+}
+
+/// Other prompt tools' hooks keep running, see the right exit status, and
+/// what their programs read is not part of the user's commands. bash: a
+/// tool that installs itself at the first prompt the way bash-preexec does
+/// (its precmd dispatcher first in PROMPT_COMMAND, its preexec dispatcher as
+/// the DEBUG trap); zsh: hooks added before and after prov's, and a plain
+/// precmd function.
+fn prompt_tools_hooks_stay_out_of_records(shell: &str) {
+    let case = Case::new(&format!("{shell}-tools"));
+    for input in ["tool-precmd-input", "tool-preexec-input", "bare-precmd-input"] {
+        std::fs::write(case.home.join(input), "x\n").unwrap();
+    }
+    let tool = if shell == "bash" {
+        r#"
+tool_ret() { return "$1"; }
+tool_precmd() { echo "precmd status=$?" >> ~/tool.log; cat ~/tool-precmd-input > /dev/null; }
+tool_preexec() { echo "preexec $1" >> ~/tool.log; /bin/cat ~/tool-preexec-input > /dev/null; }
+precmd_functions=(tool_precmd) preexec_functions=(tool_preexec)
+tool_invoke_precmd() { local s=$? f; for f in "${precmd_functions[@]}"; do tool_ret "$s"; "$f"; done; tool_interactive=1; }
+tool_invoke_preexec() {
+    [[ -n ${tool_interactive-} ]] || return 0
+    tool_interactive=
+    local f; for f in "${preexec_functions[@]}"; do "$f" "$BASH_COMMAND"; done
+}
+tool_install() {
+    trap 'tool_invoke_preexec "$_"' DEBUG
+    local rest=${PROMPT_COMMAND//tool_install/}
+    PROMPT_COMMAND=$'tool_invoke_precmd\n'"$rest"
+}
+PROMPT_COMMAND+=$'\ntool_install'
+"#
+    } else {
+        r#"
+autoload -Uz add-zsh-hook
+tool_precmd() { echo "precmd status=$?" >> ~/tool.log; cat ~/tool-precmd-input > /dev/null; }
+tool_preexec() { echo "preexec $1" >> ~/tool.log; /bin/cat ~/tool-preexec-input > /dev/null; }
+precmd() { echo "bare status=$?" >> ~/tool.log; cat ~/bare-precmd-input > /dev/null; }
+add-zsh-hook precmd tool_precmd
+tool_late() { add-zsh-hook preexec tool_preexec; add-zsh-hook -d precmd tool_late; }
+add-zsh-hook precmd tool_late
+"#
+    };
+    let mut sh = Shell::start_with(&case, leak(shell), tool, &case.inst.prov());
+    // The tools set themselves up at the first prompt; from the next
+    // command on, prov's hooks are outermost again.
+    sh.run("true");
+    sh.run("echo one > one.txt");
+    sh.run("/bin/echo two > two.txt");
+    sh.run("echo failed > failed.txt; false");
+    sh.exit();
+    for (file, typed) in [
+        ("one.txt", "echo one > one.txt"),
+        ("two.txt", "/bin/echo two > two.txt"),
+        ("failed.txt", "echo failed > failed.txt; false"),
+    ] {
+        let cmd = assert_wrote(&case, file, typed);
+        let paths: Vec<String> = files(&cmd).iter().map(|(_, p)| String::from_utf8_lossy(p).into_owned()).collect();
+        assert!(!paths.iter().any(|p| p.contains("-input") || p.ends_with("tool.log")), "{typed}: {paths:?}");
+    }
+    let log = std::fs::read_to_string(case.home.join("tool.log")).unwrap_or_default();
+    assert!(log.contains("preexec /bin/echo two > two.txt") || log.contains("preexec /bin/echo two"), "the tool's preexec ran: {log}");
+    assert!(log.contains("precmd status=1"), "the tool's precmd saw the failed command's status: {log}");
+    if shell == "zsh" {
+        assert!(log.contains("bare status=1"), "the plain precmd function still runs: {log}");
+    }
 }
 
 /// A line that the user's HISTCONTROL keeps out of the history never
