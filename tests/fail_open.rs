@@ -29,6 +29,24 @@ fn missing_helper_runs_untraced_and_says_why() {
 }
 
 #[test]
+fn helper_without_setuid_bit_runs_untraced_and_says_why() {
+    let case = Case::new("plainhelper");
+    let plain = case.work.join("prov-helper");
+    std::fs::copy(case.inst.helper(), &plain).unwrap(); // root's, 0755: no setuid bit
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = case
+        .command(case.inst.prov())
+        .env("PROV_HELPER", &plain)
+        .args(["run", "--", "sh", "-c", "echo visible; exit 5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert_eq!(out.stdout, b"visible\n");
+    let err = one_line(&out.stderr);
+    assert!(err.contains("not tracing") && err.contains("not setuid root"), "{err}");
+}
+
+#[test]
 fn nosuid_mount_runs_untraced_and_says_why() {
     let case = Case::new("nosuid");
     let mnt = case.work.join("mnt");
@@ -49,7 +67,7 @@ fn nosuid_mount_runs_untraced_and_says_why() {
     assert!(out.status.success());
     assert_eq!(out.stdout, b"still runs\n");
     let err = one_line(&out.stderr);
-    assert!(err.contains("nosuid"), "{err}");
+    assert!(err.contains("not tracing") && err.contains("mounted nosuid"), "{err}");
 }
 
 #[test]
@@ -106,29 +124,115 @@ fn locked_database_spools_and_catches_up() {
     let case = Case::new("locked");
     case.run_sh("echo first > first.txt");
     let ready = case.work.join("locked.ready");
+    let release = case.work.join("locked.release");
     let mut locker = case
         .command("/usr/bin/python3")
         .args([
             "-c",
-            "import sqlite3, sys, time\n\
+            "import os, sqlite3, sys, time\n\
              c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
              c.execute('BEGIN EXCLUSIVE')\n\
              open(sys.argv[2], 'w').close()\n\
-             time.sleep(6)\n",
+             end = time.time() + 60\n\
+             while not os.path.exists(sys.argv[3]) and time.time() < end: time.sleep(0.02)\n",
         ])
         .arg(case.database())
         .arg(&ready)
+        .arg(&release)
         .spawn()
         .unwrap();
     while !ready.exists() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let out = case.run(["sh", "-c", "echo locked > locked.txt"]);
+    let out = case.run(["sh", "-c", "echo locked > locked.txt; exit 6"]);
     assert_traced(&out);
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
     assert!(one_line(&out.stderr).contains("spool"));
+    let spool = case.home.join(".local/state/prov/spool");
+    let spooled = std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0);
+    std::fs::write(&release, "").unwrap();
     locker.wait().unwrap();
+    assert_eq!(spooled, 1, "the record waits in the spool while the database is locked");
+
     let cmd = case.writer_of_eventually("locked.txt");
-    assert_eq!(cmd["exit_status"], 0);
+    assert_eq!(cmd["exit_status"], 6);
     assert_eq!(files(&cmd).len(), 1);
+    // The collector keeps its spool file (locked) until it exits; the query
+    // after that moves it in.
+    assert!(spool_empties(&case, &spool, &[]), "spool not emptied: {}", case.collector_state());
+}
+
+/// Whether `spool` is empty within 10 s, running `prov query history` (with
+/// `env`) meanwhile: queries move spooled records in.
+fn spool_empties(case: &Case, spool: &std::path::Path, env: &[(&str, &std::path::Path)]) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if std::fs::read_dir(spool).unwrap().count() == 0 {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = case.command(case.inst.prov()).envs(env.iter().copied()).args(["query", "history", "-n", "1"]).output();
+    }
+}
+
+/// XDG_DATA_HOME, XDG_STATE_HOME and XDG_CONFIG_HOME move the database, the
+/// spool and the configuration; nothing lands in the default places.
+#[test]
+fn xdg_directories_are_honoured() {
+    let case = Case::new("xdg");
+    let xdg = case.home.join("xdg");
+    let (config, data, state) = (xdg.join("config"), xdg.join("data"), xdg.join("state"));
+    std::fs::create_dir_all(config.join("prov")).unwrap();
+    std::fs::write(config.join("prov/config.toml"), "[hash]\nchunk_size = 64\nchunks = 2\n").unwrap();
+    let input = content(1000, 11);
+    case.write("in", &input);
+    case.chown_tree(&case.home);
+    let env = [("XDG_CONFIG_HOME", config.as_path()), ("XDG_DATA_HOME", data.as_path()), ("XDG_STATE_HOME", state.as_path())];
+    let prov = |args: &[&str]| case.command(case.inst.prov()).envs(env).args(args).output().unwrap();
+    let wrote = |file: &str| parse_json_lines(&prov(&["query", "wrote", file, "--json"]).stdout);
+
+    let out = prov(&["run", "--", "sh", "-c", "cat in > out"]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(data.join("prov/prov.db").exists(), "database under $XDG_DATA_HOME/prov");
+    let found = wrote("out");
+    assert_eq!(found.len(), 1, "{found:?}");
+    for f in found[0]["files"].as_array().unwrap() {
+        assert_eq!((f["hash_chunk_size"].as_u64(), f["hash_chunks"].as_u64()), (Some(64), Some(2)), "config from $XDG_CONFIG_HOME");
+        assert_eq!(f["hash"], expected_hash(&input, 64, 2));
+    }
+
+    // Read-only database: the record waits in $XDG_STATE_HOME/prov/spool.
+    let data_dir = data.join("prov");
+    let set_mode = |mode| {
+        for entry in std::fs::read_dir(&data_dir).unwrap() {
+            std::fs::set_permissions(entry.unwrap().path(), std::fs::Permissions::from_mode(mode & 0o666)).unwrap();
+        }
+        std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set_mode(0o500);
+    let out = prov(&["run", "--", "sh", "-c", "echo second > second.txt; exit 3"]);
+    assert_traced(&out);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert!(one_line(&out.stderr).contains("spool"));
+    let spool = state.join("prov/spool");
+    assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 1, "the record waits in $XDG_STATE_HOME/prov/spool");
+    set_mode(0o700);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let cmd = loop {
+        let mut found = wrote("second.txt");
+        if found.len() == 1 || std::time::Instant::now() > deadline {
+            assert_eq!(found.len(), 1, "the spooled record is moved in: {found:?}");
+            break found.pop().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(cmd["exit_status"], 3);
+    assert!(spool_empties(&case, &spool, &env), "spool not emptied");
+    for default in [".local", ".config"] {
+        assert!(!case.home.join(default).exists(), "nothing in ~/{default}");
+    }
 }

@@ -311,3 +311,27 @@ pub fn content(size: usize, seed: u64) -> Vec<u8> {
 pub fn bytes_of(p: &Path) -> Vec<u8> {
     p.as_os_str().as_bytes().to_vec()
 }
+
+/// A tmpfs mounted (by root) for the length of a test; unmounted when
+/// dropped, whether the test passed or not.
+pub struct TmpfsMount {
+    pub path: PathBuf,
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// Mounts a fresh tmpfs on `dir` (created if needed) with mode 0777.
+pub fn mount_tmpfs(dir: &Path) -> TmpfsMount {
+    std::fs::create_dir_all(dir).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m,mode=0777", "prov-e2e-tmpfs"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs on {}", dir.display());
+    TmpfsMount { path: dir.to_path_buf() }
+}

@@ -57,6 +57,77 @@ fn user_made_namespace_is_refused() {
     ns.wait().unwrap();
 }
 
+/// A holder look-alike only root can make: the user's uid and the prov
+/// group, but its mount namespace belongs to a user namespace it created
+/// (where it is root). The uid and group checks pass; the owner check must
+/// refuse it.
+#[test]
+fn namespace_owned_by_another_user_namespace_is_refused() {
+    let case = Case::new("nsowner");
+    let mut ns = Command::new("setpriv")
+        .arg(format!("--reuid={}", case.inst.uid))
+        .arg(format!("--regid={}", prov_gid()))
+        .args(["--clear-groups", "unshare", "-Urm", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let own_userns = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_link(format!("/proc/{}/ns/user", ns.id())).is_ok_and(|l| l == own_userns)
+        || std::fs::read_to_string(format!("/proc/{}/comm", ns.id())).unwrap_or_default() != "sleep\n"
+    {
+        assert!(std::time::Instant::now() < deadline, "unshare -Urm did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let err = join_refused(&case, ns.id());
+    ns.kill().unwrap();
+    ns.wait().unwrap();
+    assert!(err.contains("belongs to another user namespace"), "{err}");
+}
+
+fn prov_gid() -> u32 {
+    let out = Command::new("getent").args(["group", "prov"]).output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    line.split(':').nth(2).and_then(|g| g.trim().parse().ok()).unwrap_or_else(|| panic!("group prov: {line:?}"))
+}
+
+/// The fanotify group counts against the user's fs.fanotify.max_user_groups,
+/// not root's: with root's quota used up, the user is still traced. Root's
+/// own `prov run` is the control showing the quota binds. No other test of
+/// this file runs prov as root.
+#[test]
+fn fanotify_group_is_charged_to_the_user_not_root() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let user = Case::new("quota");
+    let root = Case::new_as("quota-root", As::Root);
+    let max: usize = std::fs::read_to_string("/proc/sys/fs/fanotify/max_user_groups").unwrap().trim().parse().unwrap();
+    let mut groups: Vec<OwnedFd> = Vec::new();
+    loop {
+        // SAFETY: plain syscall; a non-negative result is a new descriptor we own.
+        let fd = unsafe { libc::fanotify_init(libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC, libc::O_RDONLY as u32) };
+        if fd < 0 {
+            let err = std::io::Error::last_os_error();
+            assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "fanotify_init: {err}");
+            break;
+        }
+        // SAFETY: fd was just returned by the kernel and nobody else owns it.
+        groups.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        assert!(groups.len() <= max, "more than max_user_groups ({max}) groups for root");
+    }
+    let out = user.run(["sh", "-c", "echo x > charged.txt"]);
+    let control = root.run(["sh", "-c", "echo ran"]);
+    drop(groups);
+
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let written = files(&user.writer_of("charged.txt"));
+    assert!(written.contains(&("write".into(), bytes_of(&user.work.join("charged.txt")))), "{written:?}");
+
+    assert!(control.status.success(), "{}", describe(&control));
+    assert_eq!(control.stdout, b"ran\n");
+    let err = String::from_utf8_lossy(&control.stderr);
+    assert!(err.lines().any(|l| l.contains("not tracing") && l.contains("fanotify groups")), "{}", describe(&control));
+}
+
 #[test]
 fn garbage_argv_is_refused_with_usage() {
     let case = Case::new("argv");
@@ -126,6 +197,7 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     let evil_bin = case.work.join("evilbin");
     std::fs::create_dir_all(&evil_bin).unwrap();
     std::fs::write(evil_bin.join("prov-collector"), "#!/bin/sh\ntouch /tmp/prov-e2e-pwned\n").unwrap();
+    fake_libgcc(&case, &evil_bin, &markers);
     case.chown_tree(&case.work);
 
     // Set by `env` after setpriv has become the user, so nothing of root's
@@ -145,6 +217,15 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     assert!(!markers.join("loaded-by-euid-0").exists(), "LD_PRELOAD must never load into privileged code");
     assert!(markers.join(format!("loaded-by-euid-{}", case.inst.uid)).exists(), "the target got LD_PRELOAD back");
     assert!(!std::path::Path::new("/tmp/prov-e2e-pwned").exists());
+    // LD_LIBRARY_PATH: every Rust binary of prov needs libgcc_s.so.1. The
+    // user's own prov loads the fake one (so it works); the setuid helper and
+    // the collector it starts never may.
+    let marks: Vec<String> =
+        std::fs::read_dir(&markers).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(marks.contains(&format!("prov-euid-{}", case.inst.uid)), "the user's prov loads the fake libgcc_s: {marks:?}");
+    assert!(!marks.iter().any(|m| m == "prov-helper-euid-0"), "LD_LIBRARY_PATH honoured by the setuid helper: {marks:?}");
+    assert!(!marks.iter().any(|m| m.starts_with("prov-collector")), "LD_LIBRARY_PATH reached the collector: {marks:?}");
+    assert!(!marks.iter().any(|m| m.ends_with("-euid-0")), "a library loaded with euid 0: {marks:?}");
     let env = std::fs::read_to_string(case.work.join("env.txt")).unwrap();
     assert_eq!(
         env,
@@ -155,6 +236,63 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     let observed = files(&case.writer_of("env.txt"));
     assert!(observed.contains(&("write".into(), bytes_of(&case.work.join("env.txt")))), "{observed:?}");
     assert!(observed.contains(&("read".into(), bytes_of(&lib))), "{observed:?}");
+}
+
+/// Builds `dir/libgcc_s.so.1`: a stand-in for the real one whose constructor
+/// leaves the marker `<executable name>-euid-<euid>` in `markers`, and which
+/// pulls in a copy of the real library (`libgcc_s_real.so.1`, same dir) so
+/// that programs loading it still find every `_Unwind_*` symbol.
+fn fake_libgcc(case: &Case, dir: &std::path::Path, markers: &std::path::Path) {
+    let ldd = Command::new("ldd").arg(case.inst.prov()).output().unwrap();
+    let real = String::from_utf8_lossy(&ldd.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("libgcc_s.so.1 => ").and_then(|r| r.split(" (").next()).map(str::to_string))
+        .unwrap_or_else(|| panic!("prov links libgcc_s.so.1 dynamically: {}", describe(&ldd)));
+    let src = dir.join("fake-libgcc.c");
+    std::fs::write(&src, r#"
+        #include <stdio.h>
+        #include <string.h>
+        #include <unistd.h>
+        __attribute__((constructor)) static void mark(void) {
+            char exe[512], p[1024];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n < 0) return;
+            exe[n] = 0;
+            const char *base = strrchr(exe, '/');
+            snprintf(p, sizeof p, "%s/%s-euid-%d", MARKER_DIR, base ? base + 1 : exe, (int)geteuid());
+            FILE *f = fopen(p, "w"); if (f) fclose(f);
+        }"#).unwrap();
+    // The binaries ask for these version nodes of libgcc_s.so.1; defining
+    // them (empty) keeps ld.so from warning. The symbols come from the copy.
+    let versions = dir.join("fake-libgcc.map");
+    let nodes = ["GCC_3.0", "GCC_3.3", "GCC_3.3.1", "GCC_3.4", "GCC_3.4.2", "GCC_4.0.0", "GCC_4.2.0", "GCC_4.3.0", "GCC_7.0.0"];
+    std::fs::write(&versions, nodes.iter().map(|n| format!("{n} {{ }};\n")).collect::<String>()).unwrap();
+    // Linked against an empty stand-in named libgcc_s_real.so.1 (the real
+    // library's soname is libgcc_s.so.1, which would make the fake need
+    // itself), replaced by the copy of the real one afterwards.
+    let real_copy = dir.join("libgcc_s_real.so.1");
+    let gcc = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("gcc").args(args).output().unwrap();
+        assert!(out.status.success(), "gcc {args:?}: {}", describe(&out));
+    };
+    std::fs::write(dir.join("empty.c"), "").unwrap();
+    let os = |s: &str| std::ffi::OsString::from(s);
+    gcc(&[&os("-shared"), &os("-fPIC"), &os("-Wl,-soname,libgcc_s_real.so.1"), &os("-o"), real_copy.as_os_str(), dir.join("empty.c").as_os_str()]);
+    gcc(&[
+        &os("-shared"),
+        &os("-fPIC"),
+        &os("-Wl,-soname,libgcc_s.so.1"),
+        &os(&format!("-Wl,--version-script,{}", versions.display())),
+        &os(&format!("-DMARKER_DIR=\"{}\"", markers.display())),
+        &os("-o"),
+        dir.join("libgcc_s.so.1").as_os_str(),
+        src.as_os_str(),
+        &os(&format!("-L{}", dir.display())),
+        &os("-Wl,--no-as-needed"),
+        &os("-l:libgcc_s_real.so.1"),
+        &os(&format!("-Wl,-rpath,{}", dir.display())),
+    ]);
+    std::fs::copy(&real, &real_copy).unwrap();
 }
 
 #[test]
@@ -172,6 +310,11 @@ fn target_runs_with_the_users_ids_groups_and_no_capabilities() {
     for cap in ["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"] {
         assert_eq!(field(cap), "0000000000000000", "{cap}");
     }
+    // The helper is a Rust program, and Rust ignores SIGPIPE; an ignored
+    // signal stays ignored across exec. Writers to a closed pipe would then
+    // fail with EPIPE instead of ending quietly (`yes | head -1`).
+    let ignored = u64::from_str_radix(&field("SigIgn:"), 16).unwrap();
+    assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE is ignored in the target: SigIgn {ignored:016x}");
     let expected_groups = Command::new("id").args(["-G", TEST_USER]).output().unwrap().stdout;
     let groups = std::fs::read(case.work.join("groups.txt")).unwrap();
     assert_eq!(String::from_utf8_lossy(&groups).trim(), String::from_utf8_lossy(&expected_groups).trim());
@@ -362,4 +505,62 @@ fn root_files_behind_closed_directories_or_deleted_never_leak() {
         let hash = expected_hash(secret.as_bytes(), 256, 3);
         assert!(cmd["files"].as_array().unwrap().iter().all(|f| f["hash"] != hash.as_str()));
     }
+}
+
+/// The command starts in the user's directory inside the namespace. When
+/// that directory cannot be reached in there, it runs untraced where the
+/// user is (one line says so): never in another directory, and never with
+/// its I/O going unseen through the old namespace's mounts while the record
+/// looks complete.
+#[test]
+fn unreachable_working_directory_runs_untraced_where_the_user_is() {
+    let prov = installation().prov();
+    let untraced = |out: &std::process::Output, why: &str| {
+        assert!(out.status.success(), "{}", describe(out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines().any(|l| l.starts_with("prov-helper: ") && l.contains(why) && l.ends_with("; running it untraced")),
+            "{}",
+            describe(out)
+        );
+    };
+
+    // Behind a directory the user may not search: they cd'ed in first.
+    let case = Case::new("cwd-search");
+    let script = format!("mkdir -p a/b && cd a/b && chmod 0 .. && exec {} run -- sh -c 'echo x > f'", prov.display());
+    let out = case.command("sh").args(["-c", &script]).output().unwrap();
+    std::fs::set_permissions(case.work.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    untraced(&out, "/a/b inside the observation: Permission denied");
+    assert_eq!(std::fs::read_to_string(case.work.join("a/b/f")).unwrap(), "x\n", "ran where the user was");
+    assert!(case.query(["wrote", "a/b/f"]).is_empty(), "not recorded as if observed");
+
+    // Removed while the user is in it: `cd ..` must not lead outside unseen.
+    let case = Case::new("cwd-removed");
+    let script = format!("mkdir gone && cd gone && rmdir ../gone && exec {} run -- sh -c 'cd .. && echo y > up.txt'", prov.display());
+    let out = case.command("sh").args(["-c", &script]).output().unwrap();
+    untraced(&out, "cannot name the current directory");
+    assert_eq!(std::fs::read_to_string(case.work.join("up.txt")).unwrap(), "y\n");
+
+    // Covered by a mount after the user entered it: the same path leads to
+    // another directory, and the command must not run there.
+    let case = Case::new("cwd-covered");
+    let dir = case.work.join("m");
+    std::fs::create_dir_all(&dir).unwrap();
+    case.chown_tree(&dir);
+    let script = format!(
+        "cd m && touch ../entered && i=0 && while [ ! -e ../go ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done && exec {} run -- sh -c 'echo z > where.txt'",
+        prov.display()
+    );
+    let child = case.command("sh").args(["-c", &script]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    while !case.work.join("entered").exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let cover = mount_tmpfs(&dir);
+    std::fs::write(case.work.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let on_cover = dir.join("where.txt").exists();
+    drop(cover);
+    untraced(&out, "it is another directory in there");
+    assert!(!on_cover, "the command ran in the mount covering the user's directory");
+    assert_eq!(std::fs::read_to_string(dir.join("where.txt")).unwrap(), "z\n", "ran in the user's own directory");
 }

@@ -8,8 +8,13 @@ use prov_e2e::*;
 
 #[test]
 fn reads_and_writes_are_attributed_with_correct_hashes() {
-    let case = Case::new("hashes");
-    for (i, size) in [0usize, 1, 255, 256, 767, 768, 769, 4096, 21567, 101978].into_iter().enumerate() {
+    check_hashes(&Case::new("hashes"), &[0, 1, 255, 256, 767, 768, 769, 4096, 21567, 101978]);
+}
+
+/// `cat in_SIZE > out_SIZE` for each size: one read and one write, the
+/// documented partial hash, the command's text, cwd, user and status.
+fn check_hashes(case: &Case, sizes: &[usize]) {
+    for (i, &size) in sizes.iter().enumerate() {
         let data = content(size, i as u64 + 1);
         let input = case.write(format!("in_{size}"), &data);
         let script = format!("cat in_{size} > out_{size}");
@@ -18,6 +23,7 @@ fn reads_and_writes_are_attributed_with_correct_hashes() {
         let cmd = case.writer_of(format!("out_{size}"));
         assert_eq!(cmd["text"], format!("sh -c '{script}'"));
         assert_eq!(cmd["exit_status"], 0);
+        assert_eq!(cmd["user"], if case.who == As::Root { "root" } else { TEST_USER });
         assert_eq!(cmd["cwd"].as_str().unwrap().as_bytes(), case.work.as_os_str().as_bytes());
         assert_eq!(cmd["complete"], true, "{cmd:#}");
         assert!(cmd["start_ns"].as_i64().unwrap() <= cmd["end_ns"].as_i64().unwrap());
@@ -43,7 +49,10 @@ fn reads_and_writes_are_attributed_with_correct_hashes() {
 
 #[test]
 fn renamed_file_is_found_by_content() {
-    let case = Case::new("rename");
+    check_rename(&Case::new("rename"));
+}
+
+fn check_rename(case: &Case) {
     case.write("data.csv", b"b\na\nc\n");
     case.run_sh("sort data.csv > sorted.csv");
     let before = case.writer_of("sorted.csv");
@@ -60,11 +69,61 @@ fn renamed_file_is_found_by_content() {
     assert_eq!(readers[0]["uuid"], before["uuid"]);
 }
 
+/// The headline scenario as a person reads it: `prov query wrote` without
+/// --json shows the command, where and when it ran, how it ended, and its
+/// files with size, mtime and hash; after a rename, the same command.
+#[test]
+fn human_output_shows_the_command_and_its_files() {
+    let case = Case::new("human");
+    let data = b"b\na\nc\n";
+    case.write("data.csv", data);
+    case.run_sh("sort data.csv > sorted.csv");
+    let human = |file: &str| {
+        // TZ=UTC: local times then read like the UTC ones of --json.
+        let out = case.command(case.inst.prov()).env("TZ", "UTC").args(["query", "wrote", file]).output().unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = human("sorted.csv");
+    let cmd = case.writer_of("sorted.csv");
+    let utc = |v: &serde_json::Value| v.as_str().unwrap()[..19].replace('T', " ");
+    let duration = (cmd["end_ns"].as_i64().unwrap() - cmd["start_ns"].as_i64().unwrap()) as f64 / 1e9;
+    let work = case.work.display();
+    let hash_in = expected_hash(data, 256, 3);
+    let hash_out = expected_hash(b"a\nb\nc\n", 256, 3);
+    let mut expected = vec![
+        format!(
+            "#{}  {}  ({duration:.3} s)  exit 0  {TEST_USER}@{}  session {}",
+            cmd["id"],
+            utc(&cmd["start"]),
+            cmd["host"].as_str().unwrap(),
+            cmd["session"].as_str().unwrap()
+        ),
+        "    $ sh -c 'sort data.csv > sorted.csv'".to_string(),
+        format!("    cwd {work}"),
+    ];
+    for f in cmd["files"].as_array().unwrap() {
+        let (mark, access, hash) = match f["access"].as_str().unwrap() {
+            "write" => ('*', "write", &hash_out),
+            _ => (' ', "read ", &hash_in),
+        };
+        expected.push(format!("  {mark} {access} {}  6 B  {}  {hash}", f["path"].as_str().unwrap(), utc(&f["mtime"])));
+    }
+    assert_eq!(cmd["files"].as_array().unwrap().len(), 2, "{cmd:#}");
+    assert_eq!(shown, expected.join("\n") + "\n\n", "human output of `prov query wrote sorted.csv`");
+
+    std::fs::rename(case.work.join("sorted.csv"), case.work.join("elsewhere.csv")).unwrap();
+    assert_eq!(human("elsewhere.csv"), shown, "the same command, its file found by content");
+}
+
 #[test]
 fn static_binary_writes_are_recorded() {
     let case = Case::new("static");
     let busybox = Path::new("/bin/busybox");
-    assert!(busybox.exists(), "busybox-static is needed (installed by .ci/run)");
+    assert!(busybox.exists(), "busybox-static is needed (installed by tests/run)");
+    // Static: no program interpreter, so no LD_PRELOAD or ld.so is involved.
+    assert!(!has_program_interpreter(busybox), "/bin/busybox is dynamically linked: install busybox-static, not busybox");
+    assert!(has_program_interpreter(Path::new("/bin/sh")), "the ELF check sees the interpreter of a dynamic binary");
     let out = case.run(["/bin/busybox", "sh", "-c", "echo static > static.txt; /bin/busybox cp static.txt copy.txt"]);
     assert_traced(&out);
     assert!(out.status.success(), "{}", describe(&out));
@@ -72,6 +131,80 @@ fn static_binary_writes_are_recorded() {
     let paths = files(&cmd);
     assert!(paths.contains(&("write".into(), bytes_of(&case.work.join("static.txt")))), "{paths:?}");
     assert!(paths.contains(&("read".into(), bytes_of(&case.work.join("static.txt")))), "{paths:?}");
+}
+
+/// Whether an ELF64 little-endian executable has a PT_INTERP program header.
+fn has_program_interpreter(path: &Path) -> bool {
+    let elf = std::fs::read(path).unwrap();
+    assert!(elf.len() >= 64 && elf.starts_with(b"\x7fELF") && elf[4] == 2 && elf[5] == 1, "{}: not ELF64 LE", path.display());
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    (0..phnum).any(|i| {
+        let o = phoff + i * phentsize;
+        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == 3 // PT_INTERP
+    })
+}
+
+/// Every mount of the namespace is marked, not only the one of the working
+/// directory: a tmpfs mounted below it and /dev/shm.
+#[test]
+fn writes_on_every_mount_are_recorded() {
+    let case = Case::new("mounts");
+    let mnt = mount_tmpfs(&case.work.join("tmpfs"));
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let shm = Remove(format!("/dev/shm/prov-e2e-{}.txt", std::process::id()).into());
+    let on_tmpfs = mnt.path.join("a.txt");
+    case.run_sh(&format!("echo a > {}; echo b > {}", on_tmpfs.display(), shm.0.display()));
+    let cmd = case.writer_of(&on_tmpfs);
+    let written = files(&cmd);
+    for path in [&on_tmpfs, &shm.0] {
+        assert!(written.contains(&("write".into(), bytes_of(path))), "{} not recorded: {written:?}", path.display());
+    }
+    assert_eq!(case.writer_of(&shm.0)["uuid"], cmd["uuid"]);
+}
+
+/// `[read] exclude` and `[write] include` decide what is recorded; a list
+/// given in config.toml replaces the default one.
+#[test]
+fn configured_include_and_exclude_decide_what_is_recorded() {
+    let case = Case::new("filters");
+    let w = case.work.display();
+    std::fs::create_dir_all(case.home.join(".config/prov")).unwrap();
+    std::fs::write(
+        case.home.join(".config/prov/config.toml"),
+        format!("[read]\nexclude = [\"{w}/skip\"]\n\n[write]\ninclude = [\"{w}/keep\"]\n"),
+    )
+    .unwrap();
+    for dir in ["skip", "read", "keep", "other"] {
+        std::fs::create_dir_all(case.work.join(dir)).unwrap();
+    }
+    case.write("skip/x", b"excluded input\n");
+    case.write("read/y", b"recorded input\n");
+    case.chown_tree(&case.home);
+    case.run_sh("cat skip/x read/y > /dev/null; echo kept > keep/a; echo dropped > other/b");
+    let cmd = case.writer_of("keep/a");
+    let all = files(&cmd);
+    let mut in_work: Vec<_> = all.iter().filter(|(_, p)| p.starts_with(&bytes_of(&case.work))).cloned().collect();
+    in_work.sort();
+    assert_eq!(
+        in_work,
+        vec![("read".to_string(), bytes_of(&case.work.join("read/y"))), ("write".to_string(), bytes_of(&case.work.join("keep/a")))],
+        "only the read outside skip/ and the write inside keep/"
+    );
+    assert!(case.query(["wrote", "other/b"]).is_empty());
+    assert!(case.query(["read", "skip/x"]).is_empty());
+    // The configured exclude list replaced the default one, which excludes
+    // system directories: the shell's and cat's libraries are recorded now.
+    assert!(
+        all.iter().any(|(a, p)| a == "read" && [&b"/usr/"[..], b"/lib", b"/etc/"].iter().any(|d| p.starts_with(d))),
+        "{all:?}"
+    );
 }
 
 #[test]
@@ -148,13 +281,17 @@ fn limits_are_counted_never_silent() {
 
 #[test]
 fn exit_status_and_signal_death_propagate() {
-    let case = Case::new("status");
+    check_exit_status(&Case::new("status"));
+}
+
+fn check_exit_status(case: &Case) {
     let out = case.run(["sh", "-c", "echo partial > p; exit 7"]);
     assert_traced(&out);
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(case.writer_of("p")["exit_status"], 7);
 
     let out = case.run(["sh", "-c", "echo dying > d; kill -TERM $$"]);
+    assert_traced(&out);
     assert_eq!(out.status.code(), Some(128 + 15));
     assert_eq!(case.writer_of("d")["exit_status"], 128 + 15);
 }
@@ -177,16 +314,13 @@ fn stdio_is_untouched() {
     assert_eq!(out.stderr, b"oops\n");
 }
 
+/// The core checks again, with root running prov.
 #[test]
 fn root_is_traced_too() {
     let case = Case::new_as("root", As::Root);
-    let data = content(5000, 99);
-    case.write("in", &data);
-    case.run_sh("cat in > out");
-    let cmd = case.writer_of("out");
-    assert_eq!(cmd["user"], "root");
-    assert_eq!(files(&cmd).len(), 2);
-    assert_eq!(cmd["files"][1]["hash"], expected_hash(&data, 256, 3));
+    check_hashes(&case, &[0, 769, 101978]);
+    check_rename(&case);
+    check_exit_status(&case);
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn main() {
     // Only a SOCK_SEQPACKET socket is a control channel: never write to, or
     // hand the collector, some other descriptor the caller named.
     let ctl = match args.first().map(|a| a.as_bytes()) {
-        Some(b"observe") => args.get(1).and_then(|a| parse_fd(a)).filter(|&fd| sys::is_seqpacket_socket(fd)),
+        Some(b"observe") => args.get(1).and_then(parse_fd).filter(|&fd| sys::is_seqpacket_socket(fd)),
         _ => None,
     };
     let result = match (args.first().map(|a| a.as_bytes()), args.len()) {
@@ -374,9 +374,6 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
     let id = identity()?;
 
-    let cwd = sys::getcwd().ok();
-    let old_cwd = sys::open(c".", libc::O_PATH | libc::O_DIRECTORY).ok();
-
     // Setuid/setgid programs are not run inside: they would act with
     // privilege in an observed namespace. Looked at with the user's euid so
     // the helper reveals nothing the user could not stat.
@@ -386,7 +383,7 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
         // Refused or failed (the observation may simply be over): the
         // program still runs, as the user and outside, so a dying collector
         // never costs the user their command.
-        if let Err(f) = enter_holder_namespace(&id, holder as libc::pid_t) {
+        if let Err(f) = enter_observation(&id, holder as libc::pid_t)? {
             sys::say(&format!("{}; running it untraced", f.message));
         }
     }
@@ -394,13 +391,6 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
 
     // From here on the process is the user's and nothing more.
     let env = read_environment(env_fd)?;
-    let entered = cwd.as_deref().is_some_and(|c| sys::chdir(c).is_ok());
-    if !entered {
-        if let Some(fd) = &old_cwd {
-            let _ = sys::fchdir(fd.as_fd());
-        }
-    }
-    drop(old_cwd);
     if privileged_target {
         if let Some(fd) = tracker_fd {
             let mut msg = b"U".to_vec();
@@ -420,6 +410,49 @@ fn with_user_euid<T>(id: &Identity, f: impl FnOnce() -> T) -> Result<T, Failure>
     let out = f();
     sys::setresuid(u32::MAX, 0, u32::MAX).map_err(err)?;
     Ok(out)
+}
+
+/// Enters the holder's namespace and, in there, the directory the caller is
+/// in. The command runs where the user started it or not at all inside: if
+/// that directory cannot be reached in the namespace (removed, behind a
+/// directory the user may not search, or its path leads to another
+/// directory there), the process goes back to its own namespace and
+/// directory and the command runs untraced. Starting it elsewhere inside
+/// would point its relative paths at other files (`rm -r *`), and keeping
+/// the old directory's descriptor would send its I/O through the
+/// unobserved mounts of the old namespace while the record looks complete.
+///
+/// Ok(Err(why)): not entered, nothing changed; the command runs untraced.
+/// Err: entered but unable to go back; the command must not run.
+fn enter_observation(id: &Identity, pid: libc::pid_t) -> Result<Result<(), Failure>, Failure> {
+    let before = || -> Result<_, Failure> {
+        let dir = sys::open(c".", libc::O_PATH | libc::O_DIRECTORY)
+            .map_err(|e| os_fail("cannot open the current directory", e))?;
+        let st = sys::fstat(dir.as_fd()).map_err(|e| os_fail("cannot stat the current directory", e))?;
+        let cwd = sys::getcwd().map_err(|e| os_fail("cannot name the current directory", e))?;
+        let own_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
+            .map_err(|e| os_fail("cannot open own mount namespace", e))?;
+        enter_holder_namespace(id, pid)?;
+        Ok((dir, st, cwd, own_ns))
+    };
+    let (dir, st, cwd, own_ns) = match before() {
+        Ok(v) => v,
+        Err(f) => return Ok(Err(f)),
+    };
+    // With the user's permissions, and it must be the very directory the
+    // user is in (same device and inode), whatever the path now leads to.
+    let why = match with_user_euid(id, || sys::chdir(&cwd).and_then(|()| sys::stat(c"."))) {
+        Ok(Ok(now)) if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) => return Ok(Ok(())),
+        Ok(Ok(_)) => "it is another directory in there".to_string(),
+        Ok(Err(e)) => e.to_string(),
+        Err(f) => f.message,
+    };
+    // Back where the user is. As root: it is the user's own current
+    // directory, which they may be unable to search (mode 000) and still be in.
+    sys::setns(own_ns.as_fd())
+        .and_then(|()| sys::fchdir(dir.as_fd()))
+        .map_err(|e| os_fail("cannot return to own namespace and directory", e))?;
+    Ok(Err(fail(format!("cannot enter {} inside the observation: {why}", cwd.to_string_lossy()))))
 }
 
 /// Verifies the holder and enters its namespace.
