@@ -99,6 +99,7 @@ static struct {
     int paused;              /* ... but prompt tools' hooks run (see pause) */
     int ns_root, ctl, tracker, holder;        /* the active observation */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
+    int r_skip_space;        /* config: commands typed with a leading space are not observed */
     int prep_sock;           /* our end of the running preparer's socket */
     int preparing;
     int preparer_late;       /* the running preparer missed a begin */
@@ -309,6 +310,7 @@ static void take_prepared(int wait_ms)
     }
     if (msg[0] == 'R' && nfds == 3) {
         S.r_holder = atoi(msg + 1);
+        S.r_skip_space = strstr(msg, " skip-space") != NULL;
         S.r_ctl = move_high(fds[0], 1);
         S.r_ns_root = move_high(fds[1], 1);
         S.r_tracker = move_high(fds[2], 1);
@@ -359,6 +361,9 @@ static void begin_observation(const struct buf *text)
         if (!S.last_warning[0]) warn_once("no observation could be prepared in time");
         return;
     }
+    /* The privacy opt-out: such a command runs untraced, and the prepared
+     * observation waits for the next one. */
+    if (S.r_skip_space && text->len && text->p[0] == ' ') return;
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
 

@@ -159,6 +159,7 @@ in_both_shells!(
     startup_modes_nounset_and_exec,
     untraced_shells_and_a_shim_that_cannot_load,
     prompt_tools_hooks_stay_out_of_records,
+    privacy_opt_out_skips_space_prefixed_commands,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -637,6 +638,26 @@ add-zsh-hook precmd tool_late
     if shell == "zsh" {
         assert!(log.contains("bare status=1"), "the plain precmd function still runs: {log}");
     }
+}
+
+/// `[shell] skip_space_prefixed = true`: a command typed with a leading
+/// space runs normally and leaves no record; the others are recorded.
+fn privacy_opt_out_skips_space_prefixed_commands(shell: &str) {
+    let case = Case::new(&format!("{shell}-privacy"));
+    let config = case.home.join(".config/prov");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "[shell]\nskip_space_prefixed = true\n").unwrap();
+    let mut sh = Shell::start(&case, leak(shell));
+    sh.run("echo before > before.txt");
+    let out = sh.run(" echo private > private.txt; cat private.txt");
+    assert!(out.contains("\nprivate") || out.lines().any(|l| l.trim() == "private"), "{out}");
+    sh.run("echo after > after.txt");
+    sh.exit();
+    assert_wrote(&case, "before.txt", "echo before > before.txt");
+    assert_wrote(&case, "after.txt", "echo after > after.txt");
+    assert!(case.query(["wrote", "private.txt"]).is_empty(), "no record of the private command");
+    let history = case.query(["history", "-n", "100"]);
+    assert!(!history.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains("private"))), "{history:#?}");
 }
 
 /// A line that the user's HISTCONTROL keeps out of the history never

@@ -127,18 +127,21 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
 }
 
 /// `prov __prepare SESSION SHELL`, fd 3 being the shim's socket: answers
-/// `R<holder pid>` with [control socket, namespace root, tracker], or
-/// `E<one-line reason>`.
+/// `R<holder pid>[ skip-space]` with [control socket, namespace root,
+/// tracker], or `E<one-line reason>`.
 pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let shim = shim_socket()?;
-    let result = UserSetup::load()
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|user| observe::start(&user, observe::identity(session, &shell)));
+    let result = UserSetup::load().map_err(|e| format!("{e:#}")).and_then(|user| {
+        let skip_space = user.config.shell.skip_space_prefixed;
+        observe::start(&user, observe::identity(session, &shell)).map(|obs| (obs, skip_space))
+    });
     match result {
-        Ok(obs) => {
+        Ok((obs, skip_space)) => {
             let tracker = obs.tracker.as_ref().ok_or_else(|| anyhow!("no tracker"))?;
             let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
-            ipc::send(shim, format!("R{}", obs.holder_pid).as_bytes(), &fds)?;
+            // The shim applies [shell] skip_space_prefixed itself.
+            let answer = format!("R{}{}", obs.holder_pid, if skip_space { " skip-space" } else { "" });
+            ipc::send(shim, answer.as_bytes(), &fds)?;
         }
         Err(reason) => ipc::send(shim, format!("E{reason}").as_bytes(), &[])?,
     }

@@ -57,6 +57,13 @@
 //! # Files written, and as many read, listed per command in `prov report`
 //! # (counts and charts always include all); keeps a report of a tree copy small.
 //! files_per_command = 200
+//!
+//! [shell]
+//! # Privacy opt-out: commands typed with a leading space (as bash's
+//! # HISTCONTROL=ignorespace and zsh's HIST_IGNORE_SPACE keep them out of the
+//! # history) are run untraced and leave no record. Off: prov records every
+//! # command, whatever the history settings.
+//! skip_space_prefixed = false
 //! ```
 //!
 //! No file is needed; an unknown key or a bad value is an error naming the line.
@@ -74,11 +81,21 @@ use crate::paths::Locations;
 pub struct Config {
     pub database: DatabaseConfig,
     pub hash: HashConfig,
+    #[serde(deserialize_with = "read_filter")]
     pub read: EventFilter,
+    #[serde(deserialize_with = "write_filter")]
     pub write: EventFilter,
     pub archive: ArchiveConfig,
     pub query: QueryConfig,
     pub report: ReportConfig,
+    pub shell: ShellConfig,
+}
+
+/// The shell integration (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShellConfig {
+    pub skip_space_prefixed: bool,
 }
 
 /// Defaults of `prov report` (see the module docs).
@@ -138,15 +155,39 @@ impl HashConfig {
 }
 
 /// Which events of one kind (read or write) are recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventFilter {
-    #[serde(default = "root_only")]
     pub include: Vec<ConfigPath>,
-    #[serde(default)]
     pub exclude: Vec<ConfigPath>,
-    #[serde(default = "default_max_events")]
     pub max_events: u64,
+}
+
+/// A `[read]` or `[write]` section as written: a key left out keeps that
+/// section's default (a list given replaces the default list).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventFilterKeys {
+    include: Option<Vec<ConfigPath>>,
+    exclude: Option<Vec<ConfigPath>>,
+    max_events: Option<u64>,
+}
+
+impl EventFilterKeys {
+    fn over(self, default: EventFilter) -> EventFilter {
+        EventFilter {
+            include: self.include.unwrap_or(default.include),
+            exclude: self.exclude.unwrap_or(default.exclude),
+            max_events: self.max_events.unwrap_or(default.max_events),
+        }
+    }
+}
+
+fn read_filter<'de, D: Deserializer<'de>>(d: D) -> Result<EventFilter, D::Error> {
+    Ok(EventFilterKeys::deserialize(d)?.over(EventFilter::default_read()))
+}
+
+fn write_filter<'de, D: Deserializer<'de>>(d: D) -> Result<EventFilter, D::Error> {
+    Ok(EventFilterKeys::deserialize(d)?.over(EventFilter::default_write()))
 }
 
 /// Everything, and /dev/shm although /dev is excluded: a tmpfs that jobs
@@ -194,6 +235,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             query: QueryConfig::default(),
             report: ReportConfig::default(),
+            shell: ShellConfig::default(),
         }
     }
 }
@@ -436,6 +478,25 @@ mod tests {
     #[test]
     fn empty_file_gives_defaults() {
         assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn keys_left_out_of_a_section_keep_its_defaults() {
+        let c = parse("[read]\nmax_events = 100000\n[write]\ninclude = [\"~/out\"]\n").unwrap();
+        let d = Config::default();
+        assert_eq!(c.read.max_events, 100_000);
+        assert_eq!((&c.read.include, &c.read.exclude), (&d.read.include, &d.read.exclude));
+        assert_eq!(c.write.include, vec![ConfigPath("~/out".into())]);
+        assert_eq!((&c.write.exclude, c.write.max_events), (&d.write.exclude, d.write.max_events));
+        assert!(parse("[read]\nexclude = []\n").unwrap().read.exclude.is_empty(), "a list given replaces the default");
+        assert!(parse("[write]\ninclud = []\n").unwrap_err().starts_with("config.toml:2: "));
+    }
+
+    #[test]
+    fn shell_section() {
+        assert!(!Config::default().shell.skip_space_prefixed);
+        assert!(parse("[shell]\nskip_space_prefixed = true\n").unwrap().shell.skip_space_prefixed);
+        assert!(parse("[shell]\nskip_space_prefixed = 1\n").unwrap_err().starts_with("config.toml:2: "));
     }
 
     #[test]
