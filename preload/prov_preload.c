@@ -717,6 +717,20 @@ EXPORT int open64(const char *path, int flags, ...)
     return do_open(real_open64 ? real_open64 : real_open, path, flags, mode);
 }
 
+/* The fortified open of _FORTIFY_SOURCE builds (zsh's zsh/system module
+ * calls it): never O_CREAT, so no mode. */
+EXPORT int __open_2(const char *path, int flags)
+{
+    resolve_real();
+    return do_open(real_open, path, flags, 0);
+}
+
+EXPORT int __open64_2(const char *path, int flags)
+{
+    resolve_real();
+    return do_open(real_open64 ? real_open64 : real_open, path, flags, 0);
+}
+
 static int fopen_flags(const char *mode)
 {
     int flags;

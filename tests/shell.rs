@@ -58,6 +58,11 @@ impl Shell {
 
     /// Starts the shell with the rc file as it is.
     fn spawn(case: &Case, name: &'static str) -> Shell {
+        Shell::spawn_program(case, name, Path::new(name), &["-i"])
+    }
+
+    /// Starts `program ARGS` (a shell, or `prov shell`) in a pty as the user.
+    fn spawn_program(case: &Case, name: &'static str, program: &Path, args: &[&str]) -> Shell {
         let mut cmd = Command::new("setpriv");
         cmd.arg(format!("--reuid={}", case.inst.uid))
             .arg(format!("--regid={}", case.inst.gid))
@@ -68,7 +73,8 @@ impl Shell {
             .arg("TERM=dumb")
             .arg("LANG=C.UTF-8")
             .arg(format!("SHELL=/bin/{name}"))
-            .args([name, "-i"])
+            .arg(program)
+            .args(args)
             .current_dir(&case.work);
         let mut session = OsSession::spawn(cmd).expect("spawn shell in a pty");
         session.set_expect_timeout(Some(Duration::from_secs(30)));
@@ -160,6 +166,7 @@ in_both_shells!(
     untraced_shells_and_a_shim_that_cannot_load,
     prompt_tools_hooks_stay_out_of_records,
     privacy_opt_out_skips_space_prefixed_commands,
+    prov_shell_traces_without_touching_rc_files,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -189,10 +196,13 @@ fn attribution_matrix(shell: &str) {
     for (line, _) in &lines {
         sh.run(line);
     }
+    // What the shell starts carries nothing of the shim.
+    sh.run("env | grep -c -E '^(LD_PRELOAD|PROV_SHIM)' > clean.txt; grep -c prov_preload /proc/self/maps >> clean.txt");
     sh.exit();
     for (line, file) in &lines {
         assert_wrote(&case, file, line);
     }
+    assert_eq!(std::fs::read_to_string(case.work.join("clean.txt")).unwrap(), "0\n0\n", "no LD_PRELOAD, no shim mapped");
 }
 
 fn partial_hash_edges_and_reads(shell: &str) {
@@ -242,7 +252,11 @@ fn pipelines_heredocs_functions_aliases_and_status(shell: &str) {
     sh.run("alias mk='echo al > alias.txt'");
     sh.run("mk");
     sh.run("echo failing > fail.txt; false");
+    sh.run("sleep 1; echo slept > slept.txt");
     sh.exit();
+    let slept = assert_wrote(&case, "slept.txt", "sleep 1; echo slept > slept.txt");
+    let (start, end) = (slept["start_ns"].as_i64().unwrap(), slept["end_ns"].as_i64().unwrap());
+    assert!(end - start >= 1_000_000_000 && end - start < 10_000_000_000, "start and end times: {slept:#}");
     let sorted = assert_wrote(&case, "sorted.txt", "cat words | sort > sorted.txt");
     assert!(files(&sorted).iter().any(|(a, p)| a == "read" && p.ends_with(b"/words")));
     assert_eq!(std::fs::read_to_string(case.work.join("hd.txt")).unwrap(), "line one\nline two\n");
@@ -292,6 +306,17 @@ fn background_job_after_the_prompt(shell: &str) {
     let mut sh = Shell::start(&case, leak(shell));
     let line = "(sleep 1; echo late > late.txt) &";
     sh.run(line);
+    // Stored when the prompt came back, with its status, while the job runs.
+    let deadline = Instant::now() + Duration::from_millis(800);
+    let early = loop {
+        let found = case.query(["history", "-n", "1"]);
+        if found.first().is_some_and(|c| c["text"] == line) || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!case.work.join("late.txt").exists(), "the job was still running");
+    assert_eq!(early.first().map(|c| (&c["text"], &c["exit_status"])), Some((&line.into(), &0.into())), "{early:#?}");
     sh.run("echo next > next.txt");
     // The prompt came back before the job wrote; its file still belongs to it.
     std::thread::sleep(Duration::from_millis(1800));
@@ -437,24 +462,50 @@ fn fail_open_when_helper_or_database_go_away(shell: &str) {
     let out = sh.wait_prompt();
     assert!(out.contains("done-after-kill") && out.contains("\nx"), "{out}");
     assert!(out.matches("prov").count() <= 1, "at most one line per cause: {out}");
+    // The next command has an observation of its own again.
+    sh.run("echo recovered > recovered.txt");
 
-    std::fs::remove_file(prefix.join("libexec/prov/prov-helper")).unwrap();
-    let out = sh.run("echo still works > untraced.txt; cat untraced.txt; (exit 3)");
-    assert!(out.contains("still works"), "{out}");
-    let status = sh.run("echo \"status=$?\"");
-    assert!(status.contains("status=3"), "{status}");
-    let out = sh.run("echo again; ls untraced.txt");
-    assert!(out.contains("again") && out.contains("untraced.txt"), "{out}");
-    assert!(out.matches("not tracing").count() <= 1, "at most one line per cause: {out}");
-
-    // Database read-only: commands run normally.
+    // Database read-only: commands run normally, their records wait in the
+    // spool and move in once it is writable again.
     let data = case.home.join(".local/share/prov");
     Command::new("chmod").args(["-R", "a-w"]).arg(&data).status().unwrap();
     let out = sh.run("echo ro > ro.txt; cat ro.txt");
     assert!(out.contains("ro"), "{out}");
+
+    // Helper gone: commands run untraced, one line said for all of them.
+    std::fs::remove_file(prefix.join("libexec/prov/prov-helper")).unwrap();
+    let mut said = sh.run("echo still works > untraced.txt; cat untraced.txt; (exit 3)");
+    assert!(said.contains("still works"), "{said}");
+    let status = sh.run("echo \"status=$?\"");
+    assert!(status.contains("status=3"), "{status}");
+    let out = sh.run("echo again; ls untraced.txt");
+    assert!(out.contains("again") && out.contains("untraced.txt"), "{out}");
+    said += &status;
+    said += &out;
+    said += &sh.run("/bin/echo once more");
+    assert!(said.matches("not tracing").count() <= 1, "at most one line per cause: {said}");
     sh.exit();
     Command::new("chmod").args(["-R", "u+w"]).arg(&data).status().unwrap();
     assert_wrote(&case, "traced.txt", "echo traced > traced.txt");
+    assert_wrote(&case, "recovered.txt", "echo recovered > recovered.txt");
+    assert_wrote(&case, "ro.txt", "echo ro > ro.txt; cat ro.txt");
+    assert!(case.query(["wrote", "untraced.txt"]).is_empty());
+
+    // Disk full: the data directory on a small tmpfs that fills up.
+    let full = Case::new(&format!("{shell}-diskfull"));
+    let data = full.home.join(".local/share/prov");
+    let _tmpfs = mount_tmpfs(&data);
+    let mut sh = Shell::start(&full, leak(shell));
+    sh.run("echo first > first.txt");
+    writer(&full, "first.txt");
+    let _ = Command::new("dd").arg("if=/dev/zero").arg(format!("of={}", data.join("fill").display())).args(["bs=64k"]).output();
+    let out = sh.run("echo full > full.txt; cat full.txt; (exit 4)");
+    assert!(out.contains("\nfull") || out.lines().any(|l| l.trim() == "full"), "{out}");
+    assert!(sh.run("echo \"status=$?\"").contains("status=4"));
+    std::fs::remove_file(data.join("fill")).unwrap();
+    sh.exit();
+    let cmd = assert_wrote(&full, "full.txt", "echo full > full.txt; cat full.txt; (exit 4)");
+    assert_eq!(cmd["exit_status"], 4);
 }
 
 fn rc_twice_exec_and_disown(shell: &str) {
@@ -658,6 +709,56 @@ fn privacy_opt_out_skips_space_prefixed_commands(shell: &str) {
     assert!(case.query(["wrote", "private.txt"]).is_empty(), "no record of the private command");
     let history = case.query(["history", "-n", "100"]);
     assert!(!history.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains("private"))), "{history:#?}");
+}
+
+/// The shim hooks the libc functions through which bash and zsh (and zsh's
+/// modules) open files and start programs: a shell built to call another
+/// one (openat, creat, posix_spawn…) would bypass the observation.
+#[test]
+fn shells_open_files_and_run_programs_only_through_hooked_functions() {
+    let hooked = ["open", "open64", "__open_2", "__open64_2", "fopen", "fopen64", "execve", "dup2"];
+    let watched = [
+        "open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2", "__openat64_2", "creat",
+        "creat64", "fopen", "fopen64", "freopen", "freopen64", "execve", "execv", "execvp", "execvpe", "execl",
+        "execlp", "execle", "fexecve", "execveat", "posix_spawn", "posix_spawnp", "dup2", "dup3",
+    ];
+    let mut binaries = vec![which("bash"), which("zsh")];
+    for dir in ["/usr/lib/x86_64-linux-gnu/zsh", "/usr/lib/zsh"] {
+        let found = Command::new("find").args([dir, "-name", "*.so"]).output().unwrap();
+        binaries.extend(String::from_utf8_lossy(&found.stdout).lines().map(PathBuf::from));
+    }
+    assert!(binaries.len() > 2, "zsh's modules found: {binaries:?}");
+    for bin in &binaries {
+        let out = Command::new("nm").args(["-D", "--undefined-only"]).arg(bin).output().unwrap();
+        assert!(out.status.success(), "nm {}: {}", bin.display(), describe(&out));
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let symbol = line.split_whitespace().last().unwrap_or("").split('@').next().unwrap_or("");
+            if watched.contains(&symbol) {
+                assert!(hooked.contains(&symbol), "{} imports {symbol}, which the shim does not hook", bin.display());
+            }
+        }
+    }
+}
+
+fn which(program: &str) -> PathBuf {
+    let out = Command::new("sh").args(["-c", &format!("command -v {program}")]).output().unwrap();
+    std::fs::canonicalize(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
+}
+
+/// `prov shell` (here `prov shell SHELL`): a traced shell with the user's
+/// own rc file read, which stays as it was.
+fn prov_shell_traces_without_touching_rc_files(shell: &str) {
+    let case = Case::new(&format!("{shell}-provshell"));
+    let rc = format!("{}myrc=loaded\n", prompt_rc(shell));
+    std::fs::write(rc_file(&case, shell), &rc).unwrap();
+    case.chown_tree(&case.home);
+    let mut sh = Shell::spawn_program(&case, leak(shell), &case.inst.prov(), &["shell", shell]);
+    assert!(!sh.startup.contains("prov:"), "{}", sh.startup);
+    assert!(sh.run("echo \"[$myrc]\"").contains("[loaded]"), "the user's rc was read");
+    sh.run("echo via-prov-shell > ps.txt");
+    sh.exit();
+    assert_wrote(&case, "ps.txt", "echo via-prov-shell > ps.txt");
+    assert_eq!(std::fs::read_to_string(rc_file(&case, shell)).unwrap(), rc, "rc file untouched");
 }
 
 /// A line that the user's HISTCONTROL keeps out of the history never

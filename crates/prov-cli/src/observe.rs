@@ -61,7 +61,11 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
     // Not waited for: the helper becomes the collector, which outlives this
     // process when background descendants of the command keep running.
-    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
+    // Removed or changed since the check above: the same words for the same
+    // cause, so the shell says it once.
+    cmd.spawn().map_err(|e| {
+        setup::tracing_unavailable(&helper).unwrap_or_else(|| format!("cannot start {}: {e}", helper.display()))
+    })?;
     drop(ctl_for_helper);
 
     let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
