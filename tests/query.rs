@@ -325,3 +325,18 @@ fn query_defaults_come_from_the_config() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config.toml:2:") && err.contains("unknown field `limt`"), "{err}");
 }
+
+/// Every empty file has the same content: an empty file is found by its
+/// path only, not as the output of every command that made one.
+#[test]
+fn empty_files_are_found_by_path_only() {
+    let case = Case::new("query-empty");
+    case.run_sh(": > a.txt");
+    case.run_sh(": > b.txt");
+    case.run_sh("echo data > c.txt");
+    let a = case.query(["wrote", "a.txt"]);
+    assert_eq!(texts(&a), vec![": > a.txt"], "{a:#?}");
+    // A file with content is still found after a rename, by content.
+    std::fs::rename(case.work.join("c.txt"), case.work.join("moved.txt")).unwrap();
+    assert_eq!(texts(&case.query(["wrote", "moved.txt"])), vec!["echo data > c.txt"]);
+}

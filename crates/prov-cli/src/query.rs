@@ -85,9 +85,10 @@ pub fn by_file(
         return Ok(ExitCode::from(1));
     };
     // By content first: every hash parameter set in use, so files recorded
-    // under an older configuration are still found.
+    // under an older configuration are still found. Not an empty file:
+    // every empty file has that content, so it is found by path only.
     let mut keys = Vec::new();
-    if path.is_file() {
+    if path.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
         for params in store.hash_params_in_use()? {
             if let Ok((hash, size)) = hash_path(&path, params) {
                 keys.push((hash, size, params));
