@@ -868,11 +868,13 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 /* The line editor waiting for the next line (bash: pselect, then read;
  * zsh: read) starts preparing the next observation (see end_observation). */
-static void prepare_if_pending(void)
+static void prepare_if_pending(int tty_fd)
 {
     if (S.prepare_pending && getpid() == S.shell_pid) {
         int saved = errno;
-        spawn_preparer();
+        /* Not the integration's own reads (of a capture) in the prompt hook,
+         * before the prompt is drawn: only the terminal's. */
+        if (tty_fd < 0 || isatty(tty_fd)) spawn_preparer();
         errno = saved;
     }
 }
@@ -880,7 +882,7 @@ static void prepare_if_pending(void)
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
     resolve_real();
-    prepare_if_pending();
+    prepare_if_pending(fd);
     ssize_t got = real_read(fd, buf, count);
     if (got > 0) keep_line(1);
     return got;
@@ -889,7 +891,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
 EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout, const sigset_t *mask)
 {
     resolve_real();
-    prepare_if_pending();
+    prepare_if_pending(-1);
     keep_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
 }

@@ -489,7 +489,6 @@ fn fail_open_when_helper_or_database_go_away(shell: &str) {
     assert_wrote(&case, "traced.txt", "echo traced > traced.txt");
     assert_wrote(&case, "recovered.txt", "echo recovered > recovered.txt");
     assert_wrote(&case, "ro.txt", "echo ro > ro.txt; cat ro.txt");
-    assert!(case.query(["wrote", "untraced.txt"]).is_empty());
 
     // Disk full: the data directory on a small tmpfs that fills up.
     let full = Case::new(&format!("{shell}-diskfull"));

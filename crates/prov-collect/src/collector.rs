@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::{CommandEnd, Completeness, FileEvent};
@@ -44,6 +44,8 @@ const PUMP_ROUNDS: usize = 16;
 const BACKLOG_MAX: usize = 65_536;
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
+/// A command's start is written at the latest this long after it began.
+const HOLD_BEGIN: Duration = Duration::from_secs(1);
 /// After the last process is gone, the queue must stay empty this long
 /// before the record is final (see `State::settle`), and at most this
 /// many times that is waited.
@@ -56,10 +58,16 @@ struct State {
     /// Until `Begin`, resolved events wait here (the writer needs the record).
     identity: Option<(RecordIdentity, Settings)>,
     begun: bool,
-    /// The record's start, held back while its text is unknown (bash learns
-    /// it only at the end): a command whose shell exits before telling
-    /// (typing `exit`) leaves no empty record behind.
+    /// The record's start, held back until the command ends, events must be
+    /// stored, or HOLD_BEGIN has passed: a short command's row is written
+    /// after the prompt is back, not while the command competes for the
+    /// CPUs (0.4 ms of a builtin's prompt-to-prompt time on two CPUs). A
+    /// record whose text is unknown and that never got an End (the shell
+    /// exited) is not written at all.
     held_begin: Option<WriterMsg>,
+    /// When a held start with a known text is due to be written anyway, so
+    /// a long-running command shows up while it runs.
+    held_until: Option<Instant>,
     /// Events read from the kernel's queue, not yet resolved (all of them
     /// until `Prepare` brings the settings). The queue is read as soon as
     /// events arrive, resolving in between: for every new event the kernel
@@ -97,6 +105,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         identity: None,
         begun: false,
         held_begin: None,
+        held_until: None,
         backlog: VecDeque::new(),
         backlog_limit: fd_budget.min(BACKLOG_MAX),
         raw: Vec::new(),
@@ -111,13 +120,19 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
 
     loop {
         let busy = st.resolver.is_some() && !st.backlog.is_empty();
-        let timeout = if busy {
+        let mut timeout = if busy {
             PollTimeout::ZERO
         } else if st.batch.is_empty() || !st.begun {
             PollTimeout::NONE
         } else {
             PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
         };
+        if let Some(due) = st.held_until {
+            let left = PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
+            if timeout == PollTimeout::NONE || left < timeout {
+                timeout = left;
+            }
+        }
         let mut fds = vec![PollFd::new(h.group.as_fd(), PollFlags::POLLIN)];
         if ctl_open {
             fds.push(PollFd::new(h.ctl.as_fd(), PollFlags::POLLIN));
@@ -126,7 +141,12 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             fds.push(PollFd::new(h.tracker.as_fd(), PollFlags::POLLIN));
         }
         match poll(&mut fds, timeout) {
-            Ok(0) if !busy => st.flush(),
+            Ok(0) if !busy => {
+                st.flush();
+                if st.held_until.is_some_and(|due| Instant::now() >= due) {
+                    st.start_record();
+                }
+            }
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(format!("poll: {e}")),
@@ -167,7 +187,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                         st.held_begin = Some(begin);
                         st.begun = true;
                         if text_known {
-                            st.start_record();
+                            st.held_until = Some(Instant::now() + HOLD_BEGIN);
                         }
                     }
                     Ok(ToCollector::End(end)) if st.begun && !ended => {
@@ -283,6 +303,7 @@ impl State {
 
     /// Sends the record's start to the writer, once.
     fn start_record(&mut self) {
+        self.held_until = None;
         if let Some(begin) = self.held_begin.take() {
             let _ = self.writer.send(begin);
         }
@@ -324,7 +345,7 @@ impl State {
 
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
         self.drain(group)?;
-        if end.is_none() && self.held_begin.is_some() {
+        if end.is_none() && self.held_begin.is_some() && self.held_until.is_none() {
             // Never told what the command was, and nothing stored yet.
             return Ok(StoreReport::default());
         }
