@@ -447,6 +447,7 @@ static struct {
     int rules;                  /* memfd: HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
     int keep_line;              /* history off: keep the line being read */
     int started;                /* the first line-start set `next` */
+    int mark_pending;           /* set `next` when the line editor waits */
 } H = { .rules = -1 };
 
 static int bash_history_ready(void)
@@ -466,13 +467,17 @@ static int bash_history_ready(void)
     return H.ready;
 }
 
-static void delete_entry(int i)
+/* Removes entry i of the list. `added` is an entry bash added only because
+ * the settings were neutralised: bash's count of this session's lines
+ * (what `history -a` appends) goes back down with it. An older copy removed
+ * for erasedups does not change that count, as in bash's own erasedups. */
+static void delete_entry(int i, int added)
 {
-    if (H.delete_histent) { H.delete_histent(i); return; }
+    if (added && H.delete_histent) { H.delete_histent(i); return; }
     struct hist_entry *e = H.remove(i);
     if (e) {
         H.free_entry(e);
-        if (H.lines_this_session && *H.lines_this_session > 0) (*H.lines_this_session)--;
+        if (added && H.lines_this_session && *H.lines_this_session > 0) (*H.lines_this_session)--;
     }
 }
 
@@ -539,29 +544,28 @@ static void bash_line_text(struct buf *text)
     if (!H.started) return;
     struct hist_rules r;
     read_rules(&r);
-    int drop_all = H.keep_line || r.size == 0;
     int first = H.next - *H.base;
     if (first < 0) first = 0;
-    for (int i = first; i < *H.length;) {
+    for (int i = first; i < *H.length; i++) {
         const char *line = line_at(i);
-        if (!line) { i++; continue; }
+        if (!line) continue;
         if (text->len) buf_add(text, "\n", 1);
         buf_str(text, line);
-        const char *previous = line_at(i - 1);
-        int drop = drop_all || (r.ignorespace && line[0] == ' ')
-            || (r.ignoredups && previous && !strcmp(line, previous)) || ignored_by_pattern(&r, line, previous);
-        if (drop) {
-            delete_entry(i);
-            continue;
+    }
+    /* bash applies the settings to a command's first line; its other lines
+     * (one entry each with `shopt -u cmdhist`) follow that decision. */
+    const char *head = line_at(first), *previous = line_at(first - 1);
+    int drop = H.keep_line || r.size == 0
+        || (head && ((r.ignorespace && head[0] == ' ') || (r.ignoredups && previous && !strcmp(head, previous))
+                     || ignored_by_pattern(&r, head, previous)));
+    if (drop) {
+        for (int i = *H.length - 1; i >= first; i--) delete_entry(i, 1);
+    } else if (head && r.erasedups) {
+        /* Older copies go; this one, now the newest, stays. */
+        for (int k = first - 1; k >= 0; k--) {
+            const char *older = line_at(k);
+            if (older && !strcmp(older, head)) delete_entry(k, 0);
         }
-        if (r.erasedups) {
-            /* Older copies go; this one, now the newest copy, stays. */
-            for (int k = i - 1; k >= 0; k--) {
-                const char *older = line_at(k);
-                if (older && !strcmp(older, line)) { delete_entry(k); i--; }
-            }
-        }
-        i++;
     }
     /* The Enter that ended the line (and a here-doc's) is not text. */
     while (text->len && text->p[text->len - 1] == '\n') text->len--;
@@ -586,7 +590,10 @@ static int bash_line_start(void)
         buf_free(&leftover);
     }
     H.started = 1;
+    /* Again when the line editor first waits: a shared-history prompt hook
+     * after this one (`history -a; history -n`) may still change the list. */
     H.next = *H.base + *H.length;
+    H.mark_pending = 1;
     H.keep_line = *H.enable_list == 0;
     return new_capture(&H.rules);
 }
@@ -594,6 +601,16 @@ static int bash_line_start(void)
 static void keep_line(int on)
 {
     if (H.keep_line && getpid() == S.shell_pid) *H.remember = on;
+}
+
+/* bash's line editor waits for input: the lines read from now on are the
+ * next command's. */
+static void mark_line_start(void)
+{
+    if (H.mark_pending && getpid() == S.shell_pid) {
+        H.mark_pending = 0;
+        H.next = *H.base + *H.length;
+    }
 }
 
 /* A prompt tool's hook that bash runs between the start of a command and
@@ -892,6 +909,7 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 {
     resolve_real();
     prepare_if_pending(-1);
+    mark_line_start();
     keep_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
 }

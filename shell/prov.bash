@@ -17,8 +17,16 @@ if [[ $- == *i* ]]; then
     if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
         if [[ -z ${__prov_hooked-} ]]; then
             __prov_hooked=1
-            __prov_seq=0 __prov_done=0 __prov_empty=()
-            __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
+            __prov_seq=0 __prov_done=0 __prov_empty=() __prov_status=0
+
+            # The user's history settings, as PS0 restored them after a line
+            # was read. HISTSIZE=0 keeps no history; empty, unset or
+            # negative keeps all.
+            __prov_user_values() {
+                __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-}
+                if [[ $__prov_hs =~ ^0+$ ]]; then __prov_hs0=1; else __prov_hs0=0; fi
+            }
+            __prov_user_values
             # Can the shim read bash's history list (see prov_preload.c)?
             __prov_texts=1
             if ! { printf '' >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
@@ -31,18 +39,23 @@ if [[ $- == *i* ]]; then
                 if ((__prov_seq != __prov_done)); then
                     __prov_done=$__prov_seq
                     : >| "/.prov-shim-ctl/end/$status"
-                    # The user's values (PS0 restored them), as the command
-                    # may have changed them.
-                    __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-500}
+                    __prov_user_values
                 fi
                 if [[ -n $__prov_texts ]]; then
                     # The shim applies the user's settings to the next line
-                    # itself, so bash must keep every line while it is read.
+                    # itself, so bash must keep every line while it is read
+                    # (a readonly setting stays as it is).
                     printf '%s\0%s\0%s\0' "$__prov_hc" "$__prov_hi" "$__prov_hs" >| /.prov-shim-ctl/line-start
-                    HISTCONTROL= HISTIGNORE=
-                    ((__prov_hs == 0)) && HISTSIZE=100
+                    [[ ${HISTCONTROL+${HISTCONTROL@a}} == *r* ]] || HISTCONTROL=
+                    [[ ${HISTIGNORE+${HISTIGNORE@a}} == *r* ]] || HISTIGNORE=
+                    if ((__prov_hs0)) && [[ ${HISTSIZE@a} != *r* ]]; then HISTSIZE=100; fi
                 fi
-                [[ $PS0 == *'\D{prov-shim-begin}'* ]] || PS0=$__prov_ps0$PS0
+                # Last in PS0, so a $(…) of the user's there runs before the
+                # command's observation starts.
+                if [[ ${PS0-} != *"$__prov_ps0" ]]; then
+                    local ps0=${PS0-}
+                    PS0=${ps0//"$__prov_ps0"/}$__prov_ps0
+                fi
                 __prov_status=$status
                 return $status
             }
@@ -51,7 +64,8 @@ if [[ $- == *i* ]]; then
             # put their hooks first: first again from the next prompt on,
             # so the command's observation ends before their programs run.
             # A DEBUG trap (theirs or the user's) runs between PS0 and the
-            # command: wrapped so that it runs as outside the observation.
+            # command: wrapped so that it runs as outside the observation,
+            # on one line (bash-preexec parses an earlier trap line-wise).
             # Only top-level code sees the DEBUG trap, hence the `trap -p`
             # in PROMPT_COMMAND itself.
             __prov_pc='__prov_precmd;builtin trap -p DEBUG >| /.prov-shim-ctl/capture;__prov_after'
@@ -64,35 +78,43 @@ if [[ $- == *i* ]]; then
                         done
                         PROMPT_COMMAND=("$__prov_pc" "${rest[@]}")
                     fi
-                elif [[ $PROMPT_COMMAND != "$__prov_pc"[\;$'\n']* && $PROMPT_COMMAND != "$__prov_pc" ]]; then
+                elif [[ $PROMPT_COMMAND != "$__prov_pc" && $PROMPT_COMMAND != "$__prov_pc"[\;$'\n']* ]]; then
                     local pc=${PROMPT_COMMAND//"$__prov_pc"[\;$'\n']/}
-                    PROMPT_COMMAND="$__prov_pc;${pc%"$__prov_pc"}"
+                    pc=${pc%"$__prov_pc"}
+                    # No separator left at either end: `$PROMPT_COMMAND; …`
+                    # appended later must stay valid.
+                    while [[ $pc == [\;$'\n']* ]]; do pc=${pc#?}; done
+                    while [[ $pc == *[\;$'\n'] ]]; do pc=${pc%?}; done
+                    PROMPT_COMMAND=$__prov_pc${pc:+;$pc}
                 fi
-                local trap
-                IFS= read -r -d '' trap < /.prov-shim-ctl/captured
+                local trap=
+                IFS= read -r -d '' trap < /.prov-shim-ctl/captured || :
                 if [[ -n $trap && $trap != *__prov_pause* ]]; then
                     eval "set -- ${trap#trap }"
                     # "$_" keeps the last argument for the hook and after.
-                    builtin trap "__prov_pause \"\$_\"; $2
-__prov_resume \"\$_\"" DEBUG
+                    if eval "__prov_user_trap() { $2
+}" 2>/dev/null; then
+                        builtin trap '__prov_pause "$_"; __prov_user_trap "$_"; __prov_resume "$_"' DEBUG
+                    fi
                 fi
                 return "$__prov_status"
             }
             __prov_pause() { local s=$?; : >| /.prov-shim-ctl/pause; return $s; }
             __prov_resume() { local s=$?; : >| /.prov-shim-ctl/resume; return $s; }
 
-            # Prompt expansion runs in the shell itself, after the \D{…}
-            # that starts the command: associative array subscripts perform
-            # the := restores and expand to nothing, indexed ones do
-            # arithmetic (HISTSIZE back to 0, counting the command).
+            # Prompt expansion runs in the shell itself. ${__prov_b@P}
+            # starts the command (a strftime format the shim knows), then
+            # associative array subscripts perform the := restores and
+            # expand to nothing, indexed ones do arithmetic (HISTSIZE back
+            # to 0, counting the command).
             declare -gA __prov_none=()
-            __prov_ps0='\D{prov-shim-begin}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs == 0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
-            PS0=$__prov_ps0${PS0-}
-            __prov_status=0
+            __prov_b='\D{prov-shim-begin}'
+            __prov_ps0='${__prov_b@P}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
+            PS0=${PS0-}$__prov_ps0
             if [[ -n ${PROMPT_COMMAND+set} && ${PROMPT_COMMAND@a} == *a* ]]; then
                 PROMPT_COMMAND=("$__prov_pc" "${PROMPT_COMMAND[@]}")
             else
-                PROMPT_COMMAND="$__prov_pc;${PROMPT_COMMAND-}"
+                PROMPT_COMMAND=$__prov_pc${PROMPT_COMMAND:+;$PROMPT_COMMAND}
             fi
             : >| /.prov-shim-ctl/prepare
         fi
@@ -107,6 +129,9 @@ __prov_resume \"\$_\"" DEBUG
         printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
     elif [[ $- == *c* ]]; then
         : # bash -ic '...': no prompt, nothing to record
+    elif [[ -n ${BASH_SOURCE[0]-} && ${BASH_LINENO[${#BASH_LINENO[@]}-1]} == 0 ]] &&
+        [[ ${BASH_SOURCE[${#BASH_SOURCE[@]}-1]} == /dev/fd/* || ${BASH_SOURCE[${#BASH_SOURCE[@]}-1]} == /proc/*/fd/* ]]; then
+        printf '%s\n' 'prov: not tracing: the rc file is read from a pipe (--rcfile <(…)), which a restart with the preload shim could not read again' >&2
     elif [[ -n ${BASH_SOURCE[0]-} && ${BASH_LINENO[${#BASH_LINENO[@]}-1]} == 0 ]]; then
         # Read from an rc file at startup (sourced at a prompt, the bottom
         # line number is the prompt's): the only time a re-exec loses

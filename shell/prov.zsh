@@ -65,6 +65,8 @@ ${functions[precmd]}"
             print -ru2 -- "prov: not tracing: the preload shim $__prov_shim is missing"
         elif ! __prov_why=$( { LD_PRELOAD=$__prov_shim /bin/true; } 2>&1 ) || [[ -n $__prov_why ]]; then
             print -ru2 -- "prov: not tracing: the preload shim $__prov_shim could not be loaded"
+        elif [[ ! -x ${${:-/proc/$$/exe}:A} ]]; then
+            print -ru2 -- "prov: not tracing: cannot find this zsh's own executable to restart it"
         else
             typeset -ga __prov_args
             # NUL-separated, NUL-terminated: the last element is empty.
@@ -72,7 +74,7 @@ ${functions[precmd]}"
             export __PROV_REEXEC=$$
             LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
                 PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=zsh \
-                exec -a "${__prov_args[1]:-${ZSH_ARGZERO:-zsh}}" "${commands[zsh]:-/bin/zsh}" "${(@)__prov_args[2,-1]}"
+                exec -a "${__prov_args[1]:-${ZSH_ARGZERO:-zsh}}" "${${:-/proc/$$/exe}:A}" "${(@)__prov_args[2,-1]}"
         fi
         unset __prov_why
     else

@@ -110,9 +110,23 @@ impl Shell {
         out
     }
 
+    /// Types `exit` (twice if the shell objects, as zsh does to running
+    /// jobs); a shell that still does not exit fails the test instead of
+    /// hanging it.
     fn exit(mut self) {
-        let _ = self.session.send_line("exit");
-        let _ = self.session.get_process_mut().wait();
+        for _ in 0..2 {
+            let _ = self.session.send_line("exit");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if !self.session.get_process().is_alive().unwrap_or(false) {
+                    let _ = self.session.get_process_mut().wait();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        nix_kill(self.session.get_process().pid().as_raw() as u32);
+        panic!("{} did not exit", self.name);
     }
 }
 
@@ -548,7 +562,7 @@ fn rc_twice_exec_and_disown(shell: &str) {
 
 fn startup_modes_nounset_and_exec(shell: &str) {
     let case = Case::new(&format!("{shell}-startup"));
-    let nounset = if shell == "bash" { "set -u" } else { "setopt nounset" };
+    let nounset = if shell == "bash" { "set -eu\nreadonly HISTCONTROL=ignoredups" } else { "setopt nounset" };
     write_rc(&case, shell, &case.inst.prov(), nounset);
     // `SHELL -ic` and `SHELL -i script` run what they were given: only a
     // shell that reads the user's lines is re-executed with the shim.
@@ -566,9 +580,13 @@ fn startup_modes_nounset_and_exec(shell: &str) {
     let mut sh = Shell::spawn(&case, leak(shell));
     let startup = sh.startup.clone();
     let first = sh.run("echo one > u1.txt");
+    if shell == "bash" {
+        sh.run("unset PS0");
+    }
     let second = sh.run("echo two > u2.txt");
     for out in [&startup, &first, &second] {
-        assert!(!out.contains("unbound") && !out.contains("parameter not set") && !out.contains("prov:"), "{out}");
+        assert!(!out.contains("unbound") && !out.contains("parameter not set") && !out.contains("readonly"), "{out}");
+        assert!(!out.contains("prov:"), "{out}");
     }
     // exec replaces the shell: that command ends there, and the new shell
     // (set up again by its rc) lives outside every observation.
@@ -607,8 +625,18 @@ fn untraced_shells_and_a_shim_that_cannot_load(shell: &str) {
     let after = sh.run("echo \"P\"\"ID=$$ var=$myvar\"; jobs");
     assert!(after.contains(&format!("PID={pid} var=kept")), "same shell, state kept: {after}");
     assert!(after.contains("sleep 100"), "its job still listed: {after}");
-    sh.run("kill %1");
+    sh.run("kill %1; wait");
     sh.exit();
+
+    // An rc file read from a pipe cannot be read again by a restarted
+    // shell: no restart, one line, the user's settings are there.
+    if shell == "bash" {
+        write_rc(&case, shell, &prov, "myrc=piped");
+        let mut sh = Shell::spawn_program(&case, "bash", Path::new("bash"), &["-c", "exec bash --rcfile <(cat ~/.bashrc) -i"]);
+        assert!(sh.startup.contains("read from a pipe"), "{}", sh.startup);
+        assert!(sh.run("echo \"[$myrc]\"").contains("[piped]"));
+        sh.exit();
+    }
 
     // A shim that cannot be loaded (not a library): one line, and the shell
     // goes on untraced with nothing it starts complaining.
@@ -760,6 +788,50 @@ fn prov_shell_traces_without_touching_rc_files(shell: &str) {
     assert_eq!(std::fs::read_to_string(rc_file(&case, shell)).unwrap(), rc, "rc file untouched");
 }
 
+/// The user's own history habits and prompt settings go on as without
+/// prov: a shared history (`history -a; history -n` in PROMPT_COMMAND while
+/// another session appends), erasedups with histappend, a PROMPT_COMMAND
+/// appended after prov's line, and a PS0 that runs `$(…)`, which stays
+/// out of the command's record.
+#[test]
+fn bash_history_habits_and_later_prompt_settings() {
+    let case = Case::new("bash-habits");
+    std::fs::write(case.home.join(".hist"), "echo a\necho b\necho c\n").unwrap();
+    std::fs::write(case.home.join("ps0-input"), "x\n").unwrap();
+    let prov = case.inst.prov();
+    let rc = format!(
+        "HISTFILE=~/.hist\nHISTCONTROL=erasedups\nshopt -s histappend\nPROMPT_COMMAND='history -a; history -n'\n\
+         PS0='$(cat ~/ps0-input > /dev/null)'\n{}{}\n\
+         PROMPT_COMMAND=\"${{PROMPT_COMMAND:+$PROMPT_COMMAND; }}echo later >> ~/later.log\"\n",
+        prompt_rc("bash"),
+        init_line("bash", &prov)
+    );
+    std::fs::write(rc_file(&case, "bash"), rc).unwrap();
+    case.chown_tree(&case.home);
+    let mut sh = Shell::spawn(&case, "bash");
+    let mut said = sh.run("echo a");
+    said += &sh.run("echo b");
+    // Another session appends to the shared history file meanwhile.
+    let mut hist = std::fs::OpenOptions::new().append(true).open(case.home.join(".hist")).unwrap();
+    std::io::Write::write_all(&mut hist, b"other-1\nother-2\n").unwrap();
+    said += &sh.run("echo d");
+    said += &sh.run("echo two > two.txt");
+    sh.exit();
+    assert!(!said.contains("syntax error") && !said.contains("prov:"), "{said}");
+    let two = assert_wrote(&case, "two.txt", "echo two > two.txt");
+    assert!(!files(&two).iter().any(|(_, p)| p.ends_with(b"ps0-input")), "{:?}", files(&two));
+    let texts: Vec<String> = case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
+    for typed in ["echo a", "echo b", "echo d"] {
+        assert!(texts.iter().any(|t| t == typed), "{typed} in {texts:?}");
+    }
+    let file = std::fs::read_to_string(case.home.join(".hist")).unwrap();
+    let lines: Vec<&str> = file.lines().collect();
+    assert_eq!(lines.iter().filter(|l| **l == "echo a").count(), 2, "this session's lines appended as bash would: {file}");
+    assert!(lines.contains(&"echo d") && lines.contains(&"echo two > two.txt"), "{file}");
+    let later = std::fs::read_to_string(case.home.join("later.log")).unwrap_or_default();
+    assert!(later.lines().count() >= 4, "the PROMPT_COMMAND appended later runs: {later:?}");
+}
+
 /// A line that the user's HISTCONTROL keeps out of the history never
 /// reaches the history file, even when the shell is hung up while that
 /// very command runs (bash saves its history on SIGHUP).
@@ -783,6 +855,18 @@ fn bash_hangup_during_an_ignored_line_saves_it_nowhere() {
 /// line of a multi-line command) keep every command's text.
 #[test]
 fn bash_histsize_zero_and_cmdhist_off_keep_texts() {
+    // HISTSIZE= (empty) means unlimited, not zero: the history stays.
+    let case = Case::new("bash-histsize-empty");
+    std::fs::write(case.home.join(".hist"), "old-one\nold-two\nold-three\n").unwrap();
+    let mut sh = Shell::start_with(&case, "bash", "HISTFILE=~/.hist\nHISTSIZE=\nHISTFILESIZE=\n", &case.inst.prov());
+    sh.run("echo new > new.txt");
+    let hist = sh.run("history");
+    assert!(hist.contains("old-two") && hist.contains("echo new > new.txt"), "{hist}");
+    sh.exit();
+    let file = std::fs::read_to_string(case.home.join(".hist")).unwrap();
+    assert!(file.contains("old-one") && file.contains("echo new > new.txt"), "{file}");
+    assert_wrote(&case, "new.txt", "echo new > new.txt");
+
     let case = Case::new("bash-histsize");
     let mut sh = Shell::start_with(&case, "bash", "HISTSIZE=0\nshopt -u cmdhist\n", &case.inst.prov());
     sh.run("touch h.txt");
