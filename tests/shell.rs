@@ -318,10 +318,10 @@ fn interrupt_cd_and_nested_shells(shell: &str) {
 fn background_job_after_the_prompt(shell: &str) {
     let case = Case::new(&format!("{shell}-background"));
     let mut sh = Shell::start(&case, leak(shell));
-    let line = "(sleep 1; echo late > late.txt) &";
+    let line = "(sleep 3; echo late > late.txt) &";
     sh.run(line);
     // Stored when the prompt came back, with its status, while the job runs.
-    let deadline = Instant::now() + Duration::from_millis(800);
+    let deadline = Instant::now() + Duration::from_millis(2500);
     let early = loop {
         let found = case.query(["history", "-n", "1"]);
         if found.first().is_some_and(|c| c["text"] == line) || Instant::now() > deadline {
@@ -333,7 +333,10 @@ fn background_job_after_the_prompt(shell: &str) {
     assert_eq!(early.first().map(|c| (&c["text"], &c["exit_status"])), Some((&line.into(), &0.into())), "{early:#?}");
     sh.run("echo next > next.txt");
     // The prompt came back before the job wrote; its file still belongs to it.
-    std::thread::sleep(Duration::from_millis(1800));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !case.work.join("late.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     sh.run("true");
     sh.exit();
     assert_wrote(&case, "late.txt", line);
