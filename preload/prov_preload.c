@@ -448,6 +448,10 @@ static struct {
     int keep_line;              /* history off: keep the line being read */
     int started;                /* the first line-start set `next` */
     int mark_pending;           /* set `next` when the line editor waits */
+    char **rl_line_buffer;      /* readline's line, as edited */
+    int *rl_readline_state;
+    int reading;                /* between the mark and the command's start */
+    struct buf typed;           /* the lines as typed, newline-terminated */
 } H = { .rules = -1 };
 
 static int bash_history_ready(void)
@@ -462,6 +466,8 @@ static int bash_history_ready(void)
         H.lines_this_session = (int *)dlsym(RTLD_DEFAULT, "history_lines_this_session");
         H.remember = (int *)dlsym(RTLD_DEFAULT, "remember_on_history");
         H.enable_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
+        H.rl_line_buffer = (char **)dlsym(RTLD_DEFAULT, "rl_line_buffer");
+        H.rl_readline_state = (int *)dlsym(RTLD_DEFAULT, "rl_readline_state");
         H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list;
     }
     return H.ready;
@@ -536,6 +542,37 @@ static int ignored_by_pattern(const struct hist_rules *r, const char *line, cons
     return 0;
 }
 
+/* A multi-line command is one history entry joined with `;` (bash's
+ * default cmdhist, without lithist). The lines as typed are what
+ * readline's buffer holds when the key that ends a line is read (readline
+ * reads one byte at a time): kept from the mark on, and used as the text
+ * when they are the entry's words, in the same order. */
+static void typed_reset(void) { buf_free(&H.typed); }
+
+/* readline reads more input inside a command (a bracketed paste, a quoted
+ * insert): such a newline does not end the line. */
+#define RL_STATE_MOREINPUT 0x0000040
+
+static void typed_key(const char *key, ssize_t got)
+{
+    if (got == 1 && H.reading && (*key == '\n' || *key == '\r') && H.rl_line_buffer && *H.rl_line_buffer
+        && H.rl_readline_state && !(*H.rl_readline_state & RL_STATE_MOREINPUT) && getpid() == S.shell_pid) {
+        if (buf_str(&H.typed, *H.rl_line_buffer) == 0) buf_add(&H.typed, "\n", 1);
+    }
+}
+
+/* The same words: equal but for blanks, newlines and semicolons. */
+static int same_words(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+    size_t i = 0, k = 0;
+    for (;;) {
+        while (i < a_len && strchr(" \t\n;", a[i])) i++;
+        while (k < b_len && strchr(" \t\n;", b[k])) k++;
+        if (i == a_len || k == b_len) return i == a_len && k == b_len;
+        if (a[i++] != b[k++]) return 0;
+    }
+}
+
 /* The entries bash added for the line just read (several with `shopt -u
  * cmdhist`), joined by newlines into `text`; those the user's settings
  * would have kept out are deleted, as are all of them with history off. */
@@ -569,6 +606,15 @@ static void bash_line_text(struct buf *text)
     }
     /* The Enter that ended the line (and a here-doc's) is not text. */
     while (text->len && text->p[text->len - 1] == '\n') text->len--;
+    size_t typed_len = H.typed.len;
+    while (typed_len && H.typed.p[typed_len - 1] == '\n') typed_len--;
+    /* Only for more than one line (typed, or pasted as one). */
+    if (typed_len && memchr(H.typed.p, '\n', typed_len) && same_words(text->p, text->len, H.typed.p, typed_len)) {
+        text->len = 0;
+        buf_add(text, H.typed.p, typed_len);
+    }
+    typed_reset();
+    H.reading = 0;
     if (text->len > MAX_TEXT) text->len = MAX_TEXT;
     buf_free(&r.data);
     H.next = *H.base + *H.length;
@@ -610,6 +656,8 @@ static void mark_line_start(void)
     if (H.mark_pending && getpid() == S.shell_pid) {
         H.mark_pending = 0;
         H.next = *H.base + *H.length;
+        typed_reset();
+        H.reading = 1;
     }
 }
 
@@ -901,7 +949,12 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
     resolve_real();
     prepare_if_pending(fd);
     ssize_t got = real_read(fd, buf, count);
-    if (got > 0) keep_line(1);
+    if (got > 0) {
+        int saved = errno;
+        keep_line(1);
+        typed_key(buf, got);
+        errno = saved;
+    }
     return got;
 }
 
