@@ -104,6 +104,13 @@ impl Store {
             drop(Store::open(path, READ_BUSY_TIMEOUT)?);
             return Store::open_read_only(path);
         }
+        // One snapshot for all of this connection's statements: a query reads
+        // the hash parameters first and the events later, and a collector
+        // committing its first record in between must not make the events
+        // refer to parameters the query has not seen (seen as "Integer 1 out
+        // of range at index 8"). The connection is short-lived, as are the
+        // queries; the snapshot is taken at the first read.
+        conn.execute_batch("BEGIN DEFERRED").ctx(path, "starting a read transaction")?;
         Ok(Store::new(conn, path))
     }
 
