@@ -46,6 +46,12 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     if let Some(reason) = setup::tracing_unavailable(&helper) {
         return Err(reason);
     }
+    // A helper removed or changed while it starts fails in one of several
+    // places; the same words for the same cause, so the shell says it once.
+    start_with(&helper, user, identity).map_err(|e| setup::tracing_unavailable(&helper).unwrap_or(e))
+}
+
+fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdentity) -> Result<Observation, String> {
     let (ctl, ctl_for_helper) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
         nix::sys::socket::SockType::SeqPacket,
@@ -61,11 +67,7 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
     // Not waited for: the helper becomes the collector, which outlives this
     // process when background descendants of the command keep running.
-    // Removed or changed since the check above: the same words for the same
-    // cause, so the shell says it once.
-    cmd.spawn().map_err(|e| {
-        setup::tracing_unavailable(&helper).unwrap_or_else(|| format!("cannot start {}: {e}", helper.display()))
-    })?;
+    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
     drop(ctl_for_helper);
 
     let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
@@ -89,5 +91,5 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     let ns_root = fds.pop().ok_or("no namespace root from the collector")?;
     let prepare = ToCollector::Prepare { settings: user.settings(), identity };
     ipc::send_json(ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))?;
-    Ok(Observation { helper, ctl, holder_pid, ns_root, tracker })
+    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker })
 }
