@@ -94,8 +94,33 @@ impl Shell {
     }
 
     fn wait_prompt(&mut self) -> String {
-        let found = self.session.expect(PROMPT).unwrap_or_else(|e| panic!("{}: no prompt: {e}", self.name));
-        String::from_utf8_lossy(found.before()).into_owned()
+        let first = match self.session.expect(PROMPT) {
+            Ok(found) => return String::from_utf8_lossy(found.before()).into_owned(),
+            Err(e) => e,
+        };
+        // What the shell and its processes were doing, for the report.
+        let pid = self.session.get_process().pid().as_raw();
+        let tree = Command::new("ps").args(["-e", "--forest", "-o", "pid,ppid,stat,wchan:24,args"]).output().ok();
+        let tree = tree.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let near: Vec<&str> = tree.lines().filter(|l| l.contains("prov") || l.contains(&pid.to_string()) || l.contains(self.name)).collect();
+        let report = format!("{} (pid {pid}): no prompt: {first}\n{}", self.name, near.join("\n"));
+        // zsh's line editor has been seen, about once in a dozen runs of
+        // this suite and once in the benchmarks, waiting for a key without
+        // having drawn its prompt; whether prov plays a part is not known
+        // (see README, Shell integration). A shell idle in its line editor,
+        // with no process of its own left, is not hung: Ctrl-L redraws the
+        // prompt and runs nothing, and the test goes on, saying so on
+        // stderr. Anything else fails the test with this report.
+        let children = tree.lines().filter(|l| l.split_whitespace().nth(1) == Some(&pid.to_string())).count();
+        let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+        if children == 0 && (wchan.contains("wait_woken") || wchan.contains("tty")) {
+            eprintln!("{report}\n(idle in its line editor: Ctrl-L to redraw the prompt)");
+            self.session.send("\x0c").unwrap();
+            if let Ok(found) = self.session.expect(PROMPT) {
+                return String::from_utf8_lossy(found.before()).into_owned();
+            }
+        }
+        panic!("{report}\nwchan: {wchan}");
     }
 
     /// Types `line` and returns what was printed before the next prompt.
