@@ -105,7 +105,7 @@ static struct {
     int preparer_late;       /* the running preparer missed a begin */
     int prepare_pending;     /* start a preparer at the shell's next read */
     pid_t shell_pid;         /* the shell itself, not one of its forks */
-    int capture;             /* memfd with the captured text (zsh) */
+    int capture;             /* memfd the shell wrote into (zsh's text, bash's trap) */
     unsigned long seq;
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
@@ -693,16 +693,10 @@ static int control(const char *cmd)
     if (!strcmp(cmd, "pause")) return pause_observation(1);
     if (!strcmp(cmd, "resume")) return pause_observation(0);
     if (!strcmp(cmd, "captured")) {
-        /* Read back what the shell wrote into the capture. */
-        int fd = S.capture >= 0 ? (int)syscall(SYS_memfd_create, "prov-captured", MFD_CLOEXEC) : -1;
-        struct buf text = {0};
-        if (fd >= 0 && read_capture(&text) == 0) {
-            ssize_t w = write(fd, text.p, text.len);
-            (void)w;
-            lseek(fd, 0, SEEK_SET);
-        }
-        buf_free(&text);
-        return fd >= 0 ? fd : null_fd();
+        /* Read back what the shell wrote into the capture: the shell's
+         * duplicate shared its offset, so from the start again. */
+        if (S.capture < 0 || lseek(S.capture, 0, SEEK_SET) < 0) return null_fd();
+        return fcntl(S.capture, F_DUPFD_CLOEXEC, 0);
     }
     errno = ENOENT;
     return -1;

@@ -129,15 +129,15 @@ if [[ $- == *i* ]]; then
         printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
     elif [[ $- == *c* ]]; then
         : # bash -ic '...': no prompt, nothing to record
-    elif [[ -n ${BASH_SOURCE[0]-} && ${BASH_LINENO[${#BASH_LINENO[@]}-1]} == 0 ]] &&
-        [[ ${BASH_SOURCE[${#BASH_SOURCE[@]}-1]} == /dev/fd/* || ${BASH_SOURCE[${#BASH_SOURCE[@]}-1]} == /proc/*/fd/* ]]; then
-        printf '%s\n' 'prov: not tracing: the rc file is read from a pipe (--rcfile <(…)), which a restart with the preload shim could not read again' >&2
     elif [[ -n ${BASH_SOURCE[0]-} && ${BASH_LINENO[${#BASH_LINENO[@]}-1]} == 0 ]]; then
         # Read from an rc file at startup (sourced at a prompt, the bottom
         # line number is the prompt's): the only time a re-exec loses
         # nothing. The same arguments again (-l, -o …, a script), with the
         # shim, if it loads at all: ld.so only warns about one that cannot.
-        if [[ ! -r $__prov_shim ]]; then
+        __prov_rc=${BASH_SOURCE[${#BASH_SOURCE[@]}-1]}
+        if [[ $__prov_rc == /dev/fd/* || $__prov_rc == /proc/*/fd/* ]]; then
+            printf '%s\n' 'prov: not tracing: the rc file is read from a pipe (--rcfile <(…)), which a restart with the preload shim could not read again' >&2
+        elif [[ ! -r $__prov_shim ]]; then
             printf 'prov: not tracing: the preload shim %s is missing\n' "$__prov_shim" >&2
         elif ! __prov_why=$( { LD_PRELOAD=$__prov_shim /bin/true; } 2>&1 ) || [[ -n $__prov_why ]]; then
             printf 'prov: not tracing: the preload shim %s could not be loaded\n' "$__prov_shim" >&2
@@ -148,7 +148,7 @@ if [[ $- == *i* ]]; then
             LD_PRELOAD=$__prov_shim${LD_PRELOAD:+:$LD_PRELOAD} PROV_SHIM_HELPER=@HELPER@ \
                 PROV_SHIM_PROV=@PROV@ PROV_SHIM_SHELL=bash exec -a "${__prov_args[0]:-$0}" "$BASH" "${__prov_args[@]:1}"
         fi
-        unset __prov_why
+        unset __prov_why __prov_rc
     else
         printf '%s\n' 'prov: this shell is not traced: put  eval "$(prov init bash)"  last in ~/.bashrc and start a new shell, or try  prov shell' >&2
     fi

@@ -13,15 +13,15 @@ fn one_line(stderr: &[u8]) -> String {
     s
 }
 
+/// `prov run -- sh -c SCRIPT` as the user, with prov told to use `helper`.
+fn run_with_helper(case: &Case, helper: impl AsRef<std::ffi::OsStr>, script: &str) -> std::process::Output {
+    case.command(case.inst.prov()).env("PROV_HELPER", helper).args(["run", "--", "sh", "-c", script]).output().unwrap()
+}
+
 #[test]
 fn missing_helper_runs_untraced_and_says_why() {
     let case = Case::new("nohelper");
-    let out = case
-        .command(case.inst.prov())
-        .env("PROV_HELPER", "/nonexistent/prov-helper")
-        .args(["run", "--", "sh", "-c", "echo visible; exit 5"])
-        .output()
-        .unwrap();
+    let out = run_with_helper(&case, "/nonexistent/prov-helper", "echo visible; exit 5");
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(out.stdout, b"visible\n");
     let err = one_line(&out.stderr);
@@ -34,12 +34,7 @@ fn helper_without_setuid_bit_runs_untraced_and_says_why() {
     let plain = case.work.join("prov-helper");
     std::fs::copy(case.inst.helper(), &plain).unwrap(); // root's, 0755: no setuid bit
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = case
-        .command(case.inst.prov())
-        .env("PROV_HELPER", &plain)
-        .args(["run", "--", "sh", "-c", "echo visible; exit 5"])
-        .output()
-        .unwrap();
+    let out = run_with_helper(&case, &plain, "echo visible; exit 5");
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
     assert_eq!(out.stdout, b"visible\n");
     let err = one_line(&out.stderr);
@@ -57,12 +52,7 @@ fn nosuid_mount_runs_untraced_and_says_why() {
     std::fs::copy(case.inst.helper(), &helper).unwrap();
     Command::new("chown").arg("root:prov").arg(&helper).status().unwrap();
     std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    let out = case
-        .command(case.inst.prov())
-        .env("PROV_HELPER", &helper)
-        .args(["run", "--", "sh", "-c", "echo still runs"])
-        .output()
-        .unwrap();
+    let out = run_with_helper(&case, &helper, "echo still runs");
     let _ = Command::new("umount").arg(&mnt).status();
     assert!(out.status.success());
     assert_eq!(out.stdout, b"still runs\n");
