@@ -49,17 +49,12 @@ where
 /// The archived paths of command `id`, from `prov restore ID --list --json`.
 fn archived_paths(case: &Case, id: i64) -> Vec<Vec<u8>> {
     let out = restore(case, [id.to_string().as_str(), "--list", "--json"]);
-    if String::from_utf8_lossy(&out.stderr).trim()
-        == format!("prov: command {id} has no archived files")
-    {
+    if String::from_utf8_lossy(&out.stderr).trim() == format!("prov: command {id} has no archived files") {
         assert_eq!(out.status.code(), Some(1));
         return Vec::new();
     }
     assert!(out.status.success(), "{}", describe(&out));
-    parse_json_lines(&out.stdout)
-        .iter()
-        .map(path_bytes)
-        .collect()
+    parse_json_lines(&out.stdout).iter().map(path_bytes).collect()
 }
 
 /// Where `restore --to DIR` puts the file recorded at `recorded`.
@@ -69,13 +64,7 @@ fn rerooted(dir: &Path, recorded: &Path) -> PathBuf {
 
 /// A count from the user's database, read with the sqlite3 shell as the user.
 fn sql_count(case: &Case, sql: &str) -> u64 {
-    let out = case
-        .command("sqlite3")
-        .arg("-readonly")
-        .arg(case.database())
-        .arg(sql)
-        .output()
-        .unwrap();
+    let out = case.command("sqlite3").arg("-readonly").arg(case.database()).arg(sql).output().unwrap();
     assert!(out.status.success(), "sqlite3: {}", describe(&out));
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
@@ -88,22 +77,14 @@ fn a_shell_script_is_restored_byte_for_byte_with_its_mode() {
     set_mode(&job, 0o750);
     case.write("data.csv", b"b\na\n");
     let id = run_ok(&case, ["sh", "./job.sh"]);
-    assert_eq!(
-        archived_paths(&case, id),
-        vec![bytes_of(&job)],
-        "only the script is archived, not data.csv"
-    );
+    assert_eq!(archived_paths(&case, id), vec![bytes_of(&job)], "only the script is archived, not data.csv");
 
     let out = restore(&case, [id.to_string().as_str(), "--to", "restored"]);
     assert!(out.status.success(), "{}", describe(&out));
     let restored = rerooted(&case.work.join("restored"), &job);
     assert_eq!(std::fs::read(&restored).unwrap(), script);
     assert_eq!(mode_of(&restored), 0o750);
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("restored/"),
-        "{}",
-        describe(&out)
-    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restored/"), "{}", describe(&out));
 
     // After the script changed, the archived version is still the one that ran.
     std::fs::write(&job, b"#!/bin/sh\necho edited\n").unwrap();
@@ -122,26 +103,13 @@ fn a_python_script_and_its_local_module_are_restored() {
     set_mode(&module_path, 0o600);
     let id = run_ok(&case, ["python3", "analysis.py"]);
     let paths = archived_paths(&case, id);
-    assert!(
-        paths.contains(&bytes_of(&main_path)) && paths.contains(&bytes_of(&module_path)),
-        "{paths:?}"
-    );
+    assert!(paths.contains(&bytes_of(&main_path)) && paths.contains(&bytes_of(&module_path)), "{paths:?}");
 
     let target = case.work.join("back");
-    let out = restore(
-        &case,
-        [
-            OsStr::new(&id.to_string()),
-            OsStr::new("--to"),
-            target.as_os_str(),
-        ],
-    );
+    let out = restore(&case, [OsStr::new(&id.to_string()), OsStr::new("--to"), target.as_os_str()]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(std::fs::read(rerooted(&target, &main_path)).unwrap(), main);
-    assert_eq!(
-        std::fs::read(rerooted(&target, &module_path)).unwrap(),
-        module
-    );
+    assert_eq!(std::fs::read(rerooted(&target, &module_path)).unwrap(), module);
     assert_eq!(mode_of(&rerooted(&target, &module_path)), 0o600);
     assert_eq!(mode_of(&rerooted(&target, &main_path)), mode_of(&main_path));
 }
@@ -149,9 +117,7 @@ fn a_python_script_and_its_local_module_are_restored() {
 #[test]
 fn the_same_content_is_stored_once() {
     let case = Case::new("archive-dedupe");
-    let script: Vec<u8> = (0..400)
-        .flat_map(|i| format!("echo line {i}\n").into_bytes())
-        .collect();
+    let script: Vec<u8> = (0..400).flat_map(|i| format!("echo line {i}\n").into_bytes()).collect();
     case.write("job.sh", &script);
     case.write("copy.sh", &script);
     let first = run_ok(&case, ["sh", "job.sh"]);
@@ -164,11 +130,7 @@ fn the_same_content_is_stored_once() {
     assert_eq!(sql_count(&case, "SELECT count(*) FROM archive_blobs"), 1);
     // 5 KiB of repetitive text is stored compressed.
     let stored = sql_count(&case, "SELECT sum(length(data)) FROM archive_blobs");
-    assert!(
-        stored * 3 < script.len() as u64,
-        "stored {stored} of {} bytes",
-        script.len()
-    );
+    assert!(stored * 3 < script.len() as u64, "stored {stored} of {} bytes", script.len());
     // Each command gives back the path it read.
     let out = restore(&case, [third.to_string().as_str(), "--stdout"]);
     assert_eq!(out.stdout, script);
@@ -187,20 +149,10 @@ fn oversized_and_surplus_scripts_are_not_archived() {
     for name in &names {
         case.write(name, format!("echo {name}\n").as_bytes());
     }
-    let reads: String = names
-        .iter()
-        .map(|n| format!("cat {n} > /dev/null; "))
-        .collect();
+    let reads: String = names.iter().map(|n| format!("cat {n} > /dev/null; ")).collect();
     let id = run_ok(&case, ["sh", "-c", &reads]);
-    let want: Vec<Vec<u8>> = names[..8]
-        .iter()
-        .map(|n| bytes_of(&case.work.join(n)))
-        .collect();
-    assert_eq!(
-        archived_paths(&case, id),
-        want,
-        "the first 8 closed are kept"
-    );
+    let want: Vec<Vec<u8>> = names[..8].iter().map(|n| bytes_of(&case.work.join(n))).collect();
+    assert_eq!(archived_paths(&case, id), want, "the first 8 closed are kept");
 
     // Configured limits apply ("echo s01.sh\n" has 12 bytes).
     configure(&case, "[archive]\nmax_size = 12\nmax_per_command = 2\n");
@@ -209,11 +161,7 @@ fn oversized_and_surplus_scripts_are_not_archived() {
     case.write("long.sh", b"echo long.sh\n");
     let small = case.write("tiny.sh", b"true\n");
     let id = run_ok(&case, ["sh", "-c", "cat long.sh tiny.sh > /dev/null"]);
-    assert_eq!(
-        archived_paths(&case, id),
-        vec![bytes_of(&small)],
-        "long.sh has 13 bytes"
-    );
+    assert_eq!(archived_paths(&case, id), vec![bytes_of(&small)], "long.sh has 13 bytes");
 
     configure(&case, "[archive]\nenabled = false\n");
     let id = run_ok(&case, ["sh", "-c", "cat tiny.sh"]);
@@ -233,33 +181,18 @@ fn files_are_archived_by_extension_name_or_shebang() {
     let odd = case.write(OsStr::from_bytes(b"\xffweird"), b"#!/bin/sh\n");
     let id = run_ok(
         &case,
-        [
-            "sh",
-            "-c",
-            "cat tool report.cgi notes.txt data table.csv Makefile \"$(printf '\\377weird')\" > /dev/null",
-        ],
+        ["sh", "-c", "cat tool report.cgi notes.txt data table.csv Makefile \"$(printf '\\377weird')\" > /dev/null"],
     );
     let mut got = archived_paths(&case, id);
     got.sort();
-    let mut want = vec![
-        bytes_of(&tool),
-        bytes_of(&cgi),
-        bytes_of(&odd),
-        bytes_of(&makefile),
-    ];
+    let mut want = vec![bytes_of(&tool), bytes_of(&cgi), bytes_of(&odd), bytes_of(&makefile)];
     want.sort();
     assert_eq!(got, want);
 
     // A configured extension is archived without a shebang.
-    configure(
-        &case,
-        "[archive]\nextensions = [\"csv\"]\nshebang = false\n",
-    );
+    configure(&case, "[archive]\nextensions = [\"csv\"]\nshebang = false\n");
     let id = run_ok(&case, ["sh", "-c", "cat tool table.csv > /dev/null"]);
-    assert_eq!(
-        archived_paths(&case, id),
-        vec![bytes_of(&case.work.join("table.csv"))]
-    );
+    assert_eq!(archived_paths(&case, id), vec![bytes_of(&case.work.join("table.csv"))]);
 }
 
 #[test]
@@ -274,18 +207,8 @@ fn non_utf8_paths_are_restored() {
     assert_eq!(archived_paths(&case, id), vec![bytes_of(&script)]);
     let out = restore(&case, [id.to_string().as_str(), "--to", "out"]);
     assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(
-        std::fs::read(rerooted(&case.work.join("out"), &script)).unwrap(),
-        b"echo non-utf8\n"
-    );
-    let out = restore(
-        &case,
-        [
-            OsStr::new("--file"),
-            script.as_os_str(),
-            OsStr::new("--stdout"),
-        ],
-    );
+    assert_eq!(std::fs::read(rerooted(&case.work.join("out"), &script)).unwrap(), b"echo non-utf8\n");
+    let out = restore(&case, [OsStr::new("--file"), script.as_os_str(), OsStr::new("--stdout")]);
     assert_eq!(out.stdout, b"echo non-utf8\n", "{}", describe(&out));
 }
 
@@ -299,9 +222,7 @@ fn an_existing_file_is_not_overwritten_without_a_terminal_or_force() {
     let target = case.work.join("restored");
     let restored_job = rerooted(&target, &job);
     let restored_other = rerooted(&target, &other);
-    assert!(restore(&case, [id.as_str(), "--to", "restored"])
-        .status
-        .success());
+    assert!(restore(&case, [id.as_str(), "--to", "restored"]).status.success());
 
     // Again, unchanged: nothing to ask, success.
     let out = restore(&case, [id.as_str(), "--to", "restored"]);
@@ -314,10 +235,7 @@ fn an_existing_file_is_not_overwritten_without_a_terminal_or_force() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("exists and differs; not overwritten (use --force)"),
-        "{err}"
-    );
+    assert!(err.contains("exists and differs; not overwritten (use --force)"), "{err}");
     assert!(err.contains("job.sh"), "{err}");
     assert_eq!(std::fs::read(&restored_job).unwrap(), b"my edits\n");
     assert_eq!(std::fs::read(&restored_other).unwrap(), b"echo two\n");
@@ -339,22 +257,13 @@ fn unknown_commands_and_files_are_named() {
     let id = run_ok(&case, ["sh", "-c", "echo nothing to archive"]);
     let out = restore(&case, [id.to_string().as_str()]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr).trim(),
-        format!("prov: command {id} has no archived files")
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), format!("prov: command {id} has no archived files"));
     let out = restore(&case, ["999999"]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr).trim(),
-        "prov: no command with id 999999"
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "prov: no command with id 999999");
     let out = restore(&case, ["--file", "nope.sh"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.starts_with("prov: no archived file ") && err.trim_end().ends_with("/nope.sh"),
-        "{err}"
-    );
+    assert!(err.starts_with("prov: no archived file ") && err.trim_end().ends_with("/nope.sh"), "{err}");
 }
 
 #[test]
@@ -365,19 +274,13 @@ fn bad_archive_keys_are_named_with_their_line() {
     assert!(out.status.success());
     assert_eq!(out.stdout, b"ran\n");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("config.toml:3:") && err.contains("max_per_comand"),
-        "{err}"
-    );
+    assert!(err.contains("config.toml:3:") && err.contains("max_per_comand"), "{err}");
     configure(&case, "[archive]\nextensions = [\".sh\"]\n");
     let out = restore(&case, ["1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("config.toml:2:") && err.contains("without dots"),
-        "{err}"
-    );
+    assert!(err.contains("config.toml:2:") && err.contains("without dots"), "{err}");
 }
 
 #[test]
@@ -390,9 +293,7 @@ fn on_a_terminal_prov_asks_before_overwriting() {
     let job = case.write("job.sh", b"echo original\n");
     let id = run_ok(&case, ["sh", "job.sh"]).to_string();
     let restored = rerooted(&case.work.join("restored"), &job);
-    assert!(restore(&case, [id.as_str(), "--to", "restored"])
-        .status
-        .success());
+    assert!(restore(&case, [id.as_str(), "--to", "restored"]).status.success());
     std::fs::write(&restored, b"my edits\n").unwrap();
 
     let answer = |reply: &str| {
@@ -415,17 +316,9 @@ fn on_a_terminal_prov_asks_before_overwriting() {
         session.get_process_mut().wait().unwrap()
     };
     answer("n");
-    assert_eq!(
-        std::fs::read(&restored).unwrap(),
-        b"my edits\n",
-        "declined: kept"
-    );
+    assert_eq!(std::fs::read(&restored).unwrap(), b"my edits\n", "declined: kept");
     answer("y");
-    assert_eq!(
-        std::fs::read(&restored).unwrap(),
-        b"echo original\n",
-        "accepted: restored"
-    );
+    assert_eq!(std::fs::read(&restored).unwrap(), b"echo original\n", "accepted: restored");
 }
 
 #[test]
@@ -445,20 +338,11 @@ fn archived_content_waits_in_the_spool_with_its_record() {
     let out = case.run(["sh", "job.sh"]);
     assert_traced(&out);
     assert_eq!(out.stdout, b"spooled\n");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("spool"),
-        "{}",
-        describe(&out)
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spool"), "{}", describe(&out));
     let spool = case.home.join(".local/state/prov/spool");
-    let spooled: Vec<u8> = std::fs::read_dir(&spool)
-        .unwrap()
-        .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
-        .collect();
-    assert!(
-        String::from_utf8_lossy(&spooled).contains("{\"Archive\":"),
-        "the spool file holds the content"
-    );
+    let spooled: Vec<u8> =
+        std::fs::read_dir(&spool).unwrap().flat_map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    assert!(String::from_utf8_lossy(&spooled).contains("{\"Archive\":"), "the spool file holds the content");
 
     set_modes(0o700);
     // The next prov that can write the database moves the record in (once

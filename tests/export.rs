@@ -81,11 +81,18 @@ fn lineage_walks_back_and_forth_through_a_pipeline() {
     let doc = lineage_json(&case, &["result.txt"]);
     assert_eq!(doc["direction"], "upstream");
     assert_eq!(doc["target"].as_str().unwrap(), result.to_str().unwrap());
-    assert_eq!(texts(&doc), vec![text_of(RAW), text_of(SORT), text_of(COMBINE)], "exactly the three steps, oldest first");
+    assert_eq!(
+        texts(&doc),
+        vec![text_of(RAW), text_of(SORT), text_of(COMBINE)],
+        "exactly the three steps, oldest first"
+    );
     let commands = doc["commands"].as_array().unwrap();
     assert_eq!(file_names(&commands[0]), set(&[("write", "raw.txt")]));
     assert_eq!(file_names(&commands[1]), set(&[("read", "sort.sh"), ("read", "raw.txt"), ("write", "sorted.txt")]));
-    assert_eq!(file_names(&commands[2]), set(&[("read", "sorted.txt"), ("read", "params.txt"), ("write", "result.txt")]));
+    assert_eq!(
+        file_names(&commands[2]),
+        set(&[("read", "sorted.txt"), ("read", "params.txt"), ("write", "result.txt")])
+    );
     let depths: Vec<u64> = commands.iter().map(|c| c["depth"].as_u64().unwrap()).collect();
     assert_eq!(depths, vec![3, 2, 1]);
     // Two links, both by content: raw.txt from step 1 to 2, sorted.txt from 2 to 3.
@@ -199,7 +206,8 @@ fn prov_json_is_read_by_the_prov_package() {
     assert_eq!(lines.map(str::to_string).collect::<Vec<_>>(), want);
 
     // An existing file is not overwritten.
-    let out = case.prov(["query", "lineage", "result.txt", "--format", "prov-json", "--output", path.to_str().unwrap()]);
+    let out =
+        case.prov(["query", "lineage", "result.txt", "--format", "prov-json", "--output", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("never overwritten"), "{}", describe(&out));
 }
@@ -242,7 +250,8 @@ fn ro_crate_passes_the_process_run_crate_profile() {
     let out = validate_crate(&dir, &cache);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", describe(&out));
-    let report: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let report: Value =
+        serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
     assert_eq!(report["passed"], true, "{report:#}");
 
     let meta: Value = serde_json::from_slice(&std::fs::read(dir.join("ro-crate-metadata.json")).unwrap()).unwrap();
@@ -265,7 +274,8 @@ fn ro_crate_passes_the_process_run_crate_profile() {
     std::fs::write(broken.join("ro-crate-metadata.json"), without_instrument).unwrap();
     let out = validate_crate(&broken, &cache);
     let text = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let report: Value =
+        serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
     assert_eq!(report["passed"], false, "{report:#}");
 
     // An existing crate is not overwritten.
@@ -373,7 +383,8 @@ fn shournal_json_feeds_shournal_to_snakemake() {
 
     let input = case.work.join("lineage.shournal");
     std::fs::write(&input, &lines).unwrap();
-    let out = Command::new(format!("{VENV}/shournal-to-snakemake")).arg(&input).output().expect("shournal-to-snakemake");
+    let out =
+        Command::new(format!("{VENV}/shournal-to-snakemake")).arg(&input).output().expect("shournal-to-snakemake");
     let rules = converter_rules(&String::from_utf8(ok(out, "shournal-to-snakemake")).unwrap());
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     assert_eq!(
@@ -414,21 +425,29 @@ fn odd_names_survive_lineage_and_rebuilds() {
         .map(|f| (path_bytes(&f), f["hash"].as_str().unwrap().to_string()))
         .collect();
     assert_eq!(recorded.len(), 3, "{recorded:?}");
-    for rebuild in [vec!["make".to_string(), "-f".into(), mk.to_str().unwrap().into()], vec![
-        format!("{VENV}/snakemake"),
-        "-s".into(),
-        smk.to_str().unwrap().into(),
-        "--cores".into(),
-        "1".into(),
-    ]] {
+    for rebuild in [
+        vec!["make".to_string(), "-f".into(), mk.to_str().unwrap().into()],
+        vec![format!("{VENV}/snakemake"), "-s".into(), smk.to_str().unwrap().into(), "--cores".into(), "1".into()],
+    ] {
         for path in recorded.keys() {
             std::fs::remove_file(std::ffi::OsStr::from_bytes(path)).unwrap();
         }
-        let out = case.command(&rebuild[0]).args(&rebuild[1..]).env("XDG_CACHE_HOME", case.home.join(".cache")).output().unwrap();
+        let out = case
+            .command(&rebuild[0])
+            .args(&rebuild[1..])
+            .env("XDG_CACHE_HOME", case.home.join(".cache"))
+            .output()
+            .unwrap();
         ok(out, &rebuild[0]);
         for (path, hash) in &recorded {
             let content = std::fs::read(std::ffi::OsStr::from_bytes(path)).unwrap();
-            assert_eq!(&expected_hash(&content, 256, 3), hash, "{} after {}", String::from_utf8_lossy(path), rebuild[0]);
+            assert_eq!(
+                &expected_hash(&content, 256, 3),
+                hash,
+                "{} after {}",
+                String::from_utf8_lossy(path),
+                rebuild[0]
+            );
         }
     }
 }

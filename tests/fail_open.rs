@@ -46,7 +46,11 @@ fn nosuid_mount_runs_untraced_and_says_why() {
     let case = Case::new("nosuid");
     let mnt = case.work.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "nosuid,mode=755", "provtest-nosuid"]).arg(&mnt).status().unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "nosuid,mode=755", "provtest-nosuid"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
     assert!(st.success());
     let helper = mnt.join("prov-helper");
     std::fs::copy(case.inst.helper(), &helper).unwrap();
@@ -97,7 +101,8 @@ fn read_only_database_spools_and_catches_up() {
     // The collector says so where the user can look later.
     let log_path = case.home.join(".local/state/prov/collector.log");
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let state: Vec<_> = std::fs::read_dir(log_path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let state: Vec<_> =
+        std::fs::read_dir(log_path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(log.contains("goes to the spool"), "collector.log: {log:?} in {state:?}: {}", describe(&out));
     let doctor = String::from_utf8(case.prov(["doctor"]).stdout).unwrap();
     assert!(doctor.contains("recent collector problem(s)") && doctor.contains("goes to the spool"), "{doctor}");
@@ -180,7 +185,8 @@ fn xdg_directories_are_honoured() {
     let input = content(1000, 11);
     case.write("in", &input);
     case.chown_tree(&case.home);
-    let env = [("XDG_CONFIG_HOME", config.as_path()), ("XDG_DATA_HOME", data.as_path()), ("XDG_STATE_HOME", state.as_path())];
+    let env =
+        [("XDG_CONFIG_HOME", config.as_path()), ("XDG_DATA_HOME", data.as_path()), ("XDG_STATE_HOME", state.as_path())];
     let prov = |args: &[&str]| case.command(case.inst.prov()).envs(env).args(args).output().unwrap();
     let wrote = |file: &str| parse_json_lines(&prov(&["query", "wrote", file, "--json"]).stdout);
 
@@ -191,7 +197,11 @@ fn xdg_directories_are_honoured() {
     let found = wrote("out");
     assert_eq!(found.len(), 1, "{found:?}");
     for f in found[0]["files"].as_array().unwrap() {
-        assert_eq!((f["hash_chunk_size"].as_u64(), f["hash_chunks"].as_u64()), (Some(64), Some(2)), "config from $XDG_CONFIG_HOME");
+        assert_eq!(
+            (f["hash_chunk_size"].as_u64(), f["hash_chunks"].as_u64()),
+            (Some(64), Some(2)),
+            "config from $XDG_CONFIG_HOME"
+        );
         assert_eq!(f["hash"], expected_hash(&input, 64, 2));
     }
 
@@ -209,7 +219,11 @@ fn xdg_directories_are_honoured() {
     assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
     assert!(one_line(&out.stderr).contains("spool"));
     let spool = state.join("prov/spool");
-    assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 1, "the record waits in $XDG_STATE_HOME/prov/spool");
+    assert_eq!(
+        std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0),
+        1,
+        "the record waits in $XDG_STATE_HOME/prov/spool"
+    );
     set_mode(0o700);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let cmd = loop {

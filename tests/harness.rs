@@ -70,7 +70,8 @@ fn ensure_user() {
     // useradd is not safe to race between test binaries: serialise with a lock file.
     let lock = std::fs::File::create("/var/tmp/prov-e2e-useradd.lock").unwrap();
     lock.lock().unwrap();
-    let exists = Command::new("id").arg(TEST_USER).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success();
+    let exists =
+        Command::new("id").arg(TEST_USER).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success();
     if !exists {
         let st = Command::new("useradd").args(["--create-home", "--shell", "/bin/bash", TEST_USER]).status().unwrap();
         assert!(st.success(), "useradd {TEST_USER} failed");
@@ -233,7 +234,12 @@ impl Case {
         loop {
             let mut found = self.query(["wrote", file]);
             if found.len() == 1 || std::time::Instant::now() > deadline {
-                assert_eq!(found.len(), 1, "expected exactly one writer of {file:?}: {found:#?}; {}", self.collector_state());
+                assert_eq!(
+                    found.len(),
+                    1,
+                    "expected exactly one writer of {file:?}: {found:#?}; {}",
+                    self.collector_state()
+                );
                 return found.pop().unwrap();
             }
             std::thread::sleep(std::time::Duration::from_millis(50));

@@ -18,7 +18,10 @@ fn join_refused(case: &Case, pid: u32) -> String {
     let marker = case.work.join(format!("ran-{pid}"));
     let out = helper(case)
         .args(["join", &pid.to_string(), "0", "-", "/bin/sh", "sh", "-c"])
-        .arg(format!("{{ readlink /proc/self/ns/mnt; grep -E '^(Uid|CapEff):' /proc/self/status; }} > {}", marker.display()))
+        .arg(format!(
+            "{{ readlink /proc/self/ns/mnt; grep -E '^(Uid|CapEff):' /proc/self/status; }} > {}",
+            marker.display()
+        ))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -174,14 +177,17 @@ fn helper_at(case: &Case, path: &std::path::Path) -> Command {
 fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() {
     let case = Case::new("hostile-env");
     // A library that leaves a marker named after the euid that loaded it.
-    let src = case.write("evil.c", br#"
+    let src = case.write(
+        "evil.c",
+        br#"
         #include <stdio.h>
         #include <unistd.h>
         __attribute__((constructor)) static void mark(void) {
             char p[512];
             snprintf(p, sizeof p, "%s/loaded-by-euid-%d", MARKER_DIR, (int)geteuid());
             FILE *f = fopen(p, "w"); if (f) fclose(f);
-        }"#);
+        }"#,
+    );
     let markers = case.work.join("markers");
     std::fs::create_dir_all(&markers).unwrap();
     std::fs::set_permissions(&markers, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -209,7 +215,13 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
         .arg("TMPDIR=/tmp/user-tmp")
         .arg(format!("PATH={}:/usr/bin:/bin", evil_bin.display()))
         .arg(case.inst.prov())
-        .args(["run", "--", "sh", "-c", "printf '%s|%s|%s|%s' \"$LD_PRELOAD\" \"$LD_LIBRARY_PATH\" \"$TMPDIR\" \"$PATH\" > env.txt"])
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "printf '%s|%s|%s|%s' \"$LD_PRELOAD\" \"$LD_LIBRARY_PATH\" \"$TMPDIR\" \"$PATH\" > env.txt",
+        ])
         .output()
         .unwrap();
     assert_traced(&out);
@@ -222,8 +234,14 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     // the collector it starts never may.
     let marks: Vec<String> =
         std::fs::read_dir(&markers).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(marks.contains(&format!("prov-euid-{}", case.inst.uid)), "the user's prov loads the fake libgcc_s: {marks:?}");
-    assert!(!marks.iter().any(|m| m == "prov-helper-euid-0"), "LD_LIBRARY_PATH honoured by the setuid helper: {marks:?}");
+    assert!(
+        marks.contains(&format!("prov-euid-{}", case.inst.uid)),
+        "the user's prov loads the fake libgcc_s: {marks:?}"
+    );
+    assert!(
+        !marks.iter().any(|m| m == "prov-helper-euid-0"),
+        "LD_LIBRARY_PATH honoured by the setuid helper: {marks:?}"
+    );
     assert!(!marks.iter().any(|m| m.starts_with("prov-collector")), "LD_LIBRARY_PATH reached the collector: {marks:?}");
     assert!(!marks.iter().any(|m| m.ends_with("-euid-0")), "a library loaded with euid 0: {marks:?}");
     let env = std::fs::read_to_string(case.work.join("env.txt")).unwrap();
@@ -249,7 +267,9 @@ fn fake_libgcc(case: &Case, dir: &std::path::Path, markers: &std::path::Path) {
         .find_map(|l| l.trim().strip_prefix("libgcc_s.so.1 => ").and_then(|r| r.split(" (").next()).map(str::to_string))
         .unwrap_or_else(|| panic!("prov links libgcc_s.so.1 dynamically: {}", describe(&ldd)));
     let src = dir.join("fake-libgcc.c");
-    std::fs::write(&src, r#"
+    std::fs::write(
+        &src,
+        r#"
         #include <stdio.h>
         #include <string.h>
         #include <unistd.h>
@@ -261,11 +281,14 @@ fn fake_libgcc(case: &Case, dir: &std::path::Path, markers: &std::path::Path) {
             const char *base = strrchr(exe, '/');
             snprintf(p, sizeof p, "%s/%s-euid-%d", MARKER_DIR, base ? base + 1 : exe, (int)geteuid());
             FILE *f = fopen(p, "w"); if (f) fclose(f);
-        }"#).unwrap();
+        }"#,
+    )
+    .unwrap();
     // The binaries ask for these version nodes of libgcc_s.so.1; defining
     // them (empty) keeps ld.so from warning. The symbols come from the copy.
     let versions = dir.join("fake-libgcc.map");
-    let nodes = ["GCC_3.0", "GCC_3.3", "GCC_3.3.1", "GCC_3.4", "GCC_3.4.2", "GCC_4.0.0", "GCC_4.2.0", "GCC_4.3.0", "GCC_7.0.0"];
+    let nodes =
+        ["GCC_3.0", "GCC_3.3", "GCC_3.3.1", "GCC_3.4", "GCC_3.4.2", "GCC_4.0.0", "GCC_4.2.0", "GCC_4.3.0", "GCC_7.0.0"];
     std::fs::write(&versions, nodes.iter().map(|n| format!("{n} {{ }};\n")).collect::<String>()).unwrap();
     // Linked against an empty stand-in named libgcc_s_real.so.1 (the real
     // library's soname is libgcc_s.so.1, which would make the fake need
@@ -277,7 +300,14 @@ fn fake_libgcc(case: &Case, dir: &std::path::Path, markers: &std::path::Path) {
     };
     std::fs::write(dir.join("empty.c"), "").unwrap();
     let os = |s: &str| std::ffi::OsString::from(s);
-    gcc(&[&os("-shared"), &os("-fPIC"), &os("-Wl,-soname,libgcc_s_real.so.1"), &os("-o"), real_copy.as_os_str(), dir.join("empty.c").as_os_str()]);
+    gcc(&[
+        &os("-shared"),
+        &os("-fPIC"),
+        &os("-Wl,-soname,libgcc_s_real.so.1"),
+        &os("-o"),
+        real_copy.as_os_str(),
+        dir.join("empty.c").as_os_str(),
+    ]);
     gcc(&[
         &os("-shared"),
         &os("-fPIC"),
@@ -301,7 +331,12 @@ fn target_runs_with_the_users_ids_groups_and_no_capabilities() {
     case.run_sh("cat /proc/self/status > status.txt; id -G > groups.txt");
     let status = std::fs::read_to_string(case.work.join("status.txt")).unwrap();
     let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("{name} in {status}")).trim().to_string()
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {status}"))
+            .trim()
+            .to_string()
     };
     let uid = case.inst.uid.to_string();
     let gid = case.inst.gid.to_string();
@@ -383,7 +418,9 @@ fn collector_and_holder_cannot_be_inspected_by_the_user() {
     assert!(ours.iter().any(|(_, c)| c == "prov-collector"), "collector running: {ours:?}");
     assert!(ours.iter().any(|(_, c)| c == "prov-helper"), "holder running: {ours:?}");
     for (pid, comm) in &ours {
-        for attempt in [format!("ls /proc/{pid}/fd"), format!("cat /proc/{pid}/environ"), format!("cat /proc/{pid}/mem")] {
+        for attempt in
+            [format!("ls /proc/{pid}/fd"), format!("cat /proc/{pid}/environ"), format!("cat /proc/{pid}/mem")]
+        {
             let out = case.command("sh").args(["-c", &attempt]).output().unwrap();
             assert!(!out.status.success(), "{comm} {pid}: `{attempt}` must be denied: {}", describe(&out));
         }
@@ -397,8 +434,12 @@ fn processes_of(uid: u32) -> Vec<(u32, String)> {
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
-        let real_uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|v| v.split_whitespace().next().map(str::to_string));
-        let comm = status.lines().find_map(|l| l.strip_prefix("Name:")).map(|v| v.trim().to_string()).unwrap_or_default();
+        let real_uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next().map(str::to_string));
+        let comm =
+            status.lines().find_map(|l| l.strip_prefix("Name:")).map(|v| v.trim().to_string()).unwrap_or_default();
         if real_uid.as_deref() == Some(&uid.to_string()) {
             out.push((pid, comm));
         }
@@ -417,7 +458,11 @@ fn symlink_race_on_mount_paths_cannot_redirect_marks() {
     std::fs::create_dir_all(x.join("m")).unwrap();
     std::fs::create_dir_all(case.work.join("t/m")).unwrap();
     case.chown_tree(&case.work);
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "provtest-race"]).arg(x.join("m")).status().unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "provtest-race"])
+        .arg(x.join("m"))
+        .status()
+        .unwrap();
     assert!(st.success());
     // The user's swapper: x <-> a symlink reaching the initial namespace.
     let swapper = case
@@ -475,7 +520,10 @@ fn root_files_behind_closed_directories_or_deleted_never_leak() {
     std::fs::create_dir_all(&secret_dir).unwrap();
     std::fs::set_permissions(&secret_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let src = case.inst.root.join("behind-writer.c");
-    std::fs::write(&src, format!(r#"
+    std::fs::write(
+        &src,
+        format!(
+            r#"
         #include <fcntl.h>
         #include <unistd.h>
         int main(void) {{
@@ -486,7 +534,11 @@ fn root_files_behind_closed_directories_or_deleted_never_leak() {
             write(fd, "gone secret\n", 12); close(fd);
             unlink(gone);
             return 0;
-        }}"#, dir = secret_dir.display())).unwrap();
+        }}"#,
+            dir = secret_dir.display()
+        ),
+    )
+    .unwrap();
     let prog = case.inst.root.join("behind-writer");
     assert!(Command::new("gcc").arg("-o").arg(&prog).arg(&src).status().unwrap().success());
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
@@ -519,7 +571,8 @@ fn unreachable_working_directory_runs_untraced_where_the_user_is() {
         assert!(out.status.success(), "{}", describe(out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.lines().any(|l| l.starts_with("prov-helper: ") && l.contains(why) && l.ends_with("; running it untraced")),
+            err.lines()
+                .any(|l| l.starts_with("prov-helper: ") && l.contains(why) && l.ends_with("; running it untraced")),
             "{}",
             describe(out)
         );
@@ -536,7 +589,10 @@ fn unreachable_working_directory_runs_untraced_where_the_user_is() {
 
     // Removed while the user is in it: `cd ..` must not lead outside unseen.
     let case = Case::new("cwd-removed");
-    let script = format!("mkdir gone && cd gone && rmdir ../gone && exec {} run -- sh -c 'cd .. && echo y > up.txt'", prov.display());
+    let script = format!(
+        "mkdir gone && cd gone && rmdir ../gone && exec {} run -- sh -c 'cd .. && echo y > up.txt'",
+        prov.display()
+    );
     let out = case.command("sh").args(["-c", &script]).output().unwrap();
     untraced(&out, "cannot name the current directory");
     assert_eq!(std::fs::read_to_string(case.work.join("up.txt")).unwrap(), "y\n");
@@ -551,7 +607,13 @@ fn unreachable_working_directory_runs_untraced_where_the_user_is() {
         "cd m && touch ../entered && i=0 && while [ ! -e ../go ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done && exec {} run -- sh -c 'echo z > where.txt'",
         prov.display()
     );
-    let child = case.command("sh").args(["-c", &script]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let child = case
+        .command("sh")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     while !case.work.join("entered").exists() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

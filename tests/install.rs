@@ -9,12 +9,21 @@ use prov_e2e::*;
 
 fn install(prefix: &Path, envs: &[(&str, &str)]) -> std::process::Output {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    Command::new(repo.join("packaging/install.sh")).arg("--prefix").arg(prefix).envs(envs.iter().copied()).output().unwrap()
+    Command::new(repo.join("packaging/install.sh"))
+        .arg("--prefix")
+        .arg(prefix)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
 }
 
 fn prov_gid() -> u32 {
     let out = Command::new("getent").args(["group", "prov"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split(':').nth(2).and_then(|g| g.trim().parse().ok()).expect("group prov exists")
+    String::from_utf8_lossy(&out.stdout)
+        .split(':')
+        .nth(2)
+        .and_then(|g| g.trim().parse().ok())
+        .expect("group prov exists")
 }
 
 #[test]

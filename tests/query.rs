@@ -23,7 +23,10 @@ fn run_in(case: &Case, dir: &str, session: &str, script: &str) -> Output {
 }
 
 fn texts(found: &[Value]) -> Vec<String> {
-    found.iter().map(|c| c["text"].as_str().unwrap().trim_start_matches("sh -c ").trim_matches('\'').to_string()).collect()
+    found
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().trim_start_matches("sh -c ").trim_matches('\'').to_string())
+        .collect()
 }
 
 /// A small project: a.csv made, sorted, copied elsewhere, a failing step,
@@ -102,7 +105,11 @@ fn every_filter_alone_and_combined() {
         .unwrap()
         .to_string();
     let by_hash = q(&case, &["--hash", &hash]);
-    assert_eq!(by_hash, ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"], "written, then read with that content");
+    assert_eq!(
+        by_hash,
+        ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"],
+        "written, then read with that content"
+    );
     // Combined: command and file filters.
     assert_eq!(q(&case, &["--session", "sess-one", "--access", "read"]).len(), 2);
     assert_eq!(q(&case, &["--below", p, "--name", "*.txt", "--access", "write"]), ["cat ../sorted.csv > copy.txt"]);
@@ -113,7 +120,10 @@ fn every_filter_alone_and_combined() {
     assert_eq!(matched.len(), 1);
     assert!(matched[0]["path"].as_str().unwrap().ends_with("/p/sub/copy.txt"));
     // `wrote` finds the copy by content, and takes the filters too.
-    assert_eq!(texts(&case.query(["wrote", "p/sorted.csv"])), ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"]);
+    assert_eq!(
+        texts(&case.query(["wrote", "p/sorted.csv"])),
+        ["cat ../sorted.csv > copy.txt", "sort a.csv > sorted.csv"]
+    );
     assert_eq!(texts(&case.query(["wrote", "p/sorted.csv", "--session", "sess-one"])), ["sort a.csv > sorted.csv"]);
     assert_eq!(texts(&case.query(["wrote", "p/sorted.csv", "--below", "p/sub"])), ["cat ../sorted.csv > copy.txt"]);
 }
@@ -134,7 +144,10 @@ fn stat_tells_up_to_date_modified_and_missing() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["path"].as_str().unwrap().ends_with(&format!("/{name}")) && (name != "out.txt" || f["access"] == "write"))
+            .find(|f| {
+                f["path"].as_str().unwrap().ends_with(&format!("/{name}"))
+                    && (name != "out.txt" || f["access"] == "write")
+            })
             .unwrap_or_else(|| panic!("{name} in {:#}", found[0]))["now"]
             .clone()
     };
@@ -148,7 +161,10 @@ fn stat_tells_up_to_date_modified_and_missing() {
     // Human output says the same.
     let out = case.prov(["query", "wrote", "out.txt", "--stat"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("[missing]") && text.contains("[modified (mtime, hash)]") && text.contains("[up to date]"), "{text}");
+    assert!(
+        text.contains("[missing]") && text.contains("[modified (mtime, hash)]") && text.contains("[up to date]"),
+        "{text}"
+    );
     // history --stat lists files too.
     let h = case.query(["history", "-n", "1", "--stat"]);
     assert!(h[0]["files"].as_array().unwrap().iter().all(|f| f["now"]["state"].is_string()));
@@ -197,7 +213,11 @@ fn delete_with_filters_and_retention_and_stats() {
     assert_eq!(case.query(["history"]).len(), 3);
     // Dry run says what would go.
     let out = case.prov(["delete", "--text", "two", "--dry-run"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("would delete 1 command(s) with 2 file event(s)"), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("would delete 1 command(s) with 2 file event(s)"),
+        "{}",
+        describe(&out)
+    );
     let out = case.prov(["delete", "--text", "two", "--yes"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(texts(&case.query(["history"])), ["echo 3 > three.txt", "echo 1 > one.txt"]);
@@ -286,7 +306,13 @@ fn delete_frees_archived_scripts_nothing_else_uses() {
     assert_eq!(archive(&case), (3, 2), "a.sh read twice, stored once");
     // Listings say which read files can be restored.
     let found = case.query(["wrote", "b.out"]);
-    let script = found[0]["files"].as_array().unwrap().iter().find(|f| f["path"].as_str().unwrap().ends_with("/b.sh")).unwrap().clone();
+    let script = found[0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("/b.sh"))
+        .unwrap()
+        .clone();
     assert_eq!(script["archived"], true, "{script:#}");
     let output = found[0]["files"].as_array().unwrap().iter().find(|f| f["access"] == "write").unwrap().clone();
     assert!(output.get("archived").is_none(), "{output:#}");

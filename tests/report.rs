@@ -21,7 +21,12 @@ const SESSION_B: &str = "0192a6c4-0000-7000-8000-00000000000b";
 
 /// `prov run -- sh -c SCRIPT` in session `session`, traced.
 fn run_in(case: &Case, session: &str, script: &str) -> Output {
-    let out = case.command(case.inst.prov()).env("PROV_SESSION", session).args(["run", "--", "sh", "-c", script]).output().unwrap();
+    let out = case
+        .command(case.inst.prov())
+        .env("PROV_SESSION", session)
+        .args(["run", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
     assert_traced(&out);
     out
 }
@@ -64,23 +69,37 @@ fn report_of_two_sessions_in_chromium() {
     let work = std::fs::canonicalize(&case.work).unwrap();
     let out_path = work.join("out.txt").to_str().unwrap().to_string();
     let in_path = work.join("in.txt").to_str().unwrap().to_string();
-    let out_hash = writer["files"].as_array().unwrap().iter().find(|f| f["path"] == out_path.as_str()).expect("out.txt in its writer's files")["hash"]
+    let out_hash = writer["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == out_path.as_str())
+        .expect("out.txt in its writer's files")["hash"]
         .as_str()
         .unwrap()
         .to_string();
 
     let made = case.prov(["report", "-o", "report.html"]);
     assert!(made.status.success(), "{}", describe(&made));
-    assert!(String::from_utf8_lossy(&made.stderr).contains("report of 5 commands written to report.html"), "{}", describe(&made));
+    assert!(
+        String::from_utf8_lossy(&made.stderr).contains("report of 5 commands written to report.html"),
+        "{}",
+        describe(&made)
+    );
     let page_path = case.work.join("report.html");
-    assert_eq!(std::fs::metadata(&page_path).unwrap().permissions().mode() & 0o777, 0o600, "the report is as private as the journal");
+    assert_eq!(
+        std::fs::metadata(&page_path).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the report is as private as the journal"
+    );
 
     let browser = Browser::start();
     browser.open(&page_path);
     browser.wait_for("return document.body.dataset.ready", Duration::from_secs(30));
 
     // One lane per session, one box per command, one list row per command.
-    let lanes = browser.eval("return [...document.querySelectorAll('#lanes .lane[data-session]')].map((l) => l.dataset.session)");
+    let lanes = browser
+        .eval("return [...document.querySelectorAll('#lanes .lane[data-session]')].map((l) => l.dataset.session)");
     assert_eq!(lanes, serde_json::json!([SESSION_A, SESSION_B]));
     let canvas = browser.eval("const d = document.getElementById('tl-canvas').dataset; return [d.lanes, d.inView]");
     assert_eq!(canvas, serde_json::json!(["2", "5"]));
@@ -99,11 +118,19 @@ fn report_of_two_sessions_in_chromium() {
     // A click on the writer's box shows where it ran and what it read and wrote.
     let writer_id = writer["id"].as_i64().unwrap();
     browser.click_timeline_box(writer_id);
-    browser.wait_for(&format!("return document.getElementById('details').dataset.command === '{writer_id}'"), Duration::from_secs(10));
+    browser.wait_for(
+        &format!("return document.getElementById('details').dataset.command === '{writer_id}'"),
+        Duration::from_secs(10),
+    );
     let cwd = browser.eval("return document.querySelector('#details dd[data-field=directory]').textContent");
     assert_eq!(cwd, work.to_str().unwrap());
     let written = browser.eval("return [...document.querySelectorAll('#details table.written tr.file')].map((r) => [...r.cells].map((c) => c.textContent))");
-    let out_row = written.as_array().unwrap().iter().find(|r| r[0] == out_path.as_str()).unwrap_or_else(|| panic!("{out_path} not in {written}"));
+    let out_row = written
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == out_path.as_str())
+        .unwrap_or_else(|| panic!("{out_path} not in {written}"));
     assert_eq!(out_row[3], out_hash.as_str(), "hash of out.txt as prov query shows it");
     let read = browser.eval(&format!(
         "return [...document.querySelectorAll('#details table.read td.path')].some((c) => c.textContent === {})",
@@ -157,15 +184,20 @@ fn report_limit_stdout_and_errors() {
     }
     ok(case.prov(["report", "-o", "last2.html", "-n", "2"]));
     let data = embedded(&std::fs::read_to_string(case.work.join("last2.html")).unwrap());
-    let texts: Vec<&str> = data["commands"].as_array().unwrap().iter().map(|c| c["text"][0].as_str().unwrap()).collect();
+    let texts: Vec<&str> =
+        data["commands"].as_array().unwrap().iter().map(|c| c["text"][0].as_str().unwrap()).collect();
     assert_eq!(texts.len(), 2, "{texts:?}");
-    assert!(texts[0].contains("echo 2 > f2") && texts[1].contains("echo 3 > f3"), "the last two, oldest first: {texts:?}");
+    assert!(
+        texts[0].contains("echo 2 > f2") && texts[1].contains("echo 3 > f3"),
+        "the last two, oldest first: {texts:?}"
+    );
 
     // The query filters select what the report shows.
     let filtered = case.prov(["report", "-o", "-", "--text", "echo 2", "--name", "f2"]);
     assert!(filtered.status.success(), "{}", describe(&filtered));
     let data = embedded(&String::from_utf8(filtered.stdout).unwrap());
-    let texts: Vec<&str> = data["commands"].as_array().unwrap().iter().map(|c| c["text"][0].as_str().unwrap()).collect();
+    let texts: Vec<&str> =
+        data["commands"].as_array().unwrap().iter().map(|c| c["text"][0].as_str().unwrap()).collect();
     assert!(texts.len() == 1 && texts[0].contains("echo 2 > f2"), "{texts:?}");
     // Archived scripts a command read are in the report.
     std::fs::write(case.work.join("job.sh"), "echo from-job > job.out\n").unwrap();
@@ -224,7 +256,11 @@ fn report_limit_stdout_and_errors() {
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
     let denied = case.prov(["report", "-o", "ro/r.html"]);
     assert_eq!(denied.status.code(), Some(1), "{}", describe(&denied));
-    assert!(String::from_utf8_lossy(&denied.stderr).contains("cannot write the report to ro/r.html"), "{}", describe(&denied));
+    assert!(
+        String::from_utf8_lossy(&denied.stderr).contains("cannot write the report to ro/r.html"),
+        "{}",
+        describe(&denied)
+    );
     assert_eq!(std::fs::read_to_string(ro.join("r.html")).unwrap(), "earlier");
     assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 1, "nothing left behind in ro/");
 }

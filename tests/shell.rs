@@ -87,9 +87,15 @@ impl Shell {
     /// The interactive shell itself never lives inside an observation.
     fn assert_outside_observations(&mut self) {
         let pid = self.run("echo \"P\"\"ID=$$\"");
-        let pid: u32 = pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
+        let pid: u32 =
+            pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
         let ns = |p: String| std::fs::read_link(p).unwrap();
-        assert_eq!(ns(format!("/proc/{pid}/ns/mnt")), ns("/proc/self/ns/mnt".into()), "{} shell {pid} is inside a mount namespace", self.name);
+        assert_eq!(
+            ns(format!("/proc/{pid}/ns/mnt")),
+            ns("/proc/self/ns/mnt".into()),
+            "{} shell {pid} is inside a mount namespace",
+            self.name
+        );
         self.pid = pid;
     }
 
@@ -102,7 +108,10 @@ impl Shell {
         let pid = self.session.get_process().pid().as_raw();
         let tree = Command::new("ps").args(["-e", "--forest", "-o", "pid,ppid,stat,wchan:24,args"]).output().ok();
         let tree = tree.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-        let near: Vec<&str> = tree.lines().filter(|l| l.contains("prov") || l.contains(&pid.to_string()) || l.contains(self.name)).collect();
+        let near: Vec<&str> = tree
+            .lines()
+            .filter(|l| l.contains("prov") || l.contains(&pid.to_string()) || l.contains(self.name))
+            .collect();
         let report = format!("{} (pid {pid}): no prompt: {first}\n{}", self.name, near.join("\n"));
         // zsh's line editor has been seen, about once in a dozen runs of
         // this suite and once in the benchmarks, waiting for a key without
@@ -172,11 +181,7 @@ fn assert_wrote(case: &Case, file: &str, typed: &str) -> Value {
     let cmd = writer(case, file);
     assert_eq!(cmd["text"], typed, "text of the writer of {file}");
     let path = bytes_of(&std::fs::canonicalize(case.work.join(file)).unwrap());
-    assert!(
-        files(&cmd).contains(&("write".to_string(), path)),
-        "{file} in the files of `{typed}`: {:?}",
-        files(&cmd)
-    );
+    assert!(files(&cmd).contains(&("write".to_string(), path)), "{file} in the files of `{typed}`: {:?}", files(&cmd));
     cmd
 }
 
@@ -241,7 +246,11 @@ fn attribution_matrix(shell: &str) {
     for (line, file) in &lines {
         assert_wrote(&case, file, line);
     }
-    assert_eq!(std::fs::read_to_string(case.work.join("clean.txt")).unwrap(), "0\n0\n", "no LD_PRELOAD, no shim mapped");
+    assert_eq!(
+        std::fs::read_to_string(case.work.join("clean.txt")).unwrap(),
+        "0\n0\n",
+        "no LD_PRELOAD, no shim mapped"
+    );
 }
 
 fn partial_hash_edges_and_reads(shell: &str) {
@@ -405,7 +414,8 @@ fn history_settings_and_other_hooks_do_not_matter(shell: &str) {
         // History switched off: recorded all the same, with the text.
         assert_eq!(assert_wrote(&case, "off.txt", "echo off > off.txt")["exit_status"], 0);
         assert_wrote(&case, "off2.txt", off_heredoc);
-        let texts: Vec<String> = case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
+        let texts: Vec<String> =
+            case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
         assert!(texts.iter().any(|t| t == "history; [[ -o history ]] || echo history-is-\"o\"ff"), "{texts:?}");
         assert!(!texts.iter().any(|t| t.is_empty()), "every command has its text: {texts:?}");
     } else {
@@ -464,7 +474,13 @@ fn sessions_order_and_concurrent_shells(shell: &str) {
         history
             .iter()
             .filter(|c| c["text"].as_str().unwrap().starts_with(&format!("echo {prefix}")))
-            .map(|c| (c["session"].as_str().unwrap().to_string(), c["seq"].as_u64().unwrap(), c["text"].as_str().unwrap().to_string()))
+            .map(|c| {
+                (
+                    c["session"].as_str().unwrap().to_string(),
+                    c["seq"].as_u64().unwrap(),
+                    c["text"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     };
     for prefix in ["a", "b"] {
@@ -536,7 +552,11 @@ fn fail_open_when_helper_or_database_go_away(shell: &str) {
     let mut sh = Shell::start(&full, leak(shell));
     sh.run("echo first > first.txt");
     writer(&full, "first.txt");
-    let _ = Command::new("dd").arg("if=/dev/zero").arg(format!("of={}", data.join("fill").display())).args(["bs=64k"]).output();
+    let _ = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", data.join("fill").display()))
+        .args(["bs=64k"])
+        .output();
     let out = sh.run("echo full > full.txt; cat full.txt; (exit 4)");
     assert!(out.contains("\nfull") || out.lines().any(|l| l.trim() == "full"), "{out}");
     assert!(sh.run("echo \"status=$?\"").contains("status=4"));
@@ -552,7 +572,8 @@ fn rc_twice_exec_and_disown(shell: &str) {
     // PROMPT_COMMAND array set up before it.
     let before = if shell == "bash" { "PROMPT_COMMAND=('echo arr >> ~/arr.log')\n" } else { "" };
     let prov = case.inst.prov();
-    let mut sh = Shell::start_with(&case, leak(shell), &format!("{before}eval \"$({} init {shell})\"", prov.display()), &prov);
+    let mut sh =
+        Shell::start_with(&case, leak(shell), &format!("{before}eval \"$({} init {shell})\"", prov.display()), &prov);
     sh.run("echo once > once.txt");
     sh.run("sleep 1 && echo gone > disowned.txt & disown");
     // exec replaces the shell while the disowned job still runs; the new
@@ -575,7 +596,12 @@ fn rc_twice_exec_and_disown(shell: &str) {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(once.iter().filter(|c| c["text"] == "echo once > once.txt").count(), 1, "one record, not two: {once:#?}; {}", case.collector_state());
+    assert_eq!(
+        once.iter().filter(|c| c["text"] == "echo once > once.txt").count(),
+        1,
+        "one record, not two: {once:#?}; {}",
+        case.collector_state()
+    );
     assert_wrote(&case, "once.txt", "echo once > once.txt");
     assert_wrote(&case, "disowned.txt", "sleep 1 && echo gone > disowned.txt & disown");
     assert_wrote(&case, "exec.txt", "echo after-exec > exec.txt");
@@ -624,7 +650,8 @@ fn startup_modes_nounset_and_exec(shell: &str) {
     assert_wrote(&case, "u2.txt", "echo two > u2.txt");
     assert_wrote(&case, "after.txt", "echo after > after.txt");
     let history = case.query(["history", "-n", "100"]);
-    let exec = history.iter().find(|c| c["text"] == format!("exec {shell} -i")).unwrap_or_else(|| panic!("{history:#?}"));
+    let exec =
+        history.iter().find(|c| c["text"] == format!("exec {shell} -i")).unwrap_or_else(|| panic!("{history:#?}"));
     assert!(exec["end_ns"].as_i64().is_some(), "the exec record is ended: {exec:#}");
 }
 
@@ -657,7 +684,8 @@ fn untraced_shells_and_a_shim_that_cannot_load(shell: &str) {
     // shell: no restart, one line, the user's settings are there.
     if shell == "bash" {
         write_rc(&case, shell, &prov, "myrc=piped");
-        let mut sh = Shell::spawn_program(&case, "bash", Path::new("bash"), &["-c", "exec bash --rcfile <(cat ~/.bashrc) -i"]);
+        let mut sh =
+            Shell::spawn_program(&case, "bash", Path::new("bash"), &["-c", "exec bash --rcfile <(cat ~/.bashrc) -i"]);
         assert!(sh.startup.contains("read from a pipe"), "{}", sh.startup);
         assert!(sh.run("echo \"[$myrc]\"").contains("[piped]"));
         sh.exit();
@@ -736,7 +764,10 @@ add-zsh-hook precmd tool_late
         assert!(!paths.iter().any(|p| p.contains("-input") || p.ends_with("tool.log")), "{typed}: {paths:?}");
     }
     let log = std::fs::read_to_string(case.home.join("tool.log")).unwrap_or_default();
-    assert!(log.contains("preexec /bin/echo two > two.txt") || log.contains("preexec /bin/echo two"), "the tool's preexec ran: {log}");
+    assert!(
+        log.contains("preexec /bin/echo two > two.txt") || log.contains("preexec /bin/echo two"),
+        "the tool's preexec ran: {log}"
+    );
     assert!(log.contains("precmd status=1"), "the tool's precmd saw the failed command's status: {log}");
     if shell == "zsh" {
         assert!(log.contains("bare status=1"), "the plain precmd function still runs: {log}");
@@ -770,9 +801,33 @@ fn privacy_opt_out_skips_space_prefixed_commands(shell: &str) {
 fn shells_open_files_and_run_programs_only_through_hooked_functions() {
     let hooked = ["open", "open64", "__open_2", "__open64_2", "fopen", "fopen64", "execve", "dup2"];
     let watched = [
-        "open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2", "__openat64_2", "creat",
-        "creat64", "fopen", "fopen64", "freopen", "freopen64", "execve", "execv", "execvp", "execvpe", "execl",
-        "execlp", "execle", "fexecve", "execveat", "posix_spawn", "posix_spawnp", "dup2", "dup3",
+        "open",
+        "open64",
+        "openat",
+        "openat64",
+        "__open_2",
+        "__open64_2",
+        "__openat_2",
+        "__openat64_2",
+        "creat",
+        "creat64",
+        "fopen",
+        "fopen64",
+        "freopen",
+        "freopen64",
+        "execve",
+        "execv",
+        "execvp",
+        "execvpe",
+        "execl",
+        "execlp",
+        "execle",
+        "fexecve",
+        "execveat",
+        "posix_spawn",
+        "posix_spawnp",
+        "dup2",
+        "dup3",
     ];
     let mut binaries = vec![which("bash"), which("zsh")];
     for dir in ["/usr/lib/x86_64-linux-gnu/zsh", "/usr/lib/zsh"] {
@@ -845,13 +900,18 @@ fn bash_history_habits_and_later_prompt_settings() {
     assert!(!said.contains("syntax error") && !said.contains("prov:"), "{said}");
     let two = assert_wrote(&case, "two.txt", "echo two > two.txt");
     assert!(!files(&two).iter().any(|(_, p)| p.ends_with(b"ps0-input")), "{:?}", files(&two));
-    let texts: Vec<String> = case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
+    let texts: Vec<String> =
+        case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap_or("").to_string()).collect();
     for typed in ["echo a", "echo b", "echo d"] {
         assert!(texts.iter().any(|t| t == typed), "{typed} in {texts:?}");
     }
     let file = std::fs::read_to_string(case.home.join(".hist")).unwrap();
     let lines: Vec<&str> = file.lines().collect();
-    assert_eq!(lines.iter().filter(|l| **l == "echo a").count(), 2, "this session's lines appended as bash would: {file}");
+    assert_eq!(
+        lines.iter().filter(|l| **l == "echo a").count(),
+        2,
+        "this session's lines appended as bash would: {file}"
+    );
     assert!(lines.contains(&"echo d") && lines.contains(&"echo two > two.txt"), "{file}");
     let later = std::fs::read_to_string(case.home.join("later.log")).unwrap_or_default();
     assert!(later.lines().count() >= 4, "the PROMPT_COMMAND appended later runs: {later:?}");
@@ -920,11 +980,15 @@ fn collector_of_child_of(parent: u32, comm: &str) -> u32 {
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        let pids: Vec<String> = std::fs::read_dir("/proc").unwrap().flatten()
+        let pids: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
             .map(|e| e.file_name().to_string_lossy().to_string())
             .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
             .collect();
-        let child = pids.iter().find(|p| status(p, "Name:").as_deref() == Some(comm) && status(p, "PPid:") == Some(parent.to_string()));
+        let child = pids
+            .iter()
+            .find(|p| status(p, "Name:").as_deref() == Some(comm) && status(p, "PPid:") == Some(parent.to_string()));
         // Both namespaces must be known: a process that already exited (or
         // a zombie) has none, and two unknowns must not match another
         // test's observation.

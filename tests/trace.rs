@@ -122,7 +122,10 @@ fn static_binary_writes_are_recorded() {
     let busybox = Path::new("/bin/busybox");
     assert!(busybox.exists(), "busybox-static is needed (installed by tests/run)");
     // Static: no program interpreter, so no LD_PRELOAD or ld.so is involved.
-    assert!(!has_program_interpreter(busybox), "/bin/busybox is dynamically linked: install busybox-static, not busybox");
+    assert!(
+        !has_program_interpreter(busybox),
+        "/bin/busybox is dynamically linked: install busybox-static, not busybox"
+    );
     assert!(has_program_interpreter(Path::new("/bin/sh")), "the ELF check sees the interpreter of a dynamic binary");
     let out = case.run(["/bin/busybox", "sh", "-c", "echo static > static.txt; /bin/busybox cp static.txt copy.txt"]);
     assert_traced(&out);
@@ -136,7 +139,11 @@ fn static_binary_writes_are_recorded() {
 /// Whether an ELF64 little-endian executable has a PT_INTERP program header.
 fn has_program_interpreter(path: &Path) -> bool {
     let elf = std::fs::read(path).unwrap();
-    assert!(elf.len() >= 64 && elf.starts_with(b"\x7fELF") && elf[4] == 2 && elf[5] == 1, "{}: not ELF64 LE", path.display());
+    assert!(
+        elf.len() >= 64 && elf.starts_with(b"\x7fELF") && elf[4] == 2 && elf[5] == 1,
+        "{}: not ELF64 LE",
+        path.display()
+    );
     let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
     let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
     let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
@@ -194,7 +201,10 @@ fn configured_include_and_exclude_decide_what_is_recorded() {
     in_work.sort();
     assert_eq!(
         in_work,
-        vec![("read".to_string(), bytes_of(&case.work.join("read/y"))), ("write".to_string(), bytes_of(&case.work.join("keep/a")))],
+        vec![
+            ("read".to_string(), bytes_of(&case.work.join("read/y"))),
+            ("write".to_string(), bytes_of(&case.work.join("keep/a")))
+        ],
         "only the read outside skip/ and the write inside keep/"
     );
     assert!(case.query(["wrote", "other/b"]).is_empty());
@@ -373,7 +383,12 @@ fn queries_inside_a_traced_command_leave_the_database_intact() {
     );
     let out = case.run(["sh", "-c", &script]);
     assert!(out.status.success(), "{}", describe(&out));
-    let check = Command::new("sqlite3").args(["-cmd", ".timeout 10000"]).arg(case.database()).arg("PRAGMA integrity_check;").output().unwrap();
+    let check = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(case.database())
+        .arg("PRAGMA integrity_check;")
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "ok", "{}", describe(&check));
     let outer = case.writer_of("done.txt");
     assert_eq!(outer["exit_status"], 0);

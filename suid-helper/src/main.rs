@@ -41,7 +41,8 @@ fn os_fail(what: &str, err: io::Error) -> Failure {
     fail(format!("{what}: {err}"))
 }
 
-const USAGE: &str = "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...]";
+const USAGE: &str =
+    "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...]";
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -109,8 +110,7 @@ fn identity() -> Result<Identity, Failure> {
         };
         return Err(fail(format!("refusing to run: {why}")));
     }
-    let exe = sys::open(c"/proc/self/exe", libc::O_PATH)
-        .map_err(|e| os_fail("cannot open /proc/self/exe", e))?;
+    let exe = sys::open(c"/proc/self/exe", libc::O_PATH).map_err(|e| os_fail("cannot open /proc/self/exe", e))?;
     let st = sys::fstat(exe.as_fd()).map_err(|e| os_fail("cannot stat own executable", e))?;
     if st.st_uid != 0 || st.st_mode & libc::S_ISUID == 0 {
         return Err(fail("refusing to run: own executable is not owned by root with the setuid bit"));
@@ -120,11 +120,9 @@ fn identity() -> Result<Identity, Failure> {
             "refusing to run: the helper must belong to the dedicated prov group and not be group/world-writable (run packaging/install.sh)",
         ));
     }
-    let exe_path = std::fs::read_link("/proc/self/exe")
-        .map_err(|e| os_fail("cannot read /proc/self/exe", e))?;
+    let exe_path = std::fs::read_link("/proc/self/exe").map_err(|e| os_fail("cannot read /proc/self/exe", e))?;
     let dir = exe_path.parent().unwrap_or(std::path::Path::new("/"));
-    let install_dir = CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| fail("install path contains NUL"))?;
+    let install_dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| fail("install path contains NUL"))?;
     Ok(Identity { uid, gid, prov_gid: st.st_gid, install_dir })
 }
 
@@ -157,10 +155,28 @@ fn drop_privileges(id: &Identity, egid: u32) -> Result<(), Failure> {
 /// Pseudo filesystems that carry no user data (or cannot be marked); the
 /// architecture excludes them from observation.
 const UNMARKED_FSTYPES: &[&[u8]] = &[
-    b"proc", b"sysfs", b"devpts", b"devtmpfs", b"cgroup", b"cgroup2", b"securityfs",
-    b"debugfs", b"tracefs", b"pstore", b"bpf", b"mqueue", b"configfs", b"fusectl",
-    b"binfmt_misc", b"autofs", b"hugetlbfs", b"efivarfs", b"selinuxfs", b"nsfs",
-    b"rpc_pipefs", b"nfsd",
+    b"proc",
+    b"sysfs",
+    b"devpts",
+    b"devtmpfs",
+    b"cgroup",
+    b"cgroup2",
+    b"securityfs",
+    b"debugfs",
+    b"tracefs",
+    b"pstore",
+    b"bpf",
+    b"mqueue",
+    b"configfs",
+    b"fusectl",
+    b"binfmt_misc",
+    b"autofs",
+    b"hugetlbfs",
+    b"efivarfs",
+    b"selinuxfs",
+    b"nsfs",
+    b"rpc_pipefs",
+    b"nfsd",
 ];
 
 fn observe(ctl: RawFd) -> Result<(), Failure> {
@@ -169,16 +185,15 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         return Err(fail("refusing to run: your primary group is the prov group itself"));
     }
     let collector = open_collector(&id)?;
-    let original_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
-        .map_err(|e| os_fail("cannot open own mount namespace", e))?;
+    let original_ns =
+        sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY).map_err(|e| os_fail("cannot open own mount namespace", e))?;
 
     sys::unshare_mount_namespace().map_err(|e| os_fail("unshare(CLONE_NEWNS)", e))?;
     sys::make_mounts_slave().map_err(|e| os_fail("cannot make mounts slave", e))?;
 
     let (group, reports_fd_errors) = fanotify_group_charged_to(id.uid)?;
     let mounts = mounts::parse(
-        &std::fs::read("/proc/self/mountinfo")
-            .map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
+        &std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
     );
     let mask = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE;
     let mut unmarked = 0u32;
@@ -203,12 +218,11 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         }
     }
 
-    let ns_root = sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY)
-        .map_err(|e| os_fail("cannot open namespace root", e))?;
-    let observed_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
-        .map_err(|e| os_fail("cannot open new mount namespace", e))?;
-    let (tracker_collector, tracker_command) =
-        sys::seqpacket_pair().map_err(|e| os_fail("socketpair", e))?;
+    let ns_root =
+        sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY).map_err(|e| os_fail("cannot open namespace root", e))?;
+    let observed_ns =
+        sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY).map_err(|e| os_fail("cannot open new mount namespace", e))?;
+    let (tracker_collector, tracker_command) = sys::seqpacket_pair().map_err(|e| os_fail("socketpair", e))?;
     let (holder_read, holder_write) = sys::pipe().map_err(|e| os_fail("pipe", e))?;
     let (ready_read, ready_write) = sys::pipe().map_err(|e| os_fail("pipe", e))?;
 
@@ -256,8 +270,7 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         c"prov-collector".to_owned(),
         CString::new(holder_pid.to_string()).unwrap_or_default(),
         CString::new(unmarked.to_string()).unwrap_or_default(),
-        CString::new(if reports_fd_errors { "fd-errors" } else { "no-fd-errors" })
-            .unwrap_or_default(),
+        CString::new(if reports_fd_errors { "fd-errors" } else { "no-fd-errors" }).unwrap_or_default(),
     ];
     let err = sys::fexecve(collector_fd, &argv, &[]);
     Err(os_fail("cannot execute prov-collector", err))
@@ -292,7 +305,9 @@ fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
     }
     result.map_err(|e| match e.raw_os_error() {
         Some(libc::ENOSYS) => fail("this kernel has no fanotify"),
-        Some(libc::EMFILE) => fail("fanotify_init: too many fanotify groups for this user (fs.fanotify.max_user_groups)"),
+        Some(libc::EMFILE) => {
+            fail("fanotify_init: too many fanotify groups for this user (fs.fanotify.max_user_groups)")
+        }
         _ => os_fail("fanotify_init", e),
     })
 }
@@ -360,16 +375,15 @@ fn run_holder(id: &Identity, until_closed: OwnedFd, ready: OwnedFd) -> ! {
 
 fn join(args: &[OsString]) -> Result<(), Failure> {
     // Parse everything before touching anything privileged.
-    let holder = parse_number(&args[0], 1 << 22).filter(|&p| p > 0)
-        .ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
+    let holder =
+        parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
     let env_fd = parse_fd(&args[1]).ok_or_else(|| usage("ENV_FD must be a descriptor number"))?;
     let tracker_fd = match args[2].as_bytes() {
         b"-" => None,
         _ => Some(parse_fd(&args[2]).ok_or_else(|| usage("TRACKER_FD must be a descriptor number or -"))?),
     };
-    let to_cstring = |a: &OsString| {
-        CString::new(a.clone().into_vec()).map_err(|_| usage("arguments must not contain NUL"))
-    };
+    let to_cstring =
+        |a: &OsString| CString::new(a.clone().into_vec()).map_err(|_| usage("arguments must not contain NUL"));
     let path = to_cstring(&args[3])?;
     let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
     let id = identity()?;
@@ -377,8 +391,8 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     // Setuid/setgid programs are not run inside: they would act with
     // privilege in an observed namespace. Looked at with the user's euid so
     // the helper reveals nothing the user could not stat.
-    let privileged_target = with_user_euid(&id, || sys::stat(&path))?
-        .is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
+    let privileged_target =
+        with_user_euid(&id, || sys::stat(&path))?.is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
     if !privileged_target {
         // Refused or failed (the observation may simply be over): the
         // program still runs, as the user and outside, so a dying collector

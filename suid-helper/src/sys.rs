@@ -72,10 +72,7 @@ pub fn capabilities() -> io::Result<(u64, u64)> {
     // SAFETY: capget with a v3 header writes exactly two CapData structs.
     check(unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) } as libc::c_int)?;
     let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
-    Ok((
-        join(data[0].effective, data[1].effective),
-        join(data[0].permitted, data[1].permitted),
-    ))
+    Ok((join(data[0].effective, data[1].effective), join(data[0].permitted, data[1].permitted)))
 }
 
 /// Sets the effective set to `effective` (a subset of the permitted set, which
@@ -85,15 +82,10 @@ pub fn set_effective_capabilities(effective: u64) -> io::Result<()> {
     let mut hdr = CapHeader { version: CAP_VERSION_3, pid: 0 };
     let data = [
         CapData { effective: effective as u32, permitted: permitted as u32, inheritable: 0 },
-        CapData {
-            effective: (effective >> 32) as u32,
-            permitted: (permitted >> 32) as u32,
-            inheritable: 0,
-        },
+        CapData { effective: (effective >> 32) as u32, permitted: (permitted >> 32) as u32, inheritable: 0 },
     ];
     // SAFETY: capset with a v3 header reads exactly two CapData structs.
-    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } as libc::c_int)
-        .map(drop)
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } as libc::c_int).map(drop)
 }
 
 pub fn open(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
@@ -136,13 +128,7 @@ pub fn unshare_mount_namespace() -> io::Result<()> {
 pub fn make_mounts_slave() -> io::Result<()> {
     // SAFETY: all pointers are NULL or NUL-terminated literals.
     check(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_SLAVE,
-            std::ptr::null(),
-        )
+        libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null())
     })
     .map(drop)
 }
@@ -224,9 +210,7 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: "" with AT_EMPTY_PATH describes fd itself; stx is a valid
     // out-pointer.
-    check(unsafe {
-        libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &mut stx)
-    })?;
+    check(unsafe { libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &mut stx) })?;
     if stx.stx_mask & libc::STATX_MNT_ID == 0 {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
@@ -244,14 +228,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds has room for the two descriptors socketpair writes.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
+    check(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
     // SAFETY: both fds were just returned by the kernel and are ours alone.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
@@ -292,8 +269,7 @@ pub fn arrange_fds(fds: &[RawFd]) -> io::Result<()> {
     let first_free = 3 + fds.len() as libc::c_uint;
     // SAFETY: closes descriptors only; nothing else refers to them afterwards
     // (the OwnedFds of the caller are forgotten before exec or die with it).
-    check(unsafe { libc::syscall(libc::SYS_close_range, first_free, libc::c_uint::MAX, 0) } as libc::c_int)
-        .map(drop)
+    check(unsafe { libc::syscall(libc::SYS_close_range, first_free, libc::c_uint::MAX, 0) } as libc::c_int).map(drop)
 }
 
 pub fn set_cloexec_raw(fd: RawFd) -> io::Result<()> {
@@ -394,14 +370,7 @@ pub fn fexecve(fd: RawFd, argv: &[CString], envp: &[CString]) -> io::Error {
     let envp_ptrs = null_terminated(envp);
     // SAFETY: as for execve; "" with AT_EMPTY_PATH executes the fd itself.
     unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            fd,
-            c"".as_ptr(),
-            argv_ptrs.as_ptr(),
-            envp_ptrs.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
+        libc::syscall(libc::SYS_execveat, fd, c"".as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr(), libc::AT_EMPTY_PATH)
     };
     io::Error::last_os_error()
 }

@@ -14,12 +14,7 @@ use crate::setup::UserSetup;
 /// Commands without an end younger than this are taken to be running.
 const RUNNING_GRACE_NS: i64 = 24 * 3600 * 1_000_000_000;
 
-pub fn delete(
-    filters: FilterArgs,
-    older_than: Option<i64>,
-    dry_run: bool,
-    yes: bool,
-) -> Result<ExitCode> {
+pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: bool) -> Result<ExitCode> {
     if filters.is_empty() && older_than.is_none() {
         bail!("prov delete needs a filter or --older-than (e.g. --older-than 1y, --below DIR, --session ID)");
     }
@@ -46,10 +41,7 @@ pub fn delete(
     if running > 0 {
         eprintln!("prov: keeping {running} command(s) that may still be running");
     }
-    let events: u64 = found
-        .iter()
-        .map(|(c, _)| store.file_count(c.id))
-        .sum::<prov_store::Result<u64>>()?;
+    let events: u64 = found.iter().map(|(c, _)| store.file_count(c.id)).sum::<prov_store::Result<u64>>()?;
     let what = format!("{} command(s) with {events} file event(s)", found.len());
     if found.is_empty() {
         println!("nothing to delete");
@@ -93,17 +85,12 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         p.push(suffix);
         std::fs::metadata(p).map_or(0, |m| m.len())
     };
-    let bytes = std::fs::metadata(&db)
-        .with_context(|| format!("cannot stat {}", db.display()))?
-        .len()
-        + file_size("-wal");
+    let bytes =
+        std::fs::metadata(&db).with_context(|| format!("cannot stat {}", db.display()))?.len() + file_size("-wal");
     let mut out = std::io::stdout().lock();
     if json {
-        let hosts: serde_json::Map<String, serde_json::Value> = st
-            .hosts
-            .iter()
-            .map(|(h, n)| (h.clone(), (*n).into()))
-            .collect();
+        let hosts: serde_json::Map<String, serde_json::Value> =
+            st.hosts.iter().map(|(h, n)| (h.clone(), (*n).into())).collect();
         let v = serde_json::json!({
             "database": db.to_string_lossy(),
             "database_bytes": bytes,
@@ -136,23 +123,10 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         human_size(archive.content_bytes),
         human_size(archive.stored_bytes)
     )?;
-    writeln!(
-        out,
-        "incomplete   {} command(s) whose record says events were lost or not observed",
-        st.incomplete
-    )?;
-    writeln!(
-        out,
-        "unfinished   {} command(s) without an end (running, or their shell died)",
-        st.running
-    )?;
+    writeln!(out, "incomplete   {} command(s) whose record says events were lost or not observed", st.incomplete)?;
+    writeln!(out, "unfinished   {} command(s) without an end (running, or their shell died)", st.running)?;
     if let (Some(first), Some(last)) = (st.first_ns, st.last_ns) {
-        writeln!(
-            out,
-            "span         {} .. {}",
-            output::local(first),
-            output::local(last)
-        )?;
+        writeln!(out, "span         {} .. {}", output::local(first), output::local(last))?;
     }
     for (host, n) in &st.hosts {
         writeln!(out, "host         {host}: {n} command(s)")?;

@@ -194,16 +194,10 @@ fn split_op(s: &str) -> (CmpOp, &str) {
 }
 
 /// `OP VALUE` or `LOW..HIGH` (both inclusive).
-fn parse_cmp<T: Copy>(
-    s: &str,
-    value: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<(CmpOp, T)>, String> {
+fn parse_cmp<T: Copy>(s: &str, value: impl Fn(&str) -> Result<T, String>) -> Result<Vec<(CmpOp, T)>, String> {
     let s = s.trim();
     if let Some((low, high)) = s.split_once("..") {
-        return Ok(vec![
-            (CmpOp::Ge, value(low.trim())?),
-            (CmpOp::Le, value(high.trim())?),
-        ]);
+        return Ok(vec![(CmpOp::Ge, value(low.trim())?), (CmpOp::Le, value(high.trim())?)]);
     }
     let (op, rest) = split_op(s);
     Ok(vec![(op, value(rest)?)])
@@ -211,9 +205,7 @@ fn parse_cmp<T: Copy>(
 
 fn parse_int_cmp(s: &str) -> Result<(CmpOp, i64), String> {
     let (op, rest) = split_op(s.trim());
-    let n = rest
-        .parse()
-        .map_err(|_| format!("{s:?} is not an exit status (N, or a comparison like '>0')"))?;
+    let n = rest.parse().map_err(|_| format!("{s:?} is not an exit status (N, or a comparison like '>0')"))?;
     Ok((op, n))
 }
 
@@ -228,9 +220,7 @@ fn parse_time_cmp(s: &str) -> Result<Vec<(CmpOp, i64)>, String> {
 /// `10`, `10B`, `1.5K`, `10KiB`, `3MB` (decimal), … → bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let bad = || format!("{s:?} is not a size (e.g. 512, 10KiB, 1.5M, 2GB)");
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
     let number: f64 = number.parse().map_err(|_| bad())?;
     let factor: f64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -255,12 +245,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 fn parse_hash(s: &str) -> Result<u64, String> {
     let hex = s.trim().trim_start_matches("0x");
     if hex.is_empty() || hex.len() > 16 {
-        return Err(format!(
-            "{s:?} is not a hash (16 hex digits, as prov prints them)"
-        ));
+        return Err(format!("{s:?} is not a hash (16 hex digits, as prov prints them)"));
     }
-    u64::from_str_radix(hex, 16)
-        .map_err(|_| format!("{s:?} is not a hash (16 hex digits, as prov prints them)"))
+    u64::from_str_radix(hex, 16).map_err(|_| format!("{s:?} is not a hash (16 hex digits, as prov prints them)"))
 }
 
 /// A point in time, ns since the epoch: see `--since`.
@@ -291,12 +278,7 @@ fn when_at(s: &str, now: DateTime<Local>) -> Result<i64, String> {
     if let Ok(d) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
         return midnight(d);
     }
-    for fmt in [
-        "%Y-%m-%d %H:%M",
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%dT%H:%M:%S",
-    ] {
+    for fmt in ["%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"] {
         if let Ok(d) = NaiveDateTime::parse_from_str(t, fmt) {
             return ns(local_time(d).ok_or_else(bad)?);
         }
@@ -327,10 +309,7 @@ fn parse_age(t: &str) -> Option<Option<chrono::Duration>> {
         "y" => 365 * 86_400,
         _ => return None,
     };
-    Some(
-        n.checked_mul(seconds)
-            .and_then(chrono::Duration::try_seconds),
-    )
+    Some(n.checked_mul(seconds).and_then(chrono::Duration::try_seconds))
 }
 
 #[cfg(test)]
@@ -343,15 +322,10 @@ mod tests {
         assert_eq!(parse_size("10KiB").unwrap(), 10240);
         assert_eq!(parse_size("1.5M").unwrap(), 1_572_864);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
-        assert!(parse_size("ten")
-            .unwrap_err()
-            .contains("\"ten\" is not a size"));
+        assert!(parse_size("ten").unwrap_err().contains("\"ten\" is not a size"));
         assert!(parse_size("5 parsecs").is_err());
         assert_eq!(parse_size_cmp(">=10K").unwrap(), vec![(CmpOp::Ge, 10240)]);
-        assert_eq!(
-            parse_size_cmp("1K..2K").unwrap(),
-            vec![(CmpOp::Ge, 1024), (CmpOp::Le, 2048)]
-        );
+        assert_eq!(parse_size_cmp("1K..2K").unwrap(), vec![(CmpOp::Ge, 1024), (CmpOp::Le, 2048)]);
         assert_eq!(parse_size_cmp("0").unwrap(), vec![(CmpOp::Eq, 0)]);
         assert_eq!(parse_int_cmp("!=130").unwrap(), (CmpOp::Ne, 130));
     }
@@ -364,26 +338,12 @@ mod tests {
         assert_eq!(at("2d"), ns(now) - 2 * 86_400 * 1_000_000_000);
         assert_eq!(at("90m"), ns(now) - 90 * 60 * 1_000_000_000);
         assert_eq!(at("1y"), ns(now) - 365 * 86_400 * 1_000_000_000);
-        assert_eq!(
-            at("2026-11-01"),
-            ns(Local.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap())
-        );
-        assert_eq!(
-            at("2026-11-01 14:30"),
-            ns(Local.with_ymd_and_hms(2026, 11, 1, 14, 30, 0).unwrap())
-        );
-        assert_eq!(
-            at("today"),
-            ns(Local.with_ymd_and_hms(2026, 11, 21, 0, 0, 0).unwrap())
-        );
-        assert_eq!(
-            at("yesterday"),
-            ns(Local.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap())
-        );
+        assert_eq!(at("2026-11-01"), ns(Local.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()));
+        assert_eq!(at("2026-11-01 14:30"), ns(Local.with_ymd_and_hms(2026, 11, 1, 14, 30, 0).unwrap()));
+        assert_eq!(at("today"), ns(Local.with_ymd_and_hms(2026, 11, 21, 0, 0, 0).unwrap()));
+        assert_eq!(at("yesterday"), ns(Local.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap()));
         assert_eq!(at("2026-11-01T00:00:00Z"), 1_793_491_200_000_000_000);
-        assert!(when_at("last tuesday", now)
-            .unwrap_err()
-            .contains("\"last tuesday\" is not a time"));
+        assert!(when_at("last tuesday", now).unwrap_err().contains("\"last tuesday\" is not a time"));
         assert!(when_at("99999999999999y", now).is_err());
         assert_eq!(parse_time_cmp(">2d").unwrap()[0].0, CmpOp::Gt);
     }
@@ -394,13 +354,7 @@ mod tests {
         assert!(parse_hash("xyz").is_err());
         assert!(parse_hash("0123456789abcdef0").is_err());
         assert_eq!(name_pattern(b"*.csv"), NamePattern::Glob("*.csv".into()));
-        assert_eq!(
-            name_pattern(b"a.csv"),
-            NamePattern::Exact(b"a.csv".to_vec())
-        );
-        assert_eq!(
-            name_pattern(b"\xff*"),
-            NamePattern::Exact(b"\xff*".to_vec())
-        );
+        assert_eq!(name_pattern(b"a.csv"), NamePattern::Exact(b"a.csv".to_vec()));
+        assert_eq!(name_pattern(b"\xff*"), NamePattern::Exact(b"\xff*".to_vec()));
     }
 }

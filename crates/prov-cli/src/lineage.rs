@@ -84,9 +84,8 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         // Upstream, a rebuild is for the file, under the name it was
         // written as (it may have been renamed since); downstream, for
         // everything made from it.
-        targets: (!args.downstream).then(|| {
-            walked.start.iter().filter_map(|&(c, f)| walked.file(c, f)).map(|f| f.path.clone()).collect()
-        }),
+        targets: (!args.downstream)
+            .then(|| walked.start.iter().filter_map(|&(c, f)| walked.file(c, f)).map(|f| f.path.clone()).collect()),
         title: Some(format!("prov: {} of {}", direction.as_str(), path.display())),
         read_files_dir: None,
     };

@@ -14,9 +14,9 @@ mod restore;
 mod run;
 mod setup;
 mod shell;
-mod stat;
 #[allow(unsafe_code)]
 mod spawn;
+mod stat;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -212,7 +212,9 @@ fn main() -> ExitCode {
                 query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, &opts.show())
             }
             QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, &opts.show()),
-            QueryCommand::Session { id, opts } => query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show()),
+            QueryCommand::Session { id, opts } => {
+                query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show())
+            }
             QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
         },
         Command::Restore(args) => restore::restore(args),
@@ -236,7 +238,5 @@ fn main() -> ExitCode {
 
 /// `prov query … | head` is a success, not an error.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }

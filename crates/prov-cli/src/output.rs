@@ -51,8 +51,7 @@ fn is_archived(l: &Listing<'_>, f: &FileRow) -> bool {
 pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
     let mut o = prov_export::json::command_fields(c);
     if let Some(l) = files {
-        let list: Vec<Value> =
-            l.files.iter().enumerate().map(|(i, f)| file_json(f, &l, i)).collect();
+        let list: Vec<Value> = l.files.iter().enumerate().map(|(i, f)| file_json(f, &l, i)).collect();
         o.insert("files".into(), list.into());
         o.insert("file_count".into(), l.total.into());
         o.insert("files_truncated".into(), (l.files.len() as u64 != l.total).into());
@@ -117,7 +116,11 @@ pub fn human_size(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
 pub fn write_command(
@@ -128,7 +131,15 @@ pub fn write_command(
 ) -> io::Result<()> {
     let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-    writeln!(out, "#{}  {}  ({duration})  {status}  {}@{}  session {}", c.id, local(c.start_ns), c.user, c.host, c.session)?;
+    writeln!(
+        out,
+        "#{}  {}  ({duration})  {status}  {}@{}  session {}",
+        c.id,
+        local(c.start_ns),
+        c.user,
+        c.host,
+        c.session
+    )?;
     writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
     writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
     if let Some(l) = files {
@@ -155,8 +166,7 @@ pub fn write_command(
         }
     }
     if !c.completeness.is_complete() {
-        let reasons: Vec<String> =
-            c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let reasons: Vec<String> = c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
         writeln!(out, "    ! incomplete record: {}", reasons.join(", "))?;
     }
     writeln!(out)

@@ -8,8 +8,8 @@ use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use prov_model::hash::hash_path;
 use prov_model::config::QueryConfig;
+use prov_model::hash::hash_path;
 use prov_model::Access;
 use prov_store::{FileRow, Selected, Store, StoreError};
 
@@ -21,7 +21,6 @@ use crate::stat::{self, FileNow};
 /// Commands with more files than this list only a part of them (and the
 /// count) unless --all-files is given.
 const FILE_LIST_LIMIT: u64 = 1000;
-
 
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
@@ -95,17 +94,12 @@ pub fn by_file(
             }
         }
     }
-    let mut found =
-        store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), None)?;
+    let mut found = store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), None)?;
     if !filters.is_empty() {
         let mut selection = filters.selection(None);
         selection.command.ids = Some(found.iter().map(|(c, _)| c.id).collect());
         selection.events_per_command = Some(1);
-        let keep: HashSet<i64> = store
-            .select(&selection)?
-            .into_iter()
-            .map(|(c, _)| c.id)
-            .collect();
+        let keep: HashSet<i64> = store.select(&selection)?.into_iter().map(|(c, _)| c.id).collect();
         found.retain(|(c, _)| keep.contains(&c.id));
     }
     if let Some(n) = limit {
@@ -113,11 +107,7 @@ pub fn by_file(
     }
     print(&store, &found, &Show { files: true, ..show.clone() })?;
     if found.is_empty() {
-        let verb = if access == Access::Write {
-            "wrote"
-        } else {
-            "read"
-        };
+        let verb = if access == Access::Write { "wrote" } else { "read" };
         eprintln!("prov: no recorded command {verb} {}", path.display());
         return Ok(ExitCode::from(1));
     }
@@ -135,22 +125,14 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Resul
     let mut selection = filters.selection(Some(limit.unwrap_or(config.limit.0 as usize)));
     selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
     let found = store.select(&selection)?;
-    let show = Show {
-        files: show.files || !selection.file.is_empty(),
-        ..show.clone()
-    };
+    let show = Show { files: show.files || !selection.file.is_empty(), ..show.clone() };
     print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Without an id: the sessions, newest first. With one (or a unique
 /// prefix): its commands in the order they ran.
-pub fn session(
-    id: Option<&str>,
-    filters: &FilterArgs,
-    limit: Option<usize>,
-    show: &Show,
-) -> Result<ExitCode> {
+pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Result<ExitCode> {
     let (store, config) = open_store_and_config()?;
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
@@ -159,8 +141,7 @@ pub fn session(
     };
     let selection = filters.selection(None);
     let Some(id) = id else {
-        let sessions =
-            store.sessions(&selection.command, Some(limit.unwrap_or(config.limit.0 as usize)))?;
+        let sessions = store.sessions(&selection.command, Some(limit.unwrap_or(config.limit.0 as usize)))?;
         let mut out = BufWriter::new(std::io::stdout().lock());
         for s in &sessions {
             if show.json {
@@ -171,10 +152,7 @@ pub fn session(
         }
         return Ok(out.flush().map(|_| ExitCode::SUCCESS)?);
     };
-    let prefix = prov_store::CommandFilter {
-        session: Some(id.to_owned()),
-        ..Default::default()
-    };
+    let prefix = prov_store::CommandFilter { session: Some(id.to_owned()), ..Default::default() };
     let matching = store.sessions(&prefix, None)?;
     let session = match matching.as_slice() {
         [] => {
@@ -184,10 +162,7 @@ pub fn session(
         [one] => one.session.clone(),
         many => anyhow::bail!(
             "session id prefix {id:?} is ambiguous: {}",
-            many.iter()
-                .map(|s| s.session.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            many.iter().map(|s| s.session.as_str()).collect::<Vec<_>>().join(", ")
         ),
     };
     let mut selection = selection;
@@ -198,10 +173,7 @@ pub fn session(
     if let Some(n) = limit {
         found.truncate(n);
     }
-    let show = Show {
-        files: show.files || !selection.file.is_empty(),
-        ..show.clone()
-    };
+    let show = Show { files: show.files || !selection.file.is_empty(), ..show.clone() };
     print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -215,11 +187,8 @@ fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
     }
     let mut out = BufWriter::new(std::io::stdout().lock());
     for (command, matched) in found {
-        let listed = if show.files || show.stat {
-            Some(files_shown(store, command.id, matched, show.all_files)?)
-        } else {
-            None
-        };
+        let listed =
+            if show.files || show.stat { Some(files_shown(store, command.id, matched, show.all_files)?) } else { None };
         let now: Vec<FileNow> = match (&listed, show.stat) {
             (Some((files, _)), true) => files.iter().map(stat::file_now).collect(),
             _ => Vec::new(),
@@ -276,12 +245,7 @@ pub(crate) fn output_stream(path: Option<&Path>) -> Result<Box<dyn Write>> {
 }
 
 /// A command's files to list, and how many it has in all.
-fn files_shown(
-    store: &Store,
-    id: i64,
-    matched: &[FileRow],
-    all: bool,
-) -> Result<(Vec<FileRow>, u64)> {
+fn files_shown(store: &Store, id: i64, matched: &[FileRow], all: bool) -> Result<(Vec<FileRow>, u64)> {
     let total = store.file_count(id)?;
     if all || total <= FILE_LIST_LIMIT {
         return Ok((store.files_of(id)?, total));
@@ -291,10 +255,7 @@ fn files_shown(
     let matched_ids: HashSet<i64> = matched.iter().map(|f| f.id).collect();
     let mut files = matched.to_vec();
     files.extend(
-        store
-            .files_of_limited(id, FILE_LIST_LIMIT as usize)?
-            .into_iter()
-            .filter(|f| !matched_ids.contains(&f.id)),
+        store.files_of_limited(id, FILE_LIST_LIMIT as usize)?.into_iter().filter(|f| !matched_ids.contains(&f.id)),
     );
     files.truncate(FILE_LIST_LIMIT as usize);
     Ok((files, total))

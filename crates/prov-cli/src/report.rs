@@ -8,12 +8,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use prov_report::{write_report, ArchivedScript, ReportInput};
 use crate::filters::FilterArgs;
 use crate::query::open_store_of;
-use crate::setup::UserSetup;
 use crate::run::now_ns;
+use crate::setup::UserSetup;
+use anyhow::{Context, Result};
+use prov_report::{write_report, ArchivedScript, ReportInput};
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).

@@ -57,10 +57,7 @@ pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
     }
     if args.stdout {
         let [file] = files.as_slice() else {
-            bail!(
-                "--stdout writes one file, but {} are selected (choose one with --file)",
-                files.len()
-            );
+            bail!("--stdout writes one file, but {} are selected (choose one with --file)", files.len());
         };
         let content = store.archived_content(file)?;
         let mut out = std::io::stdout().lock();
@@ -86,20 +83,12 @@ pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
         }
     }
     out.flush()?;
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// The archived files the arguments select, in the order they were read.
 fn select(store: &Store, args: &RestoreArgs) -> Result<Vec<ArchivedFile>> {
-    let path = args
-        .file
-        .as_deref()
-        .map(|f| absolute(Path::new(f)))
-        .transpose()?;
+    let path = args.file.as_deref().map(|f| absolute(Path::new(f))).transpose()?;
     let path_bytes = path.as_ref().map(|p| p.as_os_str().as_bytes());
     match (args.id, path_bytes) {
         (Some(id), wanted) => {
@@ -155,12 +144,7 @@ fn list(files: &[ArchivedFile], json: bool) -> Result<()> {
 }
 
 /// Writes one file; `Ok(None)` when the user declined to overwrite.
-fn restore_one(
-    store: &Store,
-    file: &ArchivedFile,
-    args: &RestoreArgs,
-    ask: &mut Asker,
-) -> Result<Option<PathBuf>> {
+fn restore_one(store: &Store, file: &ArchivedFile, args: &RestoreArgs, ask: &mut Asker) -> Result<Option<PathBuf>> {
     let target = args.to.join(relative(&file.path)?);
     let content = store.archived_content(file)?;
     // Set-id bits are not given back: the restored file is a new file of
@@ -176,10 +160,7 @@ fn restore_one(
         if meta.is_dir() {
             bail!("{} is a directory; not restored", target.display());
         }
-        if meta.is_file()
-            && meta.len() == file.size
-            && std::fs::read(&target).is_ok_and(|c| c == content)
-        {
+        if meta.is_file() && meta.len() == file.size && std::fs::read(&target).is_ok_and(|c| c == content) {
             if meta.permissions().mode() & 0o7777 != mode {
                 std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
                     .with_context(|| format!("cannot set the mode of {}", target.display()))?;
@@ -192,10 +173,7 @@ fn restore_one(
                 eprintln!("prov: {} kept as it is", target.display());
                 return Ok(None);
             }
-            bail!(
-                "{} exists and differs; not overwritten (use --force)",
-                target.display()
-            );
+            bail!("{} exists and differs; not overwritten (use --force)", target.display());
         }
     }
     write_new(&target, &content, mode, replace)?;
@@ -207,19 +185,12 @@ fn restore_one(
 /// that appeared meanwhile is not clobbered (RENAME_NOREPLACE).
 fn write_new(target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<()> {
     let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
     // Short, whatever the target's name (which may be NAME_MAX long).
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let tmp = dir.join(format!(".prov-restore-{}-{nanos}", std::process::id()));
     let written = (|| -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         f.write_all(content)?;
         // Exactly the recorded bits, whatever the umask.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
@@ -229,18 +200,12 @@ fn write_new(target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<
         let _ = std::fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("cannot write {}", tmp.display()));
     }
-    let flags = if replace {
-        nix::fcntl::RenameFlags::empty()
-    } else {
-        nix::fcntl::RenameFlags::RENAME_NOREPLACE
-    };
+    let flags = if replace { nix::fcntl::RenameFlags::empty() } else { nix::fcntl::RenameFlags::RENAME_NOREPLACE };
     let at = nix::fcntl::AT_FDCWD;
     let renamed = match nix::fcntl::renameat2(at, &tmp, at, target, flags) {
         // A filesystem without RENAME_NOREPLACE: a hard link does not
         // replace either.
-        Err(nix::errno::Errno::EINVAL) if !replace => {
-            std::fs::hard_link(&tmp, target).map_err(anyhow::Error::from)
-        }
+        Err(nix::errno::Errno::EINVAL) if !replace => std::fs::hard_link(&tmp, target).map_err(anyhow::Error::from),
         other => other.map_err(anyhow::Error::from),
     };
     if !replace || renamed.is_err() {
@@ -249,10 +214,7 @@ fn write_new(target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<
     match renamed {
         Ok(()) => Ok(()),
         Err(e) if e.downcast_ref::<nix::errno::Errno>() == Some(&nix::errno::Errno::EEXIST) => {
-            bail!(
-                "{} appeared meanwhile; not overwritten (use --force)",
-                target.display()
-            )
+            bail!("{} appeared meanwhile; not overwritten (use --force)", target.display())
         }
         Err(e) => Err(e).with_context(|| format!("cannot write {}", target.display())),
     }
@@ -266,25 +228,16 @@ fn relative(recorded: &[u8]) -> Result<PathBuf> {
     let mut rel = PathBuf::new();
     let mut components = path.components();
     if components.next() != Some(Component::RootDir) {
-        bail!(
-            "recorded path {} is not absolute; not restored",
-            show(recorded)
-        );
+        bail!("recorded path {} is not absolute; not restored", show(recorded));
     }
     for c in components {
         match c {
             Component::Normal(name) => rel.push(name),
-            _ => bail!(
-                "recorded path {} is not a plain absolute path; not restored",
-                show(recorded)
-            ),
+            _ => bail!("recorded path {} is not a plain absolute path; not restored", show(recorded)),
         }
     }
     if rel.as_os_str().is_empty() {
-        bail!(
-            "recorded path {} names no file; not restored",
-            show(recorded)
-        );
+        bail!("recorded path {} names no file; not restored", show(recorded));
     }
     Ok(rel)
 }
@@ -296,19 +249,14 @@ struct Asker {
 
 impl Asker {
     fn new() -> Asker {
-        Asker {
-            is_terminal: std::io::stdin().is_terminal(),
-        }
+        Asker { is_terminal: std::io::stdin().is_terminal() }
     }
 
     fn overwrite(&mut self, target: &Path) -> Result<bool> {
         if !self.is_terminal {
             return Ok(false);
         }
-        eprint!(
-            "prov: {} exists and differs; overwrite? [y/N] ",
-            target.display()
-        );
+        eprint!("prov: {} exists and differs; overwrite? [y/N] ", target.display());
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
         Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
@@ -325,14 +273,8 @@ mod tests {
 
     #[test]
     fn recorded_paths_stay_inside_the_directory() {
-        assert_eq!(
-            relative(b"/home/u/run.sh").unwrap(),
-            PathBuf::from("home/u/run.sh")
-        );
-        assert_eq!(
-            relative(b"/home/u/\xff.sh").unwrap().as_os_str().as_bytes(),
-            b"home/u/\xff.sh"
-        );
+        assert_eq!(relative(b"/home/u/run.sh").unwrap(), PathBuf::from("home/u/run.sh"));
+        assert_eq!(relative(b"/home/u/\xff.sh").unwrap().as_os_str().as_bytes(), b"home/u/\xff.sh");
         for bad in [&b"/home/../../etc/passwd"[..], b"relative/x.sh", b"/", b""] {
             assert!(relative(bad).is_err(), "{}", show(bad));
         }

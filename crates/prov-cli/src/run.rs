@@ -207,10 +207,8 @@ mod tests {
 
     #[test]
     fn quoting_reproduces_typed_commands() {
-        let words: Vec<OsString> = ["sh", "-c", "sort data.csv > sorted.csv", "it's", ""]
-            .iter()
-            .map(OsString::from)
-            .collect();
+        let words: Vec<OsString> =
+            ["sh", "-c", "sort data.csv > sorted.csv", "it's", ""].iter().map(OsString::from).collect();
         assert_eq!(
             String::from_utf8(shell_quote_words(&words)).unwrap(),
             r#"sh -c 'sort data.csv > sorted.csv' 'it'\''s' ''"#

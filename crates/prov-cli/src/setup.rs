@@ -87,9 +87,7 @@ pub fn tracing_unavailable(helper: &Path) -> Option<String> {
     if meta.uid() != 0 || meta.mode() & libc::S_ISUID == 0 {
         return Some(format!("helper {} is not setuid root (run packaging/install.sh as root)", helper.display()));
     }
-    if nix::sys::statvfs::statvfs(helper)
-        .is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOSUID))
-    {
+    if nix::sys::statvfs::statvfs(helper).is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOSUID)) {
         return Some(format!("helper {} is on a filesystem mounted nosuid", helper.display()));
     }
     if crate::spawn::no_new_privs() {
@@ -107,9 +105,5 @@ pub fn host_name() -> String {
 
 pub fn user_name() -> String {
     let uid = nix::unistd::getuid();
-    nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| uid.to_string())
+    nix::unistd::User::from_uid(uid).ok().flatten().map(|u| u.name).unwrap_or_else(|| uid.to_string())
 }

@@ -11,11 +11,7 @@ pub fn map_fd(cmd: &mut Command, fd: RawFd, target: RawFd) {
     // child's descriptor table.
     unsafe {
         cmd.pre_exec(move || {
-            let r = if fd == target {
-                libc::fcntl(fd, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, target)
-            };
+            let r = if fd == target { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, target) };
             if r < 0 {
                 return Err(std::io::Error::last_os_error());
             }

@@ -57,18 +57,12 @@ pub fn file_now(f: &FileRow) -> FileNow {
     if meta.size() != f.size {
         differs.push("size");
     }
-    let mtime_ns = meta
-        .mtime()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(meta.mtime_nsec());
+    let mtime_ns = meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec());
     if mtime_ns != f.mtime_ns {
         differs.push("mtime");
     }
     if meta.size() == f.size {
-        match (
-            f.hash,
-            File::open(path).and_then(|file| partial_hash(&file, meta.size(), f.hash_params)),
-        ) {
+        match (f.hash, File::open(path).and_then(|file| partial_hash(&file, meta.size(), f.hash_params))) {
             (Some(recorded), Ok(now)) if recorded != now => differs.push("hash"),
             (Some(_), Ok(_)) => {}
             // What already differs is the answer; only an otherwise

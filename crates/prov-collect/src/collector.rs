@@ -128,7 +128,8 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
         };
         if let Some(due) = st.held_until {
-            let left = PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
+            let left =
+                PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
             if timeout == PollTimeout::NONE || left < timeout {
                 timeout = left;
             }

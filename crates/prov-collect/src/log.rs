@@ -37,13 +37,8 @@ pub fn line(what: &str) {
         let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
     }
     let fresh = std::fs::metadata(path).is_ok_and(|m| m.len() > MAX_BYTES);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(!fresh)
-        .write(true)
-        .truncate(fresh)
-        .mode(0o600)
-        .open(path);
+    let file =
+        std::fs::OpenOptions::new().create(true).append(!fresh).write(true).truncate(fresh).mode(0o600).open(path);
     if let Ok(mut f) = file {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let _ = writeln!(f, "{now} pid {} {text}", std::process::id());

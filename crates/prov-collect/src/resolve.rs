@@ -10,8 +10,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
 
-use nix::unistd::{faccessat, AccessFlags};
 use nix::fcntl::AtFlags;
+use nix::unistd::{faccessat, AccessFlags};
 use prov_model::config::extension;
 use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 
@@ -53,11 +53,8 @@ pub struct Resolver {
 impl Resolver {
     pub fn new(settings: Settings, check_access: bool, ns_root: OwnedFd) -> Resolver {
         use std::os::unix::ffi::OsStrExt;
-        let private_paths = settings
-            .private_paths
-            .iter()
-            .map(|p: &PathBuf| p.as_os_str().as_bytes().to_vec())
-            .collect();
+        let private_paths =
+            settings.private_paths.iter().map(|p: &PathBuf| p.as_os_str().as_bytes().to_vec()).collect();
         Resolver {
             settings,
             private_paths,
@@ -100,8 +97,8 @@ impl Resolver {
             return;
         }
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-        let new_accesses = [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)]
-            .map(|(bit, access)| {
+        let new_accesses =
+            [(FAN_CLOSE_WRITE, Access::Write), (FAN_CLOSE_NOWRITE, Access::Read)].map(|(bit, access)| {
                 let key = (access, meta.dev(), meta.ino(), mtime_ns, meta.size());
                 (ev.mask & bit != 0 && !self.seen.contains(&key)).then_some(key)
             });

@@ -15,7 +15,12 @@ use prov_store::Store;
 const MAX_TRANSACTION: usize = 65_536;
 
 pub enum WriterMsg {
-    Begin { begin: CommandBegin, database: PathBuf, spool_dir: PathBuf, busy_timeout: Duration },
+    Begin {
+        begin: CommandBegin,
+        database: PathBuf,
+        spool_dir: PathBuf,
+        busy_timeout: Duration,
+    },
     Events(Vec<FileEvent>),
     /// Contents kept by the script archive.
     Archive(Vec<ArchivedRead>),
@@ -37,7 +42,10 @@ pub struct SyncReport {
 
 enum Sink {
     None,
-    Database { store: Store, id: i64 },
+    Database {
+        store: Store,
+        id: i64,
+    },
     Spool(SpoolWriter),
     /// The record was deleted while observed: nothing more is written.
     Dropped,
@@ -165,7 +173,9 @@ impl Writer {
                 // user's decision stands; the rest is not brought back.
                 Err(prov_store::StoreError::NoCommand { .. }) => {
                     let uuid = self.begin.as_ref().map_or("?", |b| b.uuid.as_str());
-                    crate::log::line(&format!("record {uuid} was deleted while observed; its later events are dropped"));
+                    crate::log::line(&format!(
+                        "record {uuid} was deleted while observed; its later events are dropped"
+                    ));
                     self.sink = Sink::Dropped;
                     return;
                 }

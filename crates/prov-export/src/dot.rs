@@ -39,8 +39,7 @@ fn key(f: &FileRow) -> FileKey {
 }
 
 pub fn write_dot(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
-    let targets: HashSet<FileKey> =
-        lineage.start.iter().filter_map(|&(c, f)| lineage.file(c, f)).map(key).collect();
+    let targets: HashSet<FileKey> = lineage.start.iter().filter_map(|&(c, f)| lineage.file(c, f)).map(key).collect();
     let records: Vec<(CommandRow, Vec<FileRow>)> = lineage
         .records()
         .into_iter()

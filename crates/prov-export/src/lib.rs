@@ -63,7 +63,12 @@ pub struct ExportOptions {
 /// `format` to `out`: every format but [`Format::RoCrate`] to a
 /// [`Output::Stream`], RO-Crate to an [`Output::Directory`] (created if
 /// missing; an existing crate there is an error, nothing is overwritten).
-pub fn export(format: Format, records: &[(CommandRow, Vec<FileRow>)], opts: &ExportOptions, out: Output<'_>) -> Result<()> {
+pub fn export(
+    format: Format,
+    records: &[(CommandRow, Vec<FileRow>)],
+    opts: &ExportOptions,
+    out: Output<'_>,
+) -> Result<()> {
     let targets = opts.targets.as_deref();
     match (format, out) {
         (Format::RoCrate, Output::Directory(dir)) => {
@@ -72,7 +77,9 @@ pub fn export(format: Format, records: &[(CommandRow, Vec<FileRow>)], opts: &Exp
         }
         (Format::RoCrate, Output::Stream(_)) => bail!("--format ro-crate writes a directory: give --output DIR"),
         (_, Output::Directory(dir)) => bail!("{} is a directory; this format writes a file", dir.display()),
-        (Format::ShournalJson, Output::Stream(w)) => shournal::write_shournal(records, opts.read_files_dir.as_deref(), w),
+        (Format::ShournalJson, Output::Stream(w)) => {
+            shournal::write_shournal(records, opts.read_files_dir.as_deref(), w)
+        }
         (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, w),
         (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, targets, w),
         (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, targets, w),

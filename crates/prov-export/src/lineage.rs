@@ -101,14 +101,8 @@ pub fn walk(store: &Store, mut target: Target, direction: Direction, max_depth: 
     // An empty file's content says nothing about where it came from.
     target.content.retain(|&(_, size, _)| size > 0);
     let mut lookup = Lookup { store, cache: HashMap::new() };
-    let mut lineage = Lineage {
-        target,
-        direction,
-        start: Vec::new(),
-        steps: BTreeMap::new(),
-        flows: Vec::new(),
-        cut: Vec::new(),
-    };
+    let mut lineage =
+        Lineage { target, direction, start: Vec::new(), steps: BTreeMap::new(), flows: Vec::new(), cut: Vec::new() };
     let (content, path) = (&lineage.target.content, &lineage.target.path[..]);
     lineage.start = match direction {
         // The file as it is now was made by one command: the newest writer
@@ -219,7 +213,8 @@ impl Lookup<'_> {
     /// to its path.
     fn readers_of(&mut self, writer: &CommandRow, written: &FileRow) -> Result<Vec<(i64, i64, LinkedBy)>> {
         let content = content_of(written);
-        let (path, by) = if content.is_empty() { (Some(&written.path[..]), LinkedBy::Path) } else { (None, LinkedBy::Content) };
+        let (path, by) =
+            if content.is_empty() { (Some(&written.path[..]), LinkedBy::Path) } else { (None, LinkedBy::Content) };
         let found = self.find(Access::Read, &content, path)?;
         let later: Vec<_> =
             found.iter().filter(|(c, _)| c.id != writer.id && c.start_ns >= writer.start_ns).cloned().collect();
@@ -347,7 +342,11 @@ mod tests {
             (cmd(2, 20), vec![file(20, 2, "/moved", Some(7))]),
             (cmd(1, 10), vec![file(10, 1, "/a", Some(7))]),
         ];
-        assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/a"), Some((1, 10, LinkedBy::Content)), "same content and path first");
+        assert_eq!(
+            pick_newest(&found, &[(7, 3, p)], b"/a"),
+            Some((1, 10, LinkedBy::Content)),
+            "same content and path first"
+        );
         assert_eq!(pick_newest(&found, &[(7, 3, p)], b"/elsewhere"), Some((2, 20, LinkedBy::Content)));
         assert_eq!(pick_newest(&found, &[(8, 3, p)], b"/a"), Some((3, 30, LinkedBy::Path)));
         assert_eq!(pick_newest(&found, &[], b"/none"), None);
@@ -389,9 +388,7 @@ mod tests {
                 })
                 .collect();
             store.add_events(id, &events).unwrap();
-            store
-                .end_command(id, &prov_model::CommandEnd { end_ns: start + 1, exit_status: 0, text: None })
-                .unwrap();
+            store.end_command(id, &prov_model::CommandEnd { end_ns: start + 1, exit_status: 0, text: None }).unwrap();
         }
         drop(store);
         (Store::open_read_only(&db).unwrap(), dir)

@@ -18,7 +18,9 @@ fn make_word(path: &[u8]) -> Result<Vec<u8>> {
     let mut w = Vec::with_capacity(path.len());
     for &b in path {
         match b {
-            b'\n' | b'\r' => bail!("cannot write a Makefile rule for a file whose name has a line break: {:?}", lossy(path)),
+            b'\n' | b'\r' => {
+                bail!("cannot write a Makefile rule for a file whose name has a line break: {:?}", lossy(path))
+            }
             b'$' => w.extend_from_slice(b"$$"),
             b' ' | b'\t' | b'#' | b'%' | b':' | b';' | b'=' | b'*' | b'?' | b'[' | b']' | b'\\' => {
                 w.push(b'\\');
@@ -60,7 +62,11 @@ fn comment(text: &str) -> String {
 }
 
 /// `targets`: what `all` builds (`None`: the final products).
-pub fn write_makefile(records: &[(CommandRow, Vec<FileRow>)], targets: Option<&[Vec<u8>]>, out: &mut dyn Write) -> Result<()> {
+pub fn write_makefile(
+    records: &[(CommandRow, Vec<FileRow>)],
+    targets: Option<&[Vec<u8>]>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let plan = plan(records, targets);
     let mut m: Vec<u8> = Vec::new();
     writeln!(m, "# Written by prov: re-runs recorded commands to rebuild their files.")?;

@@ -66,10 +66,8 @@ pub fn write_prov_json(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Wri
             );
             id
         });
-        associated.insert(
-            format!("_:assoc{}", associated.len()),
-            json!({"prov:activity": activity, "prov:agent": agent}),
-        );
+        associated
+            .insert(format!("_:assoc{}", associated.len()), json!({"prov:activity": activity, "prov:agent": agent}));
 
         for f in files {
             let n = entity_ids.len();

@@ -92,12 +92,11 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
         let action = format!("#command-{}", c.uuid);
         let person = format!("#person-{}", people.len());
         let who = format!("{}@{}", c.user, c.host);
-        let person = people
-            .entry(who.clone())
-            .or_insert_with(|| json!({"@id": person, "@type": "Person", "name": who}))["@id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let person =
+            people.entry(who.clone()).or_insert_with(|| json!({"@id": person, "@type": "Person", "name": who}))["@id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
         let program = lossy(base_name(c.text.split(|b| b.is_ascii_whitespace()).next().unwrap_or_default()));
         let n = programs.len();
         let instrument = programs.entry(program).or_insert_with(|| format!("#program-{n}")).clone();
@@ -272,7 +271,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
 
         let graph = meta["@graph"].as_array().unwrap();
-        let action = |n: i64| graph.iter().find(|e| e["@id"] == format!("#command-00000000-0000-0000-0000-{n:012}")).unwrap();
+        let action =
+            |n: i64| graph.iter().find(|e| e["@id"] == format!("#command-00000000-0000-0000-0000-{n:012}")).unwrap();
         assert_eq!(action(1)["actionStatus"], "http://schema.org/CompletedActionStatus");
         assert_eq!(action(2)["actionStatus"], "http://schema.org/FailedActionStatus");
         assert_eq!(action(2)["error"], "exit status 3");

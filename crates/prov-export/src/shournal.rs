@@ -75,7 +75,11 @@ fn command(c: &CommandRow, files: &[FileRow]) -> Value {
 
 /// `read_files_dir`: where archived scripts live (the header's
 /// `pathToReadFiles`), if anywhere.
-pub fn write_shournal(records: &[(CommandRow, Vec<FileRow>)], read_files_dir: Option<&str>, out: &mut dyn Write) -> Result<()> {
+pub fn write_shournal(
+    records: &[(CommandRow, Vec<FileRow>)],
+    read_files_dir: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<()> {
     writeln!(out, "HEADER:{}", json!({ "pathToReadFiles": read_files_dir }))?;
     for (c, files) in records {
         writeln!(out, "COMMAND:{}", command(c, files))?;
@@ -117,14 +121,19 @@ mod tests {
             pid: None,
         };
         let mut out = Vec::new();
-        write_shournal(&[(c, vec![f(Access::Read, "/w/a", Some(u64::MAX)), f(Access::Write, "/w/b", None)])], None, &mut out)
-            .unwrap();
+        write_shournal(
+            &[(c, vec![f(Access::Read, "/w/a", Some(u64::MAX)), f(Access::Write, "/w/b", None)])],
+            None,
+            &mut out,
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], r#"HEADER:{"pathToReadFiles":null}"#);
         assert_eq!(lines[2], r#"FOOTER:{"countOfRestoredFiles":0,"restorePath":null}"#);
         let cmd = lines[1].strip_prefix("COMMAND:").unwrap();
-        let keys: Vec<&str> = cmd.match_indices("\"").collect::<Vec<_>>().chunks(2).map(|q| &cmd[q[0].0 + 1..q[1].0]).collect();
+        let keys: Vec<&str> =
+            cmd.match_indices("\"").collect::<Vec<_>>().chunks(2).map(|q| &cmd[q[0].0 + 1..q[1].0]).collect();
         assert!(keys.starts_with(&["command", "cat a > b", "endTime"]), "{cmd}");
         assert!(cmd.contains(r#""hash":"18446744073709551615","id":1,"isStoredToDisk":false"#), "{cmd}");
         assert!(cmd.contains(r#""fileWriteEvents":[{"hash":null,"id":1,"mtime":"#), "{cmd}");

@@ -45,7 +45,11 @@ fn list(paths: &[Vec<u8>]) -> String {
 }
 
 /// `targets`: what `rule all` wants (`None`: the final products).
-pub fn write_snakemake(records: &[(CommandRow, Vec<FileRow>)], targets: Option<&[Vec<u8>]>, out: &mut dyn Write) -> Result<()> {
+pub fn write_snakemake(
+    records: &[(CommandRow, Vec<FileRow>)],
+    targets: Option<&[Vec<u8>]>,
+    out: &mut dyn Write,
+) -> Result<()> {
     let plan = plan(records, targets);
     writeln!(out, "# Written by prov: re-runs recorded commands to rebuild their files.")?;
     writeln!(out, "# Run with: snakemake -s THIS_FILE --cores 1")?;

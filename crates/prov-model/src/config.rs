@@ -209,8 +209,21 @@ impl EventFilter {
         EventFilter {
             include: root_only(),
             exclude: paths(&[
-                "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc",
-                "/sys", "/dev", "/run", "/var/cache", "/var/lib", "~/.cache",
+                "/usr",
+                "/lib",
+                "/lib32",
+                "/lib64",
+                "/libx32",
+                "/bin",
+                "/sbin",
+                "/etc",
+                "/proc",
+                "/sys",
+                "/dev",
+                "/run",
+                "/var/cache",
+                "/var/lib",
+                "~/.cache",
             ]),
             max_events: default_max_events(),
         }
@@ -257,8 +270,8 @@ impl Default for ArchiveConfig {
         // Interpreted languages and workflow files researchers run; compiled
         // sources (.c, .rs) are inputs of a build, not the record of a run.
         const EXTENSIONS: &[&str] = &[
-            "sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb", "awk", "sed", "jl", "m",
-            "lua", "tcl", "mk", "smk", "nf", "wdl",
+            "sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb", "awk", "sed", "jl", "m", "lua", "tcl",
+            "mk", "smk", "nf", "wdl",
         ];
         ArchiveConfig {
             enabled: true,
@@ -318,7 +331,9 @@ impl<'de> Deserialize<'de> for Extension {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         if s.is_empty() || s.contains(['.', '/', '\0']) {
-            Err(de::Error::custom(format!("extension {s:?} must be a non-empty name without dots or slashes (\"sh\", not \".sh\")")))
+            Err(de::Error::custom(format!(
+                "extension {s:?} must be a non-empty name without dots or slashes (\"sh\", not \".sh\")"
+            )))
         } else {
             Ok(Extension(s))
         }
@@ -437,21 +452,15 @@ impl PathFilter {
             }
             b
         };
-        let mut rules: Vec<(Vec<u8>, bool)> = include
-            .into_iter()
-            .map(|p| (norm(p), true))
-            .chain(exclude.into_iter().map(|p| (norm(p), false)))
-            .collect();
+        let mut rules: Vec<(Vec<u8>, bool)> =
+            include.into_iter().map(|p| (norm(p), true)).chain(exclude.into_iter().map(|p| (norm(p), false))).collect();
         // Longest first; on equal prefixes the exclude (false) sorts first.
         rules.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         PathFilter { rules, max_events }
     }
 
     pub fn allows(&self, path: &[u8]) -> bool {
-        self.rules
-            .iter()
-            .find(|(prefix, _)| is_within(path, prefix))
-            .is_some_and(|(_, include)| *include)
+        self.rules.iter().find(|(prefix, _)| is_within(path, prefix)).is_some_and(|(_, include)| *include)
     }
 }
 
@@ -566,11 +575,7 @@ mod tests {
 
     #[test]
     fn longest_prefix_decides() {
-        let f = PathFilter::new(
-            ["/".into(), "/usr/local/data".into()],
-            ["/usr".into(), "/home/u/.cache".into()],
-            1,
-        );
+        let f = PathFilter::new(["/".into(), "/usr/local/data".into()], ["/usr".into(), "/home/u/.cache".into()], 1);
         assert!(f.allows(b"/home/u/x"));
         assert!(!f.allows(b"/usr/bin/cat"));
         assert!(f.allows(b"/usr/local/data/x.csv"));

@@ -90,13 +90,7 @@ pub fn read_up_to(file: &impl FileExt, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-fn hash_range(
-    file: &impl FileExt,
-    mut offset: u64,
-    len: u64,
-    buf: &mut [u8],
-    hasher: &mut Xxh3,
-) -> io::Result<()> {
+fn hash_range(file: &impl FileExt, mut offset: u64, len: u64, buf: &mut [u8], hasher: &mut Xxh3) -> io::Result<()> {
     let end = offset + len;
     while offset < end {
         let want = usize::try_from(end - offset).unwrap_or(usize::MAX).min(buf.len());

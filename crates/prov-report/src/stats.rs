@@ -44,14 +44,24 @@ fn top<T>(items: impl Iterator<Item = (u64, T)>) -> Vec<(u64, T)> {
 pub fn charts(records: &[(CommandRow, Vec<FileRow>)], commands: &[Command], sessions: &[Session]) -> Charts {
     let writes = top(commands.iter().enumerate().map(|(i, c)| (c.n_w, i)))
         .into_iter()
-        .map(|(count, i)| Bar { label: Cut::new(&commands[i].text.0, LABEL_BYTES).0, count, command: Some(i), session: None })
+        .map(|(count, i)| Bar {
+            label: Cut::new(&commands[i].text.0, LABEL_BYTES).0,
+            count,
+            command: Some(i),
+            session: None,
+        })
         .collect();
 
     let sessions = top(sessions.iter().enumerate().map(|(i, s)| (s.commands as u64, i)))
         .into_iter()
         .map(|(count, i)| {
             let s = &sessions[i];
-            Bar { label: format!("{}@{} {} {}", s.user, s.host, s.shell, short_id(&s.id)), count, command: None, session: Some(i) }
+            Bar {
+                label: format!("{}@{} {} {}", s.user, s.host, s.shell, short_id(&s.id)),
+                count,
+                command: None,
+                session: Some(i),
+            }
         })
         .collect();
 

@@ -77,7 +77,10 @@ fn markup_in_recorded_text_stays_data() {
     assert_eq!(v["commands"][0]["text"][0], nasty);
     assert_eq!(v["commands"][0]["cwd"], "/tmp/</script>");
     let written = &v["commands"][0]["w"][0];
-    assert_eq!((&v["dirs"][written[0].as_u64().unwrap() as usize], &written[1]), (&"/tmp".into(), &"<b>&amp;.txt".into()));
+    assert_eq!(
+        (&v["dirs"][written[0].as_u64().unwrap() as usize], &written[1]),
+        (&"/tmp".into(), &"<b>&amp;.txt".into())
+    );
     assert_eq!(v["title"], "<title></title></script>");
     assert_eq!(v["scripts"][0][0], "</script>");
     // Two script elements, closed where the page closes them.
@@ -98,14 +101,16 @@ fn no_network_reference_in_the_page() {
     assert!(page.contains("Content-Security-Policy\" content=\"default-src 'none'"));
     for needle in ["http://", "https://", "src=\"", "href=\"", "@import", "url("] {
         // The SVG namespace is a name, not a request.
-        let hits = page.matches(needle).count() - if needle == "http://" { page.matches("http://www.w3.org/2000/svg").count() } else { 0 };
+        let hits = page.matches(needle).count()
+            - if needle == "http://" { page.matches("http://www.w3.org/2000/svg").count() } else { 0 };
         assert_eq!(hits, 0, "{needle} in the page");
     }
 }
 
 #[test]
 fn files_are_capped_per_access_and_counted() {
-    let mut files: Vec<FileRow> = (0..100_000).map(|k| file(1, Access::Write, format!("/big/tree/f{k}").as_bytes())).collect();
+    let mut files: Vec<FileRow> =
+        (0..100_000).map(|k| file(1, Access::Write, format!("/big/tree/f{k}").as_bytes())).collect();
     files.extend((0..3).map(|k| file(1, Access::Read, format!("/src/r{k}").as_bytes())));
     let inp = input(vec![(command(1, "s", 1, b"cp -r src big"), files)]);
     let data = build(&inp);
@@ -176,7 +181,8 @@ fn archived_scripts_are_stored_once() {
 
 #[test]
 fn charts_rank_by_count() {
-    let writes = |id: i64, n: usize| (0..n).map(|k| file(id, Access::Write, format!("/o{id}/f{k}").as_bytes())).collect();
+    let writes =
+        |id: i64, n: usize| (0..n).map(|k| file(id, Access::Write, format!("/o{id}/f{k}").as_bytes())).collect();
     let data = build(&input(vec![
         (command(1, "s", 1, b"small"), writes(1, 2)),
         (command(2, "s", 2, b"big"), writes(2, 7)),
@@ -193,7 +199,12 @@ fn charts_rank_by_count() {
 fn file_paths_share_their_directories() {
     let data = build(&input(vec![(
         command(1, "s", 1, b"x"),
-        vec![file(1, Access::Read, b"/a/b/c"), file(1, Access::Read, b"/top"), file(1, Access::Write, b"/a/b/d"), file(1, Access::Write, b"rel")],
+        vec![
+            file(1, Access::Read, b"/a/b/c"),
+            file(1, Access::Read, b"/top"),
+            file(1, Access::Write, b"/a/b/d"),
+            file(1, Access::Write, b"rel"),
+        ],
     )]));
     let c = &data.commands[0];
     let path = |f: &crate::model::File| (data.dirs[f.0].clone(), f.1.clone());

@@ -107,7 +107,8 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
     // The list is virtual: a screenful of rows, not 10 000.
     let rows = browser.find_all("#list .row").len();
     assert!((5..100).contains(&rows), "{rows} rows in the DOM");
-    let in_view: usize = browser.eval("return +document.getElementById('tl-canvas').dataset.inView").as_u64().unwrap() as usize;
+    let in_view: usize =
+        browser.eval("return +document.getElementById('tl-canvas').dataset.inView").as_u64().unwrap() as usize;
     assert!(in_view > 0, "no command drawn in view");
 
     let redraw = browser.eval("const t = performance.now(); provReport.redraw(); return performance.now() - t");
@@ -144,7 +145,10 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
     // two rows from the huge command, where the click scrolled the list.
     let python = huge_id + 2;
     browser.click(&browser.find_all(&format!("#list .row[data-id='{python}']"))[0]);
-    browser.wait_for(&format!("return document.getElementById('details').dataset.command === '{python}'"), Duration::from_secs(10));
+    browser.wait_for(
+        &format!("return document.getElementById('details').dataset.command === '{python}'"),
+        Duration::from_secs(10),
+    );
     let script = browser.eval("const s = document.querySelector('#details details.script'); return [s.open, s.querySelector('summary').textContent]");
     assert_eq!(script, serde_json::json!([false, "/home/dev/gen.py"]));
     browser.click(&browser.find_all("#details details.script summary")[0]);

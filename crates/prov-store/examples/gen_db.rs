@@ -23,7 +23,8 @@ const DEFAULT_EVENTS_PER_COMMAND: usize = 50;
 const PROJECTS: usize = 8;
 const DIRS_PER_PROJECT: usize = 400; // 3 200 directories in all
 const FILES_PER_DIR: usize = 40;
-const VERBS: &[&str] = &["make -j8", "cargo build", "grep -rn TODO", "cp -r", "vim", "python3 gen.py", "tar xf", "git checkout"];
+const VERBS: &[&str] =
+    &["make -j8", "cargo build", "grep -rn TODO", "cp -r", "vim", "python3 gen.py", "tar xf", "git checkout"];
 
 /// A deterministic pseudo-random sequence (splitmix64).
 struct Rng(u64);
@@ -54,10 +55,12 @@ fn parse_args() -> Args {
         eprintln!("usage: gen_db PATH N_EVENTS [EVENTS_PER_COMMAND]");
         std::process::exit(2);
     }
-    let num = |s: &str| s.replace('_', "").parse::<usize>().unwrap_or_else(|_| {
-        eprintln!("gen_db: not a number: {s}");
-        std::process::exit(2)
-    });
+    let num = |s: &str| {
+        s.replace('_', "").parse::<usize>().unwrap_or_else(|_| {
+            eprintln!("gen_db: not a number: {s}");
+            std::process::exit(2)
+        })
+    };
     Args {
         path: PathBuf::from(&a[0]),
         events: num(&a[1]),
@@ -78,7 +81,9 @@ fn file_path(project: usize, dir: usize, file: usize) -> Vec<u8> {
 /// Content hash of a file "version": the same (path, version) always
 /// gives the same hash, so reads after a write find the writer by content.
 fn content_hash(path: &[u8], version: u64) -> u64 {
-    let mut r = Rng(version ^ path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)));
+    let mut r =
+        Rng(version
+            ^ path.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)));
     r.next()
 }
 

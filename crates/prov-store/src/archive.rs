@@ -94,15 +94,9 @@ impl Store {
     /// The archived files of a command, in the order they were read.
     pub fn archived_of(&self, command_id: i64) -> Result<Vec<ArchivedFile>> {
         let sql = format!("{FILE_SELECT} WHERE a.command_id = ?1 ORDER BY a.id");
-        let mut stmt = self
-            .conn
-            .prepare_cached(&sql)
-            .ctx(&self.path, "preparing archived_of")?;
-        let rows = stmt
-            .query_map([command_id], file_row)
-            .ctx(&self.path, "reading archived files")?;
-        rows.collect::<rusqlite::Result<_>>()
-            .ctx(&self.path, "reading archived files")
+        let mut stmt = self.conn.prepare_cached(&sql).ctx(&self.path, "preparing archived_of")?;
+        let rows = stmt.query_map([command_id], file_row).ctx(&self.path, "reading archived files")?;
+        rows.collect::<rusqlite::Result<_>>().ctx(&self.path, "reading archived files")
     }
 
     /// The newest archived version of the file read at `path` (by the
@@ -120,21 +114,15 @@ impl Store {
 
     /// The content of an archived file, checked against its digest.
     pub fn archived_content(&self, file: &ArchivedFile) -> Result<Vec<u8>> {
-        let damaged = |problem| StoreError::ArchiveContent {
-            path: self.path.clone(),
-            digest: file.digest.to_string(),
-            problem,
-        };
+        let damaged =
+            |problem| StoreError::ArchiveContent { path: self.path.clone(), digest: file.digest.to_string(), problem };
         let found = self
             .conn
-            .prepare_cached(
-                "SELECT compression, data FROM archive_blobs WHERE digest = ?1 AND size = ?2",
-            )
+            .prepare_cached("SELECT compression, data FROM archive_blobs WHERE digest = ?1 AND size = ?2")
             .and_then(|mut s| {
-                s.query_row(
-                    params![file.digest.0.to_be_bytes(), file.size as i64],
-                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)),
-                )
+                s.query_row(params![file.digest.0.to_be_bytes(), file.size as i64], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })
                 .optional()
             })
             .ctx(&self.path, "reading archived content")?;
@@ -146,8 +134,7 @@ impl Store {
         }
         let content = match compression {
             RAW => data,
-            ZSTD => zstd::bulk::decompress(&data, file.size as usize)
-                .map_err(|_| damaged("cannot be decompressed"))?,
+            ZSTD => zstd::bulk::decompress(&data, file.size as usize).map_err(|_| damaged("cannot be decompressed"))?,
             _ => return Err(damaged("unknown compression")),
         };
         if content.len() as u64 != file.size || Digest::of(&content) != file.digest {
@@ -212,10 +199,7 @@ impl Writer<'_> {
             .and_then(|mut s| s.query_row([id], |_| Ok(())).optional())
             .ctx(self.path, "looking up a command")?;
         if exists.is_none() {
-            return Err(StoreError::NoCommand {
-                path: self.path.to_owned(),
-                id,
-            });
+            return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
         }
         for f in files {
             let blob = self.blob_id(&f.content)?;
@@ -247,9 +231,7 @@ impl Writer<'_> {
             _ => (RAW, Cow::Borrowed(content)),
         };
         self.conn
-            .prepare_cached(
-                "INSERT INTO archive_blobs(digest, size, compression, data) VALUES (?1, ?2, ?3, ?4)",
-            )
+            .prepare_cached("INSERT INTO archive_blobs(digest, size, compression, data) VALUES (?1, ?2, ?3, ?4)")
             .and_then(|mut s| s.insert(params![digest, size, compression, data]))
             .ctx(self.path, "storing archived content")
     }
@@ -269,31 +251,18 @@ mod tests {
     const T: Duration = Duration::from_secs(5);
 
     fn read(path: &[u8], mode: u32, content: &[u8]) -> ArchivedRead {
-        ArchivedRead {
-            path: path.to_vec(),
-            mode,
-            mtime_ns: 1_700_000_000_000_000_001,
-            content: content.to_vec(),
-        }
+        ArchivedRead { path: path.to_vec(), mode, mtime_ns: 1_700_000_000_000_000_001, content: content.to_vec() }
     }
 
     /// (compression, stored length) of every blob, by id.
     fn blobs(dir: &TempDir) -> Vec<(i64, i64)> {
         let c = Connection::open(dir.db()).unwrap();
-        let mut s = c
-            .prepare("SELECT compression, length(data) FROM archive_blobs ORDER BY id")
-            .unwrap();
-        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
+        let mut s = c.prepare("SELECT compression, length(data) FROM archive_blobs ORDER BY id").unwrap();
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
     }
 
     fn script(lines: usize) -> Vec<u8> {
-        (0..lines)
-            .map(|i| format!("echo step {i} >> log.txt\n"))
-            .collect::<String>()
-            .into_bytes()
+        (0..lines).map(|i| format!("echo step {i} >> log.txt\n")).collect::<String>().into_bytes()
     }
 
     #[test]
@@ -303,17 +272,10 @@ mod tests {
         let a = s.begin_command(&begin("a", 1)).unwrap();
         let b = s.begin_command(&begin("b", 2)).unwrap();
         let body = script(200);
-        s.add_archived(
-            a,
-            &[
-                read(b"/home/u/job.sh", 0o755, &body),
-                read(b"/home/u/lib.py", 0o644, b"x = 1\n"),
-            ],
-        )
-        .unwrap();
-        // Same content under another name and mode, in another command.
-        s.add_archived(b, &[read(b"/home/u/\xff copy.sh", 0o700, &body)])
+        s.add_archived(a, &[read(b"/home/u/job.sh", 0o755, &body), read(b"/home/u/lib.py", 0o644, b"x = 1\n")])
             .unwrap();
+        // Same content under another name and mode, in another command.
+        s.add_archived(b, &[read(b"/home/u/\xff copy.sh", 0o700, &body)]).unwrap();
 
         let stats = s.archive_stats().unwrap();
         assert_eq!((stats.files, stats.blobs), (3, 2));
@@ -347,11 +309,7 @@ mod tests {
         let noise: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
         s.add_archived(
             id,
-            &[
-                read(b"/a.sh", 0o644, &repetitive),
-                read(b"/b.sh", 0o644, &noise),
-                read(b"/c.sh", 0o644, b""),
-            ],
+            &[read(b"/a.sh", 0o644, &repetitive), read(b"/b.sh", 0o644, &noise), read(b"/c.sh", 0o644, b"")],
         )
         .unwrap();
         let stored = blobs(&dir);
@@ -370,22 +328,15 @@ mod tests {
         let dir = TempDir::new("archive-damaged");
         let mut s = Store::open(&dir.db(), T).unwrap();
         let id = s.begin_command(&begin("a", 1)).unwrap();
-        s.add_archived(id, &[read(b"/a.sh", 0o644, b"echo hello\n")])
-            .unwrap();
+        s.add_archived(id, &[read(b"/a.sh", 0o644, b"echo hello\n")]).unwrap();
         let file = s.archived_of(id).unwrap().remove(0);
         Connection::open(dir.db())
             .unwrap()
             .execute("UPDATE archive_blobs SET data = X'6563686f2062796521'", [])
             .unwrap();
         let err = s.archived_content(&file).unwrap_err().to_string();
-        assert!(
-            err.contains("does not match its digest") && err.contains(&file.digest.to_string()),
-            "{err}"
-        );
-        Connection::open(dir.db())
-            .unwrap()
-            .execute("DELETE FROM archive_blobs", [])
-            .unwrap();
+        assert!(err.contains("does not match its digest") && err.contains(&file.digest.to_string()), "{err}");
+        Connection::open(dir.db()).unwrap().execute("DELETE FROM archive_blobs", []).unwrap();
         let err = s.archived_content(&file).unwrap_err().to_string();
         assert!(err.contains("not in the database"), "{err}");
     }
@@ -396,29 +347,17 @@ mod tests {
         let mut s = Store::open(&dir.db(), T).unwrap();
         let a = s.begin_command(&begin("a", 1)).unwrap();
         let b = s.begin_command(&begin("b", 2)).unwrap();
-        s.add_archived(
-            a,
-            &[
-                read(b"/shared.sh", 0o644, b"shared\n"),
-                read(b"/only-a.sh", 0o644, b"only a\n"),
-            ],
-        )
-        .unwrap();
-        s.add_archived(b, &[read(b"/shared.sh", 0o644, b"shared\n")])
-            .unwrap();
+        s.add_archived(a, &[read(b"/shared.sh", 0o644, b"shared\n"), read(b"/only-a.sh", 0o644, b"only a\n")]).unwrap();
+        s.add_archived(b, &[read(b"/shared.sh", 0o644, b"shared\n")]).unwrap();
         assert_eq!(s.delete_unreferenced_archive().unwrap(), 0);
         // As `prov delete` does: the command goes, then the collection.
-        s.conn
-            .execute("DELETE FROM commands WHERE id = ?1", [a])
-            .unwrap();
+        s.conn.execute("DELETE FROM commands WHERE id = ?1", [a]).unwrap();
         assert_eq!(s.delete_unreferenced_archive().unwrap(), 1);
         let stats = s.archive_stats().unwrap();
         assert_eq!((stats.files, stats.blobs), (1, 1));
         let left = s.archived_of(b).unwrap();
         assert_eq!(s.archived_content(&left[0]).unwrap(), b"shared\n");
-        s.conn
-            .execute("DELETE FROM commands WHERE id = ?1", [b])
-            .unwrap();
+        s.conn.execute("DELETE FROM commands WHERE id = ?1", [b]).unwrap();
         assert_eq!(s.delete_unreferenced_archive().unwrap(), 1);
         assert_eq!(s.archive_stats().unwrap(), ArchiveStats::default());
     }
@@ -430,10 +369,8 @@ mod tests {
         // Started later, inserted first: start time decides.
         let later = s.begin_command(&begin("later", 20)).unwrap();
         let earlier = s.begin_command(&begin("earlier", 10)).unwrap();
-        s.add_archived(later, &[read(b"/p/run.sh", 0o755, b"v2\n")])
-            .unwrap();
-        s.add_archived(earlier, &[read(b"/p/run.sh", 0o755, b"v1\n")])
-            .unwrap();
+        s.add_archived(later, &[read(b"/p/run.sh", 0o755, b"v2\n")]).unwrap();
+        s.add_archived(earlier, &[read(b"/p/run.sh", 0o755, b"v1\n")]).unwrap();
         let found = s.newest_archived_at(b"/p/run.sh").unwrap().unwrap();
         assert_eq!(found.command_id, later);
         assert_eq!(s.archived_content(&found).unwrap(), b"v2\n");
@@ -444,9 +381,7 @@ mod tests {
     fn archive_of_an_unknown_command_is_refused() {
         let dir = TempDir::new("archive-orphan");
         let mut s = Store::open(&dir.db(), T).unwrap();
-        let err = s
-            .add_archived(99, &[read(b"/a.sh", 0o644, b"x")])
-            .unwrap_err();
+        let err = s.add_archived(99, &[read(b"/a.sh", 0o644, b"x")]).unwrap_err();
         assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
         assert_eq!(s.archive_stats().unwrap(), ArchiveStats::default());
     }
@@ -458,31 +393,18 @@ mod tests {
         let body = script(50);
         let mut w = SpoolWriter::create(&spool, "u-spooled").unwrap();
         w.append(&SpoolEntry::Begin(begin("u-spooled", 5))).unwrap();
-        w.append(&SpoolEntry::Archive(vec![read(
-            b"/home/u/\xfe.sh",
-            0o750,
-            &body,
-        )]))
-        .unwrap();
+        w.append(&SpoolEntry::Archive(vec![read(b"/home/u/\xfe.sh", 0o750, &body)])).unwrap();
         drop(w);
         let mut s = Store::open(&dir.db(), T).unwrap();
         assert_eq!(s.ingest_spool(&spool).unwrap(), 1);
         let id = s.history(None).unwrap()[0].id;
         let files = s.archived_of(id).unwrap();
         assert_eq!(files.len(), 1);
-        assert_eq!(
-            (files[0].path.as_slice(), files[0].mode),
-            (&b"/home/u/\xfe.sh"[..], 0o750)
-        );
+        assert_eq!((files[0].path.as_slice(), files[0].mode), (&b"/home/u/\xfe.sh"[..], 0o750));
         assert_eq!(s.archived_content(&files[0]).unwrap(), body);
         // A second spool file of the same command adds to it, content shared.
         let mut w = SpoolWriter::create(&spool, "u-spooled").unwrap();
-        w.append(&SpoolEntry::Archive(vec![read(
-            b"/home/u/again.sh",
-            0o644,
-            &body,
-        )]))
-        .unwrap();
+        w.append(&SpoolEntry::Archive(vec![read(b"/home/u/again.sh", 0o644, &body)])).unwrap();
         drop(w);
         assert_eq!(s.ingest_spool(&spool).unwrap(), 1);
         assert_eq!(s.archived_of(id).unwrap().len(), 2);

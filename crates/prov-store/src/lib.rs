@@ -51,8 +51,7 @@ impl Store {
     /// caller then spools.
     pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
         let dir = parent_dir(path);
-        fs::create_private_dir(dir)
-            .map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
+        fs::create_private_dir(dir).map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
         let mut conn = Connection::open(path).ctx(path, "opening")?;
         harden(&conn, path)?;
         conn.busy_timeout(busy_timeout).ctx(path, "setting busy timeout")?;
@@ -75,10 +74,8 @@ impl Store {
         // checkpoint interval, ~1.4x that of the default cache. The WAL file
         // is cut back to 64 MiB after a checkpoint.
         conn.pragma_update(None, "cache_size", -65536).ctx(path, "setting cache size")?;
-        conn.pragma_update(None, "wal_autocheckpoint", 10_000)
-            .ctx(path, "setting checkpoint interval")?;
-        conn.pragma_update(None, "journal_size_limit", 64 << 20)
-            .ctx(path, "setting journal size limit")?;
+        conn.pragma_update(None, "wal_autocheckpoint", 10_000).ctx(path, "setting checkpoint interval")?;
+        conn.pragma_update(None, "journal_size_limit", 64 << 20).ctx(path, "setting journal size limit")?;
         schema::migrate(&mut conn, path)?;
         Ok(Store::new(conn, path))
     }
@@ -88,9 +85,7 @@ impl Store {
     /// first (through a short-lived writable connection).
     pub fn open_read_only(path: &Path) -> Result<Store> {
         match std::fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StoreError::NoDatabase(path.to_owned()))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::NoDatabase(path.to_owned())),
             _ => {}
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;

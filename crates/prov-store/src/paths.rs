@@ -35,8 +35,7 @@ pub(crate) fn split_dir(dir: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     let (parent, name) = split(dir);
-    let exact =
-        parent.len() + usize::from(!parent.is_empty() && parent != b"/") + name.len() == dir.len();
+    let exact = parent.len() + usize::from(!parent.is_empty() && parent != b"/") + name.len() == dir.len();
     exact.then_some((parent, name))
 }
 
@@ -58,15 +57,7 @@ mod tests {
 
     #[test]
     fn split_and_join_round_trip() {
-        for p in [
-            &b"/a"[..],
-            b"/a/b",
-            b"/a/b/c.txt",
-            b"/tmp/\xff\xfe/\x80name",
-            b"/dir/",
-            b"relative",
-            b"rel/x",
-        ] {
+        for p in [&b"/a"[..], b"/a/b", b"/a/b/c.txt", b"/tmp/\xff\xfe/\x80name", b"/dir/", b"relative", b"rel/x"] {
             let (d, n) = split(p);
             assert_eq!(join(d, n), p, "{:?}", String::from_utf8_lossy(p));
         }

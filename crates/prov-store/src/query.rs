@@ -162,19 +162,15 @@ impl Store {
         // Keyed by event id: an event matching several keys is listed once.
         let mut found: BTreeMap<i64, FileRow> = BTreeMap::new();
 
-        let mut by_content_stmt = self
-            .conn
-            .prepare_cached(&by_content_sql())
-            .ctx(&self.path, "preparing the by-content query")?;
+        let mut by_content_stmt =
+            self.conn.prepare_cached(&by_content_sql()).ctx(&self.path, "preparing the by-content query")?;
         let mut dirs = DirPaths::default();
         for &(hash, size, p) in by_content {
             // Parameters never used cannot match anything.
             let Some(&params_id) = params_ids.get(&p) else { continue };
             let key = content_key(hash);
             let rows = by_content_stmt
-                .query_map((key, hash as i64, size as i64, params_id, access), |r| {
-                    file_row(r, &params)
-                })
+                .query_map((key, hash as i64, size as i64, params_id, access), |r| file_row(r, &params))
                 .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
                 .ctx(&self.path, "querying file events by content")?;
             for f in self.resolve_dirs(rows, &mut dirs)? {
@@ -190,10 +186,8 @@ impl Store {
                     .prepare_cached(&by_path_sql())
                     .and_then(|mut s| {
                         let key = paths::path_key(dir_id, name);
-                        s.query_map((path_index_key(key), key, name, access), |r| {
-                            file_row(r, &params)
-                        })?
-                        .collect::<rusqlite::Result<Vec<_>>>()
+                        s.query_map((path_index_key(key), key, name, access), |r| file_row(r, &params))?
+                            .collect::<rusqlite::Result<Vec<_>>>()
                     })
                     .ctx(&self.path, "querying file events by path")?;
                 for f in self.resolve_dirs(rows, &mut dirs)? {
@@ -236,23 +230,18 @@ impl Store {
             .conn
             .prepare_cached(&files_of_sql())
             .and_then(|mut s| {
-                s.query_map([command_id], |r| file_row(r, &params))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
+                s.query_map([command_id], |r| file_row(r, &params))?.collect::<rusqlite::Result<Vec<_>>>()
             })
             .ctx(&self.path, "querying a command's files")?;
         let mut files = self.resolve_dirs(rows, &mut DirPaths::default())?;
-        files.sort_by(|a, b| {
-            (access_code(a.access), &a.path, a.id).cmp(&(access_code(b.access), &b.path, b.id))
-        });
+        files.sort_by(|a, b| (access_code(a.access), &a.path, a.id).cmp(&(access_code(b.access), &b.path, b.id)));
         Ok(files)
     }
 
     /// How many file events command `command_id` has.
     pub fn file_count(&self, command_id: i64) -> Result<u64> {
         self.conn
-            .prepare_cached(
-                "SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM event_runs WHERE command_id = ?1",
-            )
+            .prepare_cached("SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM event_runs WHERE command_id = ?1")
             .and_then(|mut s| s.query_row([command_id], |r| r.get::<_, i64>(0)))
             .map(|n| n as u64)
             .ctx(&self.path, "counting a command's files")
@@ -286,10 +275,7 @@ impl Store {
         self.conn
             .prepare_cached("SELECT id, chunk_size, chunks FROM hash_params")
             .and_then(|mut s| {
-                s.query_map([], |r| {
-                    Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? }))
-                })?
-                .collect()
+                s.query_map([], |r| Ok((r.get(0)?, HashParams { chunk_size: r.get(1)?, chunks: r.get(2)? })))?.collect()
             })
             .ctx(&self.path, "reading hash parameters")
     }
@@ -308,11 +294,7 @@ impl Store {
         let mut id = 0;
         for d in chain.into_iter().rev() {
             let name = paths::split_dir(d).map_or(d, |(_, name)| name);
-            match stmt
-                .query_row((id, name), |r| r.get(0))
-                .optional()
-                .ctx(&self.path, "looking up a directory")?
-            {
+            match stmt.query_row((id, name), |r| r.get(0)).optional().ctx(&self.path, "looking up a directory")? {
                 Some(found) => id = found,
                 None => return Ok(None),
             }
@@ -348,9 +330,8 @@ impl DirPaths {
             let mut at = id;
             // None: `chain`'s last entry is a root, whose name is its path.
             let mut path: Option<Vec<u8>> = loop {
-                let (parent, name): (i64, Vec<u8>) = stmt
-                    .query_row([at], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .ctx(&store.path, "reading a directory")?;
+                let (parent, name): (i64, Vec<u8>) =
+                    stmt.query_row([at], |r| Ok((r.get(0)?, r.get(1)?))).ctx(&store.path, "reading a directory")?;
                 chain.push((at, name));
                 if parent == 0 {
                     break None;
@@ -413,8 +394,7 @@ pub(crate) fn file_row(r: &Row, params: &HashMap<i64, HashParams>) -> rusqlite::
         v => return Err(rusqlite::Error::IntegralValueOutOfRange(2, v)),
     };
     let params_id: i64 = r.get(8)?;
-    let hash_params =
-        *params.get(&params_id).ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
+    let hash_params = *params.get(&params_id).ok_or(rusqlite::Error::IntegralValueOutOfRange(8, params_id))?;
     let start_ns: i64 = r.get(10)?;
     let pid = match (r.get::<_, Option<i64>>(9)?, r.get::<_, Option<i64>>(11)?) {
         (None, _) => None,

@@ -186,11 +186,7 @@ pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
 
 pub(crate) fn refuse_newer(found: i64, path: &Path) -> Result<()> {
     if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
-            path: path.to_owned(),
-            found,
-            known: SCHEMA_VERSION,
-        });
+        return Err(StoreError::NewerSchema { path: path.to_owned(), found, known: SCHEMA_VERSION });
     }
     Ok(())
 }
@@ -204,8 +200,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     if found == SCHEMA_VERSION {
         return Ok(());
     }
-    let tx =
-        Transaction::new(conn, TransactionBehavior::Immediate).ctx(path, "starting migration")?;
+    let tx = Transaction::new(conn, TransactionBehavior::Immediate).ctx(path, "starting migration")?;
     let found = user_version(&tx, path)?;
     refuse_newer(found, path)?;
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {

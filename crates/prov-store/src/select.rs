@@ -162,13 +162,7 @@ fn at_or_below(column: &str, dir: &[u8]) -> (String, Vec<Value>) {
     }
     let mut prefix = dir.to_vec();
     prefix.push(b'/');
-    (
-        format!(
-            "({column} = ? OR substr({column}, 1, {}) = ?)",
-            prefix.len()
-        ),
-        vec![blob(dir), Value::Blob(prefix)],
-    )
+    (format!("({column} = ? OR substr({column}, 1, {}) = ?)", prefix.len()), vec![blob(dir), Value::Blob(prefix)])
 }
 
 fn trim_slashes(dir: &[u8]) -> &[u8] {
@@ -188,10 +182,7 @@ fn command_clause(f: &CommandFilter) -> Clause {
     if let Some(ids) = &f.ids {
         // Bound as a JSON array: any number of ids in one parameter.
         let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        w.push(
-            "c.id IN (SELECT value FROM json_each(?))",
-            [Value::Text(list)],
-        );
+        w.push("c.id IN (SELECT value FROM json_each(?))", [Value::Text(list)]);
     }
     for t in &f.text_contains {
         w.push("instr(c.text, ?) > 0", [blob(t)]);
@@ -217,10 +208,7 @@ fn command_clause(f: &CommandFilter) -> Clause {
         w.push("c.start_ns < ?", [Value::Integer(t)]);
     }
     if let Some(s) = &f.session {
-        w.push(
-            format!("substr(c.session, 1, {}) = ?", s.len()),
-            [Value::Text(s.clone())],
-        );
+        w.push(format!("substr(c.session, 1, {}) = ?", s.len()), [Value::Text(s.clone())]);
     }
     if let Some(h) = &f.host {
         w.push("c.host = ?", [Value::Text(h.clone())]);
@@ -229,10 +217,7 @@ fn command_clause(f: &CommandFilter) -> Clause {
         w.push("c.user = ?", [Value::Text(u.clone())]);
     }
     for (op, v) in &f.exit_status {
-        w.push(
-            format!("c.exit_status {} ?", op.sql()),
-            [Value::Integer(*v)],
-        );
+        w.push(format!("c.exit_status {} ?", op.sql()), [Value::Integer(*v)]);
     }
     if f.failed {
         w.push("c.exit_status != 0", []);
@@ -270,10 +255,7 @@ impl Store {
             w.push(format!("f.size {} ?", op.sql()), [Value::Integer(v)]);
         }
         for (op, v) in &f.mtime_ns {
-            w.push(
-                format!("(f.mtime_rel + c.start_ns) {} ?", op.sql()),
-                [Value::Integer(*v)],
-            );
+            w.push(format!("(f.mtime_rel + c.start_ns) {} ?", op.sql()), [Value::Integer(*v)]);
         }
         if let Some(h) = f.hash {
             w.push("f.hash = ?", [Value::Integer(h as i64)]);
@@ -315,10 +297,8 @@ impl Store {
         let commands = command_clause(&sel.command);
         if sel.file.is_empty() {
             let limit = sel.limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-            let sql = command_sql(&format!(
-                " WHERE {} ORDER BY c.start_ns DESC, c.id DESC LIMIT {limit}",
-                commands.sql()
-            ));
+            let sql =
+                command_sql(&format!(" WHERE {} ORDER BY c.start_ns DESC, c.id DESC LIMIT {limit}", commands.sql()));
             let rows = self.commands_where(&sql, &commands)?;
             return Ok(rows.into_iter().map(|c| (c, Vec::new())).collect());
         }
@@ -473,24 +453,18 @@ impl Store {
             let mut runs = tx
                 .prepare("SELECT first_id, last_id FROM event_runs WHERE command_id = ?")
                 .ctx(&path, "preparing a deletion")?;
-            let mut del_events = tx
-                .prepare("DELETE FROM file_events WHERE id BETWEEN ? AND ?")
-                .ctx(&path, "preparing a deletion")?;
-            let mut del_runs = tx
-                .prepare("DELETE FROM event_runs WHERE command_id = ?")
-                .ctx(&path, "preparing a deletion")?;
-            let mut del_command = tx
-                .prepare("DELETE FROM commands WHERE id = ?")
-                .ctx(&path, "preparing a deletion")?;
+            let mut del_events =
+                tx.prepare("DELETE FROM file_events WHERE id BETWEEN ? AND ?").ctx(&path, "preparing a deletion")?;
+            let mut del_runs =
+                tx.prepare("DELETE FROM event_runs WHERE command_id = ?").ctx(&path, "preparing a deletion")?;
+            let mut del_command = tx.prepare("DELETE FROM commands WHERE id = ?").ctx(&path, "preparing a deletion")?;
             for &id in ids {
                 let ranges = runs
                     .query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
                     .and_then(|r| r.collect::<rusqlite::Result<Vec<_>>>())
                     .ctx(&path, "reading a command's events")?;
                 for (first, last) in ranges {
-                    events += del_events
-                        .execute([first, last])
-                        .ctx(&path, "deleting file events")? as u64;
+                    events += del_events.execute([first, last]).ctx(&path, "deleting file events")? as u64;
                 }
                 del_runs.execute([id]).ctx(&path, "deleting event runs")?;
                 del_command.execute([id]).ctx(&path, "deleting a command")?;
@@ -501,11 +475,7 @@ impl Store {
     }
 
     /// Sessions, newest activity first, with their commands' span and count.
-    pub fn sessions(
-        &self,
-        filter: &CommandFilter,
-        limit: Option<usize>,
-    ) -> Result<Vec<SessionRow>> {
+    pub fn sessions(&self, filter: &CommandFilter, limit: Option<usize>) -> Result<Vec<SessionRow>> {
         let w = command_clause(filter);
         let limit = limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let sql = format!(
@@ -537,32 +507,21 @@ impl Store {
     /// Counts over the whole database.
     pub fn stats(&self) -> Result<Stats> {
         let value = |sql: &str| -> Result<Option<i64>> {
-            self.conn
-                .query_row(sql, [], |r| r.get(0))
-                .ctx(&self.path, "counting")
+            self.conn.query_row(sql, [], |r| r.get(0)).ctx(&self.path, "counting")
         };
         let count = |sql: &str| value(sql).map(|v| v.unwrap_or(0) as u64);
         let hosts = self
             .conn
             .prepare("SELECT host, count(*) FROM commands GROUP BY host ORDER BY count(*) DESC")
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
-                    .collect()
-            })
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?.collect())
             .ctx(&self.path, "counting commands per host")?;
-        let incomplete = command_clause(&CommandFilter {
-            incomplete: true,
-            ..Default::default()
-        });
+        let incomplete = command_clause(&CommandFilter { incomplete: true, ..Default::default() });
         Ok(Stats {
             commands: count("SELECT count(*) FROM commands")?,
             // Runs cover every event (deletion removes whole runs): no scan.
             events: count("SELECT sum(last_id - first_id + 1) FROM event_runs")?,
             sessions: count("SELECT count(DISTINCT session) FROM commands")?,
-            incomplete: count(&format!(
-                "SELECT count(*) FROM commands c WHERE {}",
-                incomplete.sql()
-            ))?,
+            incomplete: count(&format!("SELECT count(*) FROM commands c WHERE {}", incomplete.sql()))?,
             running: count("SELECT count(*) FROM commands WHERE end_ns IS NULL")?,
             first_ns: value("SELECT min(start_ns) FROM commands")?,
             last_ns: value("SELECT max(start_ns) FROM commands")?,

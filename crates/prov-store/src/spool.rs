@@ -54,16 +54,12 @@ impl SpoolWriter {
     /// holds it for more than about a second.
     pub fn create(dir: &Path, uuid: &str) -> io::Result<SpoolWriter> {
         if uuid.is_empty() || uuid.starts_with('.') || uuid.contains(['/', '\0']) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{uuid:?} cannot name a spool file"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{uuid:?} cannot name a spool file")));
         }
         crate::fs::create_private_dir(dir)?;
         let path = dir.join(format!("{uuid}{SUFFIX}"));
         loop {
-            let file =
-                OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
+            let file = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
             lock_patiently(&file, &path)?;
             // An ingester may have taken and deleted the file between our
             // open and our lock; we would then be writing to a dead inode.
@@ -91,11 +87,7 @@ impl SpoolWriter {
                     self.file.set_len(self.len)?;
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
-                        format!(
-                            "{}: short write ({n} of {} bytes)",
-                            self.path.display(),
-                            line.len()
-                        ),
+                        format!("{}: short write ({n} of {} bytes)", self.path.display(), line.len()),
                     ));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -200,9 +192,7 @@ impl Store {
                 .filter_map(|e| e.ok())
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                 .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX))
-                })
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(SUFFIX)))
                 .collect(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io_err(e)),
@@ -267,13 +257,7 @@ impl Store {
 
 /// Applies one file's entries; `Some(reason)` when the file cannot be
 /// applied (nothing has been written then).
-fn apply(
-    w: &mut Writer,
-    name: &str,
-    digest: i64,
-    uuid: &str,
-    entries: &[SpoolEntry],
-) -> Result<Option<String>> {
+fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEntry]) -> Result<Option<String>> {
     // A crash after the commit but before the file's deletion must not
     // apply it a second time.
     let done = w

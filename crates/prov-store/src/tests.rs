@@ -41,19 +41,11 @@ fn open_creates_a_private_parent_directory() {
 fn newer_schema_is_refused() {
     let dir = TempDir::new("newer");
     drop(open(&dir));
-    Connection::open(dir.db())
-        .unwrap()
-        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .unwrap();
-    for err in
-        [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()]
-    {
+    Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+    for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
         assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
         let msg = err.to_string();
-        assert!(
-            msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)),
-            "{msg}"
-        );
+        assert!(msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)), "{msg}");
         assert!(msg.contains(&dir.db().display().to_string()), "{msg}");
     }
 }
@@ -94,26 +86,15 @@ fn command_round_trip() {
         event(Access::Read, b"/top", 1 << 63, 0),
     ];
     s.add_events(id, &events).unwrap();
-    let c =
-        Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
+    let c = Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
     s.set_completeness(id, &Completeness { unreadable: 9, ..Default::default() }).unwrap();
     s.set_completeness(id, &c).unwrap();
-    s.end_command(
-        id,
-        &CommandEnd { end_ns: 2_000, exit_status: 130, text: Some(b"typed later".to_vec()) },
-    )
-    .unwrap();
+    s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130, text: Some(b"typed later".to_vec()) }).unwrap();
 
     let row = s.command(id).unwrap().unwrap();
-    assert_eq!(
-        (row.id, &row.uuid, &row.session, row.seq, &row.cwd),
-        (id, &b.uuid, &b.session, b.seq, &b.cwd)
-    );
+    assert_eq!((row.id, &row.uuid, &row.session, row.seq, &row.cwd), (id, &b.uuid, &b.session, b.seq, &b.cwd));
     assert_eq!(row.text, b"typed later", "a text given at the end replaces the begin's");
-    assert_eq!(
-        (&row.host, &row.user, &row.shell, row.start_ns),
-        (&b.host, &b.user, &b.shell, b.start_ns)
-    );
+    assert_eq!((&row.host, &row.user, &row.shell, row.start_ns), (&b.host, &b.user, &b.shell, b.start_ns));
     assert_eq!((row.end_ns, row.exit_status, row.completeness), (Some(2_000), Some(130), c));
 
     let files = s.files_of(id).unwrap();
@@ -145,10 +126,7 @@ fn unknown_command_is_an_error() {
     let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0, text: None }).unwrap_err();
     assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
     assert!(s.add_events(99, &[event(Access::Read, b"/x", 1, 1)]).is_err());
-    assert_eq!(
-        s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(),
-        0
-    );
+    assert_eq!(s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(), 0);
 }
 
 #[test]
@@ -159,8 +137,7 @@ fn non_utf8_bytes_round_trip_exactly() {
     b.text = b"cat \xff\xfe\n\0x".to_vec();
     b.cwd = b"/home/\xe9t\xe9".to_vec();
     let id = s.begin_command(&b).unwrap();
-    let paths: Vec<&[u8]> =
-        vec![b"/home/\xe9t\xe9/\x80\x81 name\n", b"/\xff", b"/a/\xc3\x28/b\xa0\xa1"];
+    let paths: Vec<&[u8]> = vec![b"/home/\xe9t\xe9/\x80\x81 name\n", b"/\xff", b"/a/\xc3\x28/b\xa0\xa1"];
     let events: Vec<FileEvent> = paths.iter().map(|p| event(Access::Write, p, 5, 5)).collect();
     s.add_events(id, &events).unwrap();
     let row = s.command(id).unwrap().unwrap();
@@ -191,51 +168,26 @@ fn find_by_content_and_by_path() {
     let c3 = s.begin_command(&begin("c3", 30)).unwrap();
     s.add_events(c3, &[event(Access::Read, b"/w/report.csv", 0xAA, 100)]).unwrap();
     let c4 = s.begin_command(&begin("c4", 40)).unwrap();
-    s.add_events(
-        c4,
-        &[
-            event(Access::Write, b"/w/data.csv", 0xBB, 100),
-            event(Access::Write, b"/w/other", 0xAA, 101),
-        ],
-    )
-    .unwrap();
+    s.add_events(c4, &[event(Access::Write, b"/w/data.csv", 0xBB, 100), event(Access::Write, b"/w/other", 0xAA, 101)])
+        .unwrap();
 
     let ids = |r: Vec<(crate::CommandRow, Vec<crate::FileRow>)>| -> Vec<(i64, Vec<Vec<u8>>)> {
         r.into_iter().map(|(c, f)| (c.id, f.into_iter().map(|f| f.path).collect())).collect()
     };
     // By content: the rename is found; size and params must match too.
     let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], None, None).unwrap();
-    assert_eq!(
-        ids(found),
-        vec![(c2, vec![b"/w/report.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]
-    );
+    assert_eq!(ids(found), vec![(c2, vec![b"/w/report.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
     let other_params = HashParams { chunk_size: 1, chunks: 1 };
-    assert!(s
-        .find_file_events(Access::Write, &[(0xAA, 100, other_params)], None, None)
-        .unwrap()
-        .is_empty());
+    assert!(s.find_file_events(Access::Write, &[(0xAA, 100, other_params)], None, None).unwrap().is_empty());
     // By path.
     let found = s.find_file_events(Access::Write, &[], Some(b"/w/data.csv"), None).unwrap();
-    assert_eq!(
-        ids(found),
-        vec![(c4, vec![b"/w/data.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]
-    );
+    assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
     assert!(s.find_file_events(Access::Write, &[], Some(b"/nowhere/x"), None).unwrap().is_empty());
     // Either; an event matching both keys is listed once; limit.
-    let found = s
-        .find_file_events(
-            Access::Write,
-            &[(0xAA, 100, p), (0xAA, 100, p)],
-            Some(b"/w/data.csv"),
-            Some(2),
-        )
-        .unwrap();
-    assert_eq!(
-        ids(found),
-        vec![(c4, vec![b"/w/data.csv".to_vec()]), (c2, vec![b"/w/report.csv".to_vec()])]
-    );
     let found =
-        s.find_file_events(Access::Write, &[(0xAA, 100, p)], Some(b"/w/data.csv"), None).unwrap();
+        s.find_file_events(Access::Write, &[(0xAA, 100, p), (0xAA, 100, p)], Some(b"/w/data.csv"), Some(2)).unwrap();
+    assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c2, vec![b"/w/report.csv".to_vec()])]);
+    let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], Some(b"/w/data.csv"), None).unwrap();
     assert_eq!(found.len(), 3);
     assert_eq!(found[2].1.len(), 1);
     // Access is respected.
@@ -259,12 +211,8 @@ fn results_are_newest_first() {
     assert_eq!(hist, vec![c, a, d, b]);
     let hist: Vec<i64> = s.history(Some(2)).unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(hist, vec![c, a]);
-    let found: Vec<i64> = s
-        .find_file_events(Access::Read, &[], Some(b"/f"), None)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.0.id)
-        .collect();
+    let found: Vec<i64> =
+        s.find_file_events(Access::Read, &[], Some(b"/f"), None).unwrap().into_iter().map(|r| r.0.id).collect();
     assert_eq!(found, vec![c, a, d, b]);
 }
 
@@ -275,15 +223,10 @@ fn extreme_values_round_trip() {
     let dir = TempDir::new("extremes");
     let mut s = open(&dir);
     let mut events = Vec::new();
-    for (k, (mtime_ns, pid)) in [
-        (i64::MIN, None),
-        (i64::MAX, Some(u32::MAX)),
-        (0, Some(0)),
-        (-1, Some(1)),
-        (i64::MIN + 1, Some(u32::MAX - 1)),
-    ]
-    .into_iter()
-    .enumerate()
+    for (k, (mtime_ns, pid)) in
+        [(i64::MIN, None), (i64::MAX, Some(u32::MAX)), (0, Some(0)), (-1, Some(1)), (i64::MIN + 1, Some(u32::MAX - 1))]
+            .into_iter()
+            .enumerate()
     {
         let mut e = event(Access::Write, format!("/x/{k}").as_bytes(), u64::MAX - k as u64, 0);
         e.mtime_ns = mtime_ns;
@@ -319,14 +262,7 @@ fn extreme_values_round_trip() {
         assert_eq!(got, want, "command starting at {start_ns}");
     }
     for e in &events[..5] {
-        let found = s
-            .find_file_events(
-                Access::Write,
-                &[(e.hash.unwrap(), e.size, e.hash_params)],
-                None,
-                None,
-            )
-            .unwrap();
+        let found = s.find_file_events(Access::Write, &[(e.hash.unwrap(), e.size, e.hash_params)], None, None).unwrap();
         assert_eq!(found.len(), 3, "{e:?}");
         assert!(found.iter().all(|(_, f)| f.len() == 1 && f[0].path == e.path));
     }
@@ -355,23 +291,15 @@ fn lookups_span_every_epoch_and_interleaved_commands() {
         let e = &events[probe as usize];
         // Events with the same i % 1000 share the hash; with the same i % 7000
         // also the path.
-        let by_content = s
-            .find_file_events(
-                Access::Write,
-                &[(e.hash.unwrap(), e.size, e.hash_params)],
-                None,
-                None,
-            )
-            .unwrap();
+        let by_content =
+            s.find_file_events(Access::Write, &[(e.hash.unwrap(), e.size, e.hash_params)], None, None).unwrap();
         let by_path = s.find_file_events(Access::Write, &[], Some(&e.path), None).unwrap();
         for (found, every) in [(by_content, 1000), (by_path, 7000)] {
             let mut ids: Vec<(i64, i64)> =
                 found.iter().flat_map(|(c, f)| f.iter().map(move |f| (f.id, c.id))).collect();
             ids.sort();
-            let want: Vec<(i64, i64)> = (probe..n)
-                .step_by(every)
-                .map(|i| (i as i64 + 1, if (i / 3000) % 2 == 0 { a } else { b }))
-                .collect();
+            let want: Vec<(i64, i64)> =
+                (probe..n).step_by(every).map(|i| (i as i64 + 1, if (i / 3000) % 2 == 0 { a } else { b })).collect();
             assert_eq!(ids, want, "probe {probe}, every {every}");
         }
     }
@@ -443,9 +371,7 @@ fn locked_database_fails_within_the_busy_timeout() {
     other.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let timeout = Duration::from_millis(200);
     let start = Instant::now();
-    let err = Store::open(&dir.db(), timeout)
-        .and_then(|mut s| s.begin_command(&begin("u", 1)))
-        .unwrap_err();
+    let err = Store::open(&dir.db(), timeout).and_then(|mut s| s.begin_command(&begin("u", 1))).unwrap_err();
     let took = start.elapsed();
     assert!(err.is_busy(), "{err}");
     assert!(err.to_string().contains(&dir.db().display().to_string()), "{err}");
@@ -479,8 +405,7 @@ fn read_only_database_gives_an_error() {
     let enforced = std::fs::write(sub.join("probe"), b"").is_err();
     if enforced {
         let start = Instant::now();
-        let r = Store::open(&db, Duration::from_millis(200))
-            .and_then(|mut s| s.begin_command(&begin("u", 1)));
+        let r = Store::open(&db, Duration::from_millis(200)).and_then(|mut s| s.begin_command(&begin("u", 1)));
         assert!(r.is_err());
         assert!(start.elapsed() < Duration::from_secs(2));
     } else {
@@ -495,10 +420,7 @@ fn sample_record() -> Vec<SpoolEntry> {
     b.text = b"sort \xff > out".to_vec();
     vec![
         SpoolEntry::Begin(b),
-        SpoolEntry::Events(vec![
-            event(Access::Read, b"/in/\xfe", 1, 2),
-            event(Access::Write, b"/out", 3, 4),
-        ]),
+        SpoolEntry::Events(vec![event(Access::Read, b"/in/\xfe", 1, 2), event(Access::Write, b"/out", 3, 4)]),
         SpoolEntry::Events(vec![event(Access::Write, b"/out2", 5, 6)]),
         SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
         SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1, text: None }),
@@ -591,19 +513,12 @@ fn torn_line_is_ignored_and_garbage_is_set_aside() {
     let mut f = std::fs::OpenOptions::new().append(true).open(&good).unwrap();
     std::io::Write::write_all(&mut f, &line[..line.len() / 2]).unwrap();
     std::fs::write(dir.path().join("garbage.jsonl"), b"not json\n{\"Begin\":1}\n").unwrap();
-    std::fs::write(
-        dir.path().join("orphan.jsonl"),
-        serde_json::to_string(&record[1]).unwrap() + "\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("orphan.jsonl"), serde_json::to_string(&record[1]).unwrap() + "\n").unwrap();
 
     let mut s = Store::open(&dir.db(), T).unwrap();
     let err = s.ingest_spool(dir.path()).unwrap_err();
     let msg = err.to_string();
-    assert!(
-        matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2),
-        "{msg}"
-    );
+    assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2), "{msg}");
     assert!(msg.contains("garbage.jsonl") && msg.contains("orphan.jsonl"), "{msg}");
     assert!(dir.path().join("garbage.jsonl.bad").exists());
     assert!(dir.path().join("orphan.jsonl.bad").exists());
@@ -676,8 +591,7 @@ fn synthetic_events(rng: &mut Rng, n: usize) -> Vec<FileEvent> {
         .map(|_| {
             let r = rng.next();
             let dir = r % 300;
-            let path =
-                format!("/home/user/projects/app/src/module{dir}/file_{}.rs", (r >> 16) % 5000);
+            let path = format!("/home/user/projects/app/src/module{dir}/file_{}.rs", (r >> 16) % 5000);
             FileEvent {
                 access: if r >> 60 < 4 { Access::Write } else { Access::Read },
                 path: path.into_bytes(),
@@ -704,13 +618,7 @@ fn env_usize(name: &str) -> Option<usize> {
 /// commands; prints bytes per event (all tables and indexes) with a
 /// breakdown, and the insert rate overall and for each tenth of the events.
 /// Returns bytes per event.
-fn fill_and_measure(
-    label: &str,
-    s: &mut Store,
-    events: &[FileEvent],
-    batch: usize,
-    commands: &[i64],
-) -> f64 {
+fn fill_and_measure(label: &str, s: &mut Store, events: &[FileEvent], batch: usize, commands: &[i64]) -> f64 {
     let n = events.len();
     s.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
     let before = pages(s);
@@ -730,14 +638,9 @@ fn fill_and_measure(
     s.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
     let page_size: i64 = s.conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
     let bytes_per_event = ((pages(s) - before) * page_size) as f64 / n as f64;
-    let mut breakdown = s
-        .conn
-        .prepare("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
-        .unwrap();
+    let mut breakdown = s.conn.prepare("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").unwrap();
     let parts: Vec<String> = breakdown
-        .query_map([], |r| {
-            Ok(format!("{} {:.1}", r.get::<_, String>(0)?, r.get::<_, f64>(1)? / n as f64))
-        })
+        .query_map([], |r| Ok(format!("{} {:.1}", r.get::<_, String>(0)?, r.get::<_, f64>(1)? / n as f64)))
         .unwrap()
         .map(Result::unwrap)
         .filter(|p| !p.ends_with(" 0.0"))
@@ -775,24 +678,17 @@ fn size_per_event_and_insert_rate() {
     let mut rng = Rng(42);
     let events = synthetic_events(&mut rng, n);
     // Several commands, as in real use.
-    let ids: Vec<i64> =
-        (0..10).map(|i| s.begin_command(&begin(&format!("c{i}"), i)).unwrap()).collect();
+    let ids: Vec<i64> = (0..10).map(|i| s.begin_command(&begin(&format!("c{i}"), i)).unwrap()).collect();
     let bytes_per_event = fill_and_measure("synthetic", &mut s, &events, batch, &ids);
     assert!(bytes_per_event < 200.0, "{bytes_per_event} bytes/event");
 
     // Lookups on the filled table.
     let probe = &events[n / 2];
     let (by_content, t_content) = best_of_5(|| {
-        s.find_file_events(
-            probe.access,
-            &[(probe.hash.unwrap(), probe.size, probe.hash_params)],
-            None,
-            Some(20),
-        )
-        .unwrap()
+        s.find_file_events(probe.access, &[(probe.hash.unwrap(), probe.size, probe.hash_params)], None, Some(20))
+            .unwrap()
     });
-    let (by_path, t_path) =
-        best_of_5(|| s.find_file_events(probe.access, &[], Some(&probe.path), Some(20)).unwrap());
+    let (by_path, t_path) = best_of_5(|| s.find_file_events(probe.access, &[], Some(&probe.path), Some(20)).unwrap());
     // The command of the middle batch (batches go to the commands in turn).
     let k = n / 2 / batch % ids.len();
     let (files, t_files) = best_of_5(|| s.files_of(ids[k]).unwrap());
@@ -843,181 +739,60 @@ mod select {
         b1.cwd = b"/p".to_vec();
         b1.session = "s1-aaaa".into();
         let c1 = s.begin_command(&b1).unwrap();
-        s.add_events(
-            c1,
-            &[
-                event(Access::Write, b"/p/out/a.txt", 1, 10),
-                event(Access::Read, b"/p/in.csv", 2, 20),
-            ],
-        )
-        .unwrap();
-        s.end_command(
-            c1,
-            &CommandEnd {
-                end_ns: 1_500,
-                exit_status: 0,
-                text: None,
-            },
-        )
-        .unwrap();
+        s.add_events(c1, &[event(Access::Write, b"/p/out/a.txt", 1, 10), event(Access::Read, b"/p/in.csv", 2, 20)])
+            .unwrap();
+        s.end_command(c1, &CommandEnd { end_ns: 1_500, exit_status: 0, text: None }).unwrap();
         let mut b2 = begin("u2", 2_000);
         b2.text = b"sort b".to_vec();
         b2.cwd = b"/p/sub".to_vec();
         b2.session = "s2-bbbb".into();
         let c2 = s.begin_command(&b2).unwrap();
-        s.add_events(c2, &[event(Access::Write, b"/p/out/b.txt", 3, 5000)])
-            .unwrap();
-        s.end_command(
-            c2,
-            &CommandEnd {
-                end_ns: 2_500,
-                exit_status: 2,
-                text: None,
-            },
-        )
-        .unwrap();
+        s.add_events(c2, &[event(Access::Write, b"/p/out/b.txt", 3, 5000)]).unwrap();
+        s.end_command(c2, &CommandEnd { end_ns: 2_500, exit_status: 2, text: None }).unwrap();
         let mut b3 = begin("u3", 3_000);
         b3.text = b"make c".to_vec();
         b3.cwd = b"/q".to_vec();
         b3.session = "s1-aaaa".into();
         b3.host = "other".into();
         let c3 = s.begin_command(&b3).unwrap();
-        s.add_events(c3, &[event(Access::Read, b"/q/x.sh", 4, 30)])
-            .unwrap();
+        s.add_events(c3, &[event(Access::Read, b"/q/x.sh", 4, 30)]).unwrap();
         (s, [c1, c2, c3])
     }
 
     fn ids(s: &Store, sel: Selection) -> Vec<i64> {
-        s.select(&sel)
-            .unwrap()
-            .into_iter()
-            .map(|(c, _)| c.id)
-            .collect()
+        s.select(&sel).unwrap().into_iter().map(|(c, _)| c.id).collect()
     }
 
     fn cmd(f: CommandFilter) -> Selection {
-        Selection {
-            command: f,
-            ..Default::default()
-        }
+        Selection { command: f, ..Default::default() }
     }
 
     fn file(f: FileFilter) -> Selection {
-        Selection {
-            file: f,
-            ..Default::default()
-        }
+        Selection { file: f, ..Default::default() }
     }
 
     #[test]
     fn command_filters_combine() {
         let dir = TempDir::new("select-cmd");
         let (s, [c1, c2, c3]) = fixture(&dir);
+        assert_eq!(ids(&s, Selection::default()), vec![c3, c2, c1], "newest first");
         assert_eq!(
-            ids(&s, Selection::default()),
-            vec![c3, c2, c1],
-            "newest first"
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    text_contains: vec![b"make".to_vec()],
-                    ..Default::default()
-                })
-            ),
+            ids(&s, cmd(CommandFilter { text_contains: vec![b"make".to_vec()], ..Default::default() })),
             vec![c3, c1]
         );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    text_glob: Some("sort *".into()),
-                    ..Default::default()
-                })
-            ),
-            vec![c2]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    cwd: Some(b"/p/".to_vec()),
-                    ..Default::default()
-                })
-            ),
-            vec![c1]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    cwd_below: Some(b"/p".to_vec()),
-                    ..Default::default()
-                })
-            ),
-            vec![c2, c1]
-        );
+        assert_eq!(ids(&s, cmd(CommandFilter { text_glob: Some("sort *".into()), ..Default::default() })), vec![c2]);
+        assert_eq!(ids(&s, cmd(CommandFilter { cwd: Some(b"/p/".to_vec()), ..Default::default() })), vec![c1]);
+        assert_eq!(ids(&s, cmd(CommandFilter { cwd_below: Some(b"/p".to_vec()), ..Default::default() })), vec![c2, c1]);
         // A sibling with the same prefix is not below.
-        assert!(ids(
-            &s,
-            cmd(CommandFilter {
-                cwd_below: Some(b"/p/su".to_vec()),
-                ..Default::default()
-            })
-        )
-        .is_empty());
+        assert!(ids(&s, cmd(CommandFilter { cwd_below: Some(b"/p/su".to_vec()), ..Default::default() })).is_empty());
         assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    since_ns: Some(2_000),
-                    until_ns: Some(3_000),
-                    ..Default::default()
-                })
-            ),
+            ids(&s, cmd(CommandFilter { since_ns: Some(2_000), until_ns: Some(3_000), ..Default::default() })),
             vec![c2]
         );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    session: Some("s1".into()),
-                    ..Default::default()
-                })
-            ),
-            vec![c3, c1]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    host: Some("other".into()),
-                    ..Default::default()
-                })
-            ),
-            vec![c3]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    failed: true,
-                    ..Default::default()
-                })
-            ),
-            vec![c2]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                cmd(CommandFilter {
-                    exit_status: vec![(CmpOp::Eq, 0)],
-                    ..Default::default()
-                })
-            ),
-            vec![c1]
-        );
+        assert_eq!(ids(&s, cmd(CommandFilter { session: Some("s1".into()), ..Default::default() })), vec![c3, c1]);
+        assert_eq!(ids(&s, cmd(CommandFilter { host: Some("other".into()), ..Default::default() })), vec![c3]);
+        assert_eq!(ids(&s, cmd(CommandFilter { failed: true, ..Default::default() })), vec![c2]);
+        assert_eq!(ids(&s, cmd(CommandFilter { exit_status: vec![(CmpOp::Eq, 0)], ..Default::default() })), vec![c1]);
         assert_eq!(
             ids(
                 &s,
@@ -1030,120 +805,40 @@ mod select {
             ),
             vec![c1]
         );
-        assert_eq!(
-            ids(
-                &s,
-                Selection {
-                    limit: Some(2),
-                    ..Default::default()
-                }
-            ),
-            vec![c3, c2]
-        );
+        assert_eq!(ids(&s, Selection { limit: Some(2), ..Default::default() }), vec![c3, c2]);
     }
 
     #[test]
     fn file_filters_select_commands_and_return_matching_events() {
         let dir = TempDir::new("select-file");
         let (s, [c1, c2, c3]) = fixture(&dir);
-        let found = s
-            .select(&file(FileFilter {
-                dir: Some(b"/p/out".to_vec()),
-                ..Default::default()
-            }))
-            .unwrap();
-        let got: Vec<(i64, Vec<Vec<u8>>)> = found
-            .into_iter()
-            .map(|(c, f)| (c.id, f.into_iter().map(|f| f.path).collect()))
-            .collect();
+        let found = s.select(&file(FileFilter { dir: Some(b"/p/out".to_vec()), ..Default::default() })).unwrap();
+        let got: Vec<(i64, Vec<Vec<u8>>)> =
+            found.into_iter().map(|(c, f)| (c.id, f.into_iter().map(|f| f.path).collect())).collect();
+        assert_eq!(got, vec![(c2, vec![b"/p/out/b.txt".to_vec()]), (c1, vec![b"/p/out/a.txt".to_vec()])]);
+        assert_eq!(ids(&s, file(FileFilter { access: Some(Access::Read), ..Default::default() })), vec![c3, c1]);
         assert_eq!(
-            got,
-            vec![
-                (c2, vec![b"/p/out/b.txt".to_vec()]),
-                (c1, vec![b"/p/out/a.txt".to_vec()])
-            ]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    access: Some(Access::Read),
-                    ..Default::default()
-                })
-            ),
-            vec![c3, c1]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    name: Some(NamePattern::Glob("*.sh".into())),
-                    ..Default::default()
-                })
-            ),
+            ids(&s, file(FileFilter { name: Some(NamePattern::Glob("*.sh".into())), ..Default::default() })),
             vec![c3]
         );
         assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    name: Some(NamePattern::Exact(b"a.txt".to_vec())),
-                    ..Default::default()
-                })
-            ),
+            ids(&s, file(FileFilter { name: Some(NamePattern::Exact(b"a.txt".to_vec())), ..Default::default() })),
             vec![c1]
         );
+        assert_eq!(ids(&s, file(FileFilter { size: vec![(CmpOp::Gt, 1024)], ..Default::default() })), vec![c2]);
         assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    size: vec![(CmpOp::Gt, 1024)],
-                    ..Default::default()
-                })
-            ),
-            vec![c2]
-        );
-        assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    size: vec![(CmpOp::Ge, 10), (CmpOp::Le, 20)],
-                    ..Default::default()
-                })
-            ),
+            ids(&s, file(FileFilter { size: vec![(CmpOp::Ge, 10), (CmpOp::Le, 20)], ..Default::default() })),
             vec![c1]
         );
-        assert_eq!(
-            ids(
-                &s,
-                file(FileFilter {
-                    hash: Some(4),
-                    ..Default::default()
-                })
-            ),
-            vec![c3]
-        );
-        assert!(ids(
-            &s,
-            file(FileFilter {
-                dir: Some(b"/never".to_vec()),
-                ..Default::default()
-            })
-        )
-        .is_empty());
+        assert_eq!(ids(&s, file(FileFilter { hash: Some(4), ..Default::default() })), vec![c3]);
+        assert!(ids(&s, file(FileFilter { dir: Some(b"/never".to_vec()), ..Default::default() })).is_empty());
         // Command and file filters together.
         assert_eq!(
             ids(
                 &s,
                 Selection {
-                    command: CommandFilter {
-                        session: Some("s1".into()),
-                        ..Default::default()
-                    },
-                    file: FileFilter {
-                        access: Some(Access::Write),
-                        ..Default::default()
-                    },
+                    command: CommandFilter { session: Some("s1".into()), ..Default::default() },
+                    file: FileFilter { access: Some(Access::Write), ..Default::default() },
                     ..Default::default()
                 }
             ),
@@ -1157,40 +852,17 @@ mod select {
         let mut s = open(&dir);
         let mut want = Vec::new();
         for i in 0..(crate::select::select_scan_threshold() + 50) {
-            let c = s
-                .begin_command(&begin(&format!("m{i}"), i as i64 * 10))
-                .unwrap();
+            let c = s.begin_command(&begin(&format!("m{i}"), i as i64 * 10)).unwrap();
             let name = if i % 97 == 0 { "hit.dat" } else { "miss.dat" };
-            s.add_events(
-                c,
-                &[event(
-                    Access::Write,
-                    format!("/d/{i}/{name}").as_bytes(),
-                    i as u64,
-                    1,
-                )],
-            )
-            .unwrap();
+            s.add_events(c, &[event(Access::Write, format!("/d/{i}/{name}").as_bytes(), i as u64, 1)]).unwrap();
             if i % 97 == 0 {
                 want.push(c);
             }
         }
         want.reverse();
-        let sel = file(FileFilter {
-            name: Some(NamePattern::Exact(b"hit.dat".to_vec())),
-            ..Default::default()
-        });
+        let sel = file(FileFilter { name: Some(NamePattern::Exact(b"hit.dat".to_vec())), ..Default::default() });
         assert_eq!(ids(&s, sel.clone()), want);
-        assert_eq!(
-            ids(
-                &s,
-                Selection {
-                    limit: Some(3),
-                    ..sel
-                }
-            ),
-            want[..3].to_vec()
-        );
+        assert_eq!(ids(&s, Selection { limit: Some(3), ..sel }), want[..3].to_vec());
     }
 
     #[test]
@@ -1207,12 +879,7 @@ mod select {
         let stats = s.stats().unwrap();
         assert_eq!((stats.commands, stats.events, stats.sessions), (1, 1, 1));
         // Still findable by path after the others are gone.
-        assert_eq!(
-            s.find_file_events(Access::Write, &[], Some(b"/p/out/b.txt"), None)
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(s.find_file_events(Access::Write, &[], Some(b"/p/out/b.txt"), None).unwrap().len(), 1);
     }
 
     #[test]
@@ -1220,26 +887,12 @@ mod select {
         let dir = TempDir::new("select-sessions");
         let (s, _) = fixture(&dir);
         let sessions = s.sessions(&CommandFilter::default(), None).unwrap();
-        let got: Vec<(&str, u64)> = sessions
-            .iter()
-            .map(|r| (r.session.as_str(), r.commands))
-            .collect();
+        let got: Vec<(&str, u64)> = sessions.iter().map(|r| (r.session.as_str(), r.commands)).collect();
         assert_eq!(got, vec![("s1-aaaa", 2), ("s2-bbbb", 1)]);
         assert_eq!((sessions[0].first_ns, sessions[0].last_ns), (1_000, 3_000));
         let st = s.stats().unwrap();
-        assert_eq!(
-            (
-                st.commands,
-                st.events,
-                st.sessions,
-                st.running
-            ),
-            (3, 4, 2, 1)
-        );
-        assert_eq!(
-            st.hosts,
-            vec![("host".to_string(), 2), ("other".to_string(), 1)]
-        );
+        assert_eq!((st.commands, st.events, st.sessions, st.running), (3, 4, 2, 1));
+        assert_eq!(st.hosts, vec![("host".to_string(), 2), ("other".to_string(), 1)]);
         assert_eq!((st.first_ns, st.last_ns), (Some(1_000), Some(3_000)));
     }
 
@@ -1311,7 +964,10 @@ mod select {
         // Queries open the database read-only; the subtree's TEMP table works there too.
         drop(s);
         let ro = Store::open_read_only(&dir.db()).unwrap();
-        assert_eq!(ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj".to_vec()), ..Default::default() })), vec![top, deep]);
+        assert_eq!(
+            ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj".to_vec()), ..Default::default() })),
+            vec![top, deep]
+        );
         assert_eq!(ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj/a".to_vec()), ..Default::default() })), vec![deep]);
     }
 }

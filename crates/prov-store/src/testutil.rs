@@ -12,8 +12,7 @@ impl TempDir {
     pub(crate) fn new(name: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("prov-store-{name}-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("prov-store-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
@@ -106,9 +105,7 @@ pub(crate) fn kernel_copy_events(rng: &mut Rng, files: usize, start_ns: i64) -> 
         "trace.h",
         "config",
     ];
-    let word = |rng: &mut Rng, len: u64| -> String {
-        (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect()
-    };
+    let word = |rng: &mut Rng, len: u64| -> String { (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect() };
     // A tree of directories: each one under a random earlier one, so
     // depths vary like a source tree's (arch/x86/kernel/cpu/...).
     let n_dirs = files.div_ceil(16);

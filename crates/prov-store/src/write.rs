@@ -44,12 +44,8 @@ impl Store {
     pub(crate) fn write_tx<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
         let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .ctx(&self.path, "starting a write transaction")?;
-        let mut w = Writer {
-            conn: &tx,
-            path: &self.path,
-            dir_ids: &mut self.dir_ids,
-            params_ids: &mut self.params_ids,
-        };
+        let mut w =
+            Writer { conn: &tx, path: &self.path, dir_ids: &mut self.dir_ids, params_ids: &mut self.params_ids };
         let result = f(&mut w);
         let result = result.and_then(|v| tx.commit().ctx(&self.path, "committing").map(|()| v));
         if result.is_err() {
@@ -147,10 +143,7 @@ impl Writer<'_> {
         let found = self
             .conn
             .prepare_cached("SELECT start_ns, pid_base FROM commands WHERE id = ?1")
-            .and_then(|mut s| {
-                s.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?)))
-                    .optional()
-            })
+            .and_then(|mut s| s.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))).optional())
             .ctx(self.path, "looking up a command")?;
         let Some((start_ns, mut pid_base)) = found else {
             return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
@@ -185,13 +178,7 @@ impl Writer<'_> {
     }
 
     /// Inserts `events` with ids `first`, `first + 1`, ...
-    fn insert_events(
-        &mut self,
-        first: i64,
-        events: &[FileEvent],
-        start_ns: i64,
-        pid_base: Option<i64>,
-    ) -> Result<()> {
+    fn insert_events(&mut self, first: i64, events: &[FileEvent], start_ns: i64, pid_base: Option<i64>) -> Result<()> {
         // One row per statement: measured faster than multi-row VALUES.
         let mut insert = self
             .conn
@@ -240,18 +227,14 @@ impl Writer<'_> {
                  ORDER BY first_id DESC LIMIT 1",
             )
             .and_then(|mut s| {
-                s.query_row([], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))
-                })
-                .optional()
+                s.query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?, r.get(3)?))).optional()
             })
             .ctx(self.path, "looking up the newest event run")?;
         let n = match newest {
-            Some((run, end, cmd, params)) if (cmd, params, end + 1) == (id, params_id, first) => {
-                self.conn
-                    .prepare_cached("UPDATE event_runs SET last_id = ?2 WHERE first_id = ?1")
-                    .and_then(|mut s| s.execute([run, last]))
-            }
+            Some((run, end, cmd, params)) if (cmd, params, end + 1) == (id, params_id, first) => self
+                .conn
+                .prepare_cached("UPDATE event_runs SET last_id = ?2 WHERE first_id = ?1")
+                .and_then(|mut s| s.execute([run, last])),
             _ => self
                 .conn
                 .prepare_cached(

@@ -131,7 +131,9 @@ impl Browser {
     /// wheel over it until a few pixels around its middle hit it alone,
     /// clears the details panel, and clicks the middle of the box.
     pub fn click_timeline_box(&self, id: i64) {
-        self.eval(&format!("provReport.select({id}); document.getElementById('timeline').scrollIntoView(); return true"));
+        self.eval(&format!(
+            "provReport.select({id}); document.getElementById('timeline').scrollIntoView(); return true"
+        ));
         let locate = format!(
             "const b = provReport.boxCenter({id}); const r = document.getElementById('tl-canvas').getBoundingClientRect(); \
              const hit = [-2, 0, 2].map((dx) => provReport.commandAt(b.x + dx, b.y)); \
@@ -147,7 +149,9 @@ impl Browser {
         }
         assert_eq!(at[2], id, "command {id} is not alone under its box's centre");
         // Forget the selection, so that only the click can bring the details back.
-        self.eval("const d = document.getElementById('details'); d.replaceChildren(); delete d.dataset.command; return true");
+        self.eval(
+            "const d = document.getElementById('details'); d.replaceChildren(); delete d.dataset.command; return true",
+        );
         self.click_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
     }
 
@@ -198,10 +202,8 @@ impl Browser {
         };
         let head = String::from_utf8_lossy(&response[..split]).to_lowercase();
         let mut payload = response.split_off(split + 4);
-        let length = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok());
+        let length =
+            head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse::<usize>().ok());
         let complete = |p: &[u8]| match length {
             Some(n) => p.len() >= n,
             None => p.ends_with(b"0\r\n\r\n"),
@@ -244,7 +246,8 @@ fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
         let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&body[..line_end]).ok()?.split(';').next()?.trim(), 16).ok()?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..line_end]).ok()?.split(';').next()?.trim(), 16).ok()?;
         if size == 0 {
             return Some(out);
         }
