@@ -448,7 +448,7 @@ fn collector_readable_by_others_is_refused() {
 fn collector_never_has_the_prov_group_and_cannot_be_inspected() {
     let case = Case::new("collector-start");
     let prov_gid = super::prov_gid().to_string();
-    for round in 0..10 {
+    for round in 0..30 {
         let mut fds = [0; 2];
         // SAFETY: fds has room for the two descriptors socketpair writes.
         let r =
