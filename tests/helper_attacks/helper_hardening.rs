@@ -73,8 +73,8 @@ fn running_observation(case: &Case, stop: &str) -> (Child, u32) {
 
 // --------------------------------------------------------- 1. chroot jail
 
-/// A jail as an administrator builds one (/usr, /etc, /dev and /proc bound
-/// in, `chroot --userspec`), made in a private mount namespace so the host
+/// A jail as an administrator builds one (its own mount, /usr, /etc, /dev
+/// and /proc bound in, `chroot --userspec`), made in a private mount namespace so the host
 /// is untouched. The install prefix and one shared directory are bound at
 /// their own paths, so the shared directory is reachable by the same path
 /// inside and outside the jail.
@@ -121,6 +121,7 @@ impl Jail {
         let setup = r#"set -e
             j=$1 prefix=$2 shared=$3 user=$4 cwd=$5 script=$6
             mkdir -p "$j$prefix" "$j$shared"
+            mount --bind "$j" "$j"
             mount --bind /usr "$j/usr"; mount --bind /etc "$j/etc"; mount --rbind /dev "$j/dev"
             mount -t proc proc "$j/proc"
             mount --bind "$prefix" "$j$prefix"; mount --bind "$shared" "$j$shared"
