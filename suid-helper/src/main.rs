@@ -8,11 +8,14 @@
 //!   (`prov-collector`, installed next to this file) with the fanotify group.
 //! * `join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG…]` — verify that
 //!   HOLDER_PID is a holder this helper made for the calling user, enter its
-//!   namespace (never for a chrooted caller: see `Place`), drop every privilege for good and exec PATH with the
+//!   namespace, drop every privilege for good and exec PATH with the
 //!   environment read from ENV_FD (glibc strips LD_*, TMPDIR … from setuid
 //!   programs, so the caller's environment travels by this side channel).
 //!   A holder that fails verification is not joined: PATH then runs as the
 //!   plain user outside, with one line saying so.
+//!
+//! Both refuse a chrooted caller (see `Place`): a new or joined mount
+//! namespace would give it the whole filesystem as its root.
 //!
 //! Nothing here reads an environment variable or a user-writable file. All
 //! `unsafe` lives in `sys`.
