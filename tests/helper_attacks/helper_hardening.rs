@@ -47,6 +47,16 @@ fn child_named(parent: u32, name: &str) -> u32 {
     }
 }
 
+/// Runs a clean-up when dropped, whether the test passed or not: nothing it
+/// started may be left waiting.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
 fn wait_for(path: &Path, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
@@ -183,6 +193,8 @@ fn chrooted_caller_is_never_given_another_root_by_observe_and_join() {
 #[test]
 fn chrooted_caller_cannot_join_an_observation_made_outside() {
     let jail = Jail::new("jail-join");
+    let stop = jail.case.work.join("stop");
+    let _stop = OnDrop(|| drop(std::fs::write(&stop, "")));
     let (mut outside, collector) = running_observation(&jail.case, "stop");
     let holder = child_named(collector, "prov-helper");
     let probe = jail.probe();
@@ -192,7 +204,7 @@ fn chrooted_caller_cannot_join_an_observation_made_outside() {
     for (what, cwd) in [("reachable directory", shared), ("jail-only directory", JAIL_ONLY_DIR)] {
         results.push((what, jail.run(cwd, &join)));
     }
-    std::fs::write(jail.case.work.join("stop"), "").unwrap();
+    std::fs::write(&stop, "").unwrap();
     let done = outside.wait().unwrap();
     assert!(done.success(), "the observation outside");
     for (what, out) in &results {
@@ -391,6 +403,8 @@ fn stopped_collector_leaves_a_bounded_queue_and_an_incomplete_record() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let go = case.work.join("go");
+    let _go = OnDrop(|| drop(std::fs::write(&go, "")));
     let collector = child_named(child.id(), "prov-collector");
 
     let flags = fanotify_flags(collector);
@@ -403,7 +417,8 @@ fn stopped_collector_leaves_a_bounded_queue_and_an_incomplete_record() {
         assert!(st.success(), "kill {sig}");
     };
     kill("-STOP");
-    std::fs::write(case.work.join("go"), "").unwrap();
+    let _cont = OnDrop(|| drop(Command::new("kill").args(["-CONT", &collector.to_string()]).status()));
+    std::fs::write(&go, "").unwrap();
     wait_for(&case.work.join("created"), "the command's files");
     kill("-CONT");
     let out = child.wait_with_output().unwrap();
