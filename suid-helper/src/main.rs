@@ -27,7 +27,7 @@ mod sys;
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One line for the user, then a non-zero exit; never a panic.
@@ -179,24 +179,31 @@ impl Place {
             .map_err(|e| os_fail("cannot return to the caller's root and directory", e))
     }
 
-    /// Whether the caller's root is not the root of its mount namespace.
-    /// Entering its own namespace (through a pidfd: a jail may hold any
-    /// /proc it likes) shows the namespace's root; mount id, device and
+    /// Why the caller must not be given another root, if it must not: its
+    /// root is not the root of its mount namespace (chroot), or that cannot
+    /// be told. Entering its own namespace (through a pidfd: a jail may hold
+    /// any /proc it likes) shows the namespace's root; mount id, device and
     /// inode tell whether that is the caller's root. Err: root or directory
     /// could not be put back, nothing may run.
-    fn is_chrooted(&self) -> Result<bool, Failure> {
-        let me = sys::pidfd_of_self().map_err(|e| os_fail("cannot check for a chroot: pidfd_open", e))?;
-        let ns_root = sys::setns(me.as_fd())
-            .and_then(|()| sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY))
-            .map_err(|e| os_fail("cannot check for a chroot", e));
-        self.restore()?;
-        let ns_root = ns_root?;
-        let identify = |fd: &OwnedFd| -> Result<_, Failure> {
-            let st = sys::fstat(fd.as_fd()).map_err(|e| os_fail("cannot check for a chroot", e))?;
-            let mount = sys::mount_id(fd.as_fd()).map_err(|e| os_fail("cannot check for a chroot", e))?;
-            Ok((mount, st.st_dev, st.st_ino))
+    fn why_jailed(&self) -> Result<Option<String>, Failure> {
+        let cannot_tell = |e: io::Error| Some(format!("cannot tell whether the caller is chrooted: {e}"));
+        let me = match sys::pidfd_of_self() {
+            Ok(fd) => fd,
+            Err(e) => return Ok(cannot_tell(e)),
         };
-        Ok(identify(&ns_root)? != identify(&self.root)?)
+        let ns_root = sys::setns(me.as_fd()).and_then(|()| sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY));
+        self.restore()?;
+        let identify = |fd: BorrowedFd<'_>| -> io::Result<_> {
+            let st = sys::fstat(fd)?;
+            Ok((sys::mount_id(fd)?, st.st_dev, st.st_ino))
+        };
+        Ok(match (ns_root.and_then(|fd| identify(fd.as_fd())), identify(self.root.as_fd())) {
+            (Ok(ns_root), Ok(root)) if ns_root == root => None,
+            (Ok(_), Ok(_)) => {
+                Some("the caller is chrooted, and a mount namespace's root would take it out of its jail".into())
+            }
+            (Err(e), _) | (_, Err(e)) => cannot_tell(e),
+        })
     }
 }
 
@@ -233,8 +240,8 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     let id = identity()?;
     // The new namespace's root would be the whole filesystem: a jailed
     // command must stay in its jail, so it runs untraced.
-    if Place::of_caller()?.is_chrooted()? {
-        return Err(fail("refusing to trace a chrooted caller: in a new mount namespace it would leave its jail"));
+    if let Some(why) = Place::of_caller()?.why_jailed()? {
+        return Err(fail(format!("refusing to trace: {why}")));
     }
     if id.gid == id.prov_gid {
         return Err(fail("refusing to run: your primary group is the prov group itself"));
@@ -534,10 +541,8 @@ fn enter_observation(id: &Identity, pid: libc::pid_t) -> Result<Entry, Failure> 
         Ok(place) => place,
         Err(f) => return Ok(Entry::Untraced(f)),
     };
-    if place.is_chrooted()? {
-        return Ok(Entry::Untraced(fail(
-            "refusing to join: the caller is chrooted, and the observation's root would take it out of its jail",
-        )));
+    if let Some(why) = place.why_jailed()? {
+        return Ok(Entry::Untraced(fail(format!("refusing to join: {why}"))));
     }
     let before = || -> Result<_, Failure> {
         let st = sys::fstat(place.cwd.as_fd()).map_err(|e| os_fail("cannot stat the current directory", e))?;
