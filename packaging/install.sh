@@ -7,7 +7,7 @@
 # creates the dedicated system group `prov`, and installs
 #   DIR/bin/prov                     the command users run
 #   DIR/libexec/prov/prov-helper     setuid root, group prov: the only privileged code
-#   DIR/libexec/prov/prov-collector  started by the helper, runs as the user
+#   DIR/libexec/prov/prov-collector  started by the helper, runs as the user (mode 0711)
 #   DIR/lib/prov/libprov_preload.so  the shim the shell integration preloads
 # Safe to run again: it rebuilds and replaces the files.
 set -euo pipefail
@@ -70,7 +70,9 @@ getent group prov >/dev/null || groupadd --system prov
 
 install -d -m 0755 -o root -g root "$prefix/bin" "$prefix/libexec/prov" "$prefix/lib/prov"
 install -m 0755 -o root -g root "$target/release/prov" "$prefix/bin/prov"
-install -m 0755 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
+# Not readable by users: the kernel then starts it non-dumpable, so nobody
+# can take the fanotify group out of it (the helper refuses it otherwise).
+install -m 0711 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
 install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # install(1) sets ownership before the mode, so the setuid bit stays.
 install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/prov/prov-helper"

@@ -7,6 +7,9 @@ use std::process::Command;
 
 use prov_e2e::*;
 
+#[path = "helper_attacks/helper_hardening.rs"]
+mod helper_hardening;
+
 fn helper(case: &Case) -> Command {
     case.command(case.inst.helper())
 }

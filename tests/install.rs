@@ -43,6 +43,8 @@ fn install_runs_again_over_itself_and_tracing_works() {
         assert_eq!(m.uid(), 0, "{file} owned by root");
         assert_eq!(m.mode() & 0o7022, 0, "{file}: no setuid, not writable by others");
     }
+    let collector = std::fs::metadata(prefix.join("libexec/prov/prov-collector")).unwrap();
+    assert_eq!(collector.mode() & 0o7777, 0o711, "collector not readable by users, so it starts non-dumpable");
 
     // What the user then types, with the re-installed prov.
     let prov = prefix.join("bin/prov");

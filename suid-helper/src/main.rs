@@ -14,6 +14,9 @@
 //!   A holder that fails verification is not joined: PATH then runs as the
 //!   plain user outside, with one line saying so.
 //!
+//! Both refuse a chrooted caller (see `Place`): a new or joined mount
+//! namespace would give it the whole filesystem as its root.
+//!
 //! Nothing here reads an environment variable or a user-writable file. All
 //! `unsafe` lives in `sys`.
 #![deny(unsafe_code)]
@@ -24,7 +27,7 @@ mod sys;
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// One line for the user, then a non-zero exit; never a panic.
@@ -127,14 +130,13 @@ fn identity() -> Result<Identity, Failure> {
 }
 
 /// Drops to the caller's ids for good (real, effective and saved), then checks
-/// that nothing privileged is left. `egid` differs from the user's group only
-/// for the collector exec, which must start non-dumpable (see `observe`).
-fn drop_privileges(id: &Identity, egid: u32) -> Result<(), Failure> {
+/// that nothing privileged is left.
+fn drop_privileges(id: &Identity) -> Result<(), Failure> {
     let drop_err = |e| os_fail("cannot drop privileges", e);
     sys::set_keepcaps(false).map_err(drop_err)?;
-    sys::setresgid(id.gid, egid, egid).map_err(drop_err)?;
+    sys::setresgid(id.gid, id.gid, id.gid).map_err(drop_err)?;
     sys::setresuid(id.uid, id.uid, id.uid).map_err(drop_err)?;
-    if sys::getresuid() != (id.uid, id.uid, id.uid) || sys::getresgid() != (id.gid, egid, egid) {
+    if sys::getresuid() != (id.uid, id.uid, id.uid) || sys::getresgid() != (id.gid, id.gid, id.gid) {
         return Err(fail("privilege drop did not take effect"));
     }
     if id.uid != 0 {
@@ -148,6 +150,61 @@ fn drop_privileges(id: &Identity, egid: u32) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+// ------------------------------------------------------------ chroot jails
+
+/// Where the caller is: its root and working directory. setns() into a mount
+/// namespace resets both to that namespace's root, so a chrooted caller
+/// would leave its jail; whatever the helper does, these are put back
+/// exactly on every path that returns to the caller's namespace.
+struct Place {
+    root: OwnedFd,
+    cwd: OwnedFd,
+}
+
+impl Place {
+    fn of_caller() -> Result<Place, Failure> {
+        let open = |path: &std::ffi::CStr| sys::open(path, libc::O_PATH | libc::O_DIRECTORY);
+        let root = open(c"/").map_err(|e| os_fail("cannot open the root directory", e))?;
+        let cwd = open(c".").map_err(|e| os_fail("cannot open the current directory", e))?;
+        Ok(Place { root, cwd })
+    }
+
+    /// As root: the user may be unable to search their own directories.
+    fn restore(&self) -> Result<(), Failure> {
+        sys::fchdir(self.root.as_fd())
+            .and_then(|()| sys::chroot_to_cwd())
+            .and_then(|()| sys::fchdir(self.cwd.as_fd()))
+            .map_err(|e| os_fail("cannot return to the caller's root and directory", e))
+    }
+
+    /// Why the caller must not be given another root, if it must not: its
+    /// root is not the root of its mount namespace (chroot), or that cannot
+    /// be told. Entering its own namespace (through a pidfd: a jail may hold
+    /// any /proc it likes) shows the namespace's root; mount id, device and
+    /// inode tell whether that is the caller's root. Err: root or directory
+    /// could not be put back, nothing may run.
+    fn why_jailed(&self) -> Result<Option<String>, Failure> {
+        let cannot_tell = |e: io::Error| Some(format!("cannot tell whether the caller is chrooted: {e}"));
+        let me = match sys::pidfd_of_self() {
+            Ok(fd) => fd,
+            Err(e) => return Ok(cannot_tell(e)),
+        };
+        let ns_root = sys::setns(me.as_fd()).and_then(|()| sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY));
+        self.restore()?;
+        let identify = |fd: BorrowedFd<'_>| -> io::Result<_> {
+            let st = sys::fstat(fd)?;
+            Ok((sys::mount_id(fd)?, st.st_dev, st.st_ino))
+        };
+        Ok(match (ns_root.and_then(|fd| identify(fd.as_fd())), identify(self.root.as_fd())) {
+            (Ok(ns_root), Ok(root)) if ns_root == root => None,
+            (Ok(_), Ok(_)) => {
+                Some("the caller is chrooted, and a mount namespace's root would take it out of its jail".into())
+            }
+            (Err(e), _) | (_, Err(e)) => cannot_tell(e),
+        })
+    }
 }
 
 // ---------------------------------------------------------------- observe
@@ -181,6 +238,11 @@ const UNMARKED_FSTYPES: &[&[u8]] = &[
 
 fn observe(ctl: RawFd) -> Result<(), Failure> {
     let id = identity()?;
+    // The new namespace's root would be the whole filesystem: a jailed
+    // command must stay in its jail, so it runs untraced.
+    if let Some(why) = Place::of_caller()?.why_jailed()? {
+        return Err(fail(format!("refusing to trace: {why}")));
+    }
     if id.gid == id.prov_gid {
         return Err(fail("refusing to run: your primary group is the prov group itself"));
     }
@@ -188,10 +250,16 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     let original_ns =
         sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY).map_err(|e| os_fail("cannot open own mount namespace", e))?;
 
-    sys::unshare_mount_namespace().map_err(|e| os_fail("unshare(CLONE_NEWNS)", e))?;
-    sys::make_mounts_slave().map_err(|e| os_fail("cannot make mounts slave", e))?;
-
-    let (group, reports_fd_errors) = fanotify_group_charged_to(id.uid)?;
+    let (group, reports_fd_errors) = charged_to(id.uid, || {
+        sys::unshare_mount_namespace().map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSPC) => {
+                fail("unshare(CLONE_NEWNS): too many mount namespaces for this user (user.max_mnt_namespaces)")
+            }
+            _ => os_fail("unshare(CLONE_NEWNS)", e),
+        })?;
+        sys::make_mounts_slave().map_err(|e| os_fail("cannot make mounts slave", e))?;
+        new_fanotify_group()
+    })??;
     let mounts = mounts::parse(
         &std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
     );
@@ -244,12 +312,12 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     sys::setns(original_ns.as_fd()).map_err(|e| os_fail("cannot return to own namespace", e))?;
     let _ = sys::chdir(c"/");
 
-    // Exec the collector with the prov group as effective gid: the kernel
-    // then starts it non-dumpable (and in glibc's secure mode), so the user
-    // cannot ptrace it or take the fanotify descriptor out of it, which would
-    // let them read files that privileged descendants opened. The collector
-    // drops the group as its first act.
-    drop_privileges(&id, id.prov_gid)?;
+    // The collector holds the fanotify group, which opens files without a
+    // permission check: the user must not ptrace it or take the descriptor
+    // out of it. It is a file the user cannot read (see `open_collector`),
+    // so the kernel starts it non-dumpable although every id is the user's;
+    // with the user's own group it never looks like a holder either.
+    drop_privileges(&id)?;
     let fds = [
         ctl,
         group.as_raw_fd(),
@@ -276,17 +344,34 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     Err(os_fail("cannot execute prov-collector", err))
 }
 
-/// fanotify_init with the *user* as effective uid and only CAP_SYS_ADMIN
-/// effective, so the group counts against the user's fs.fanotify.max_user_groups
-/// instead of root's (which would cap the machine at ~128 observations).
-/// Returns whether the kernel reports open errors in events (6.13+).
-fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
-    let err = |e| os_fail("cannot switch credentials for fanotify_init", e);
+/// Runs `create` with the *user* as effective uid and only CAP_SYS_ADMIN
+/// effective: the kernel charges what it creates to the effective uid, so the
+/// mount namespace (user.max_mnt_namespaces) and the fanotify group
+/// (fs.fanotify.max_user_groups) count against the user's limits, not
+/// root's; a user pinning namespaces or groups exhausts only their own.
+fn charged_to<T>(uid: u32, create: impl FnOnce() -> T) -> Result<T, Failure> {
+    let err = |e| os_fail("cannot switch credentials", e);
     if uid != 0 {
         sys::setresuid(u32::MAX, uid, u32::MAX).map_err(err)?;
         sys::set_effective_capabilities(1 << sys::CAP_SYS_ADMIN).map_err(err)?;
     }
-    let flags = sys::FAN_CLASS_NOTIF | sys::FAN_CLOEXEC | sys::FAN_NONBLOCK | sys::FAN_UNLIMITED_QUEUE;
+    let created = create();
+    if uid != 0 {
+        // Back to full root for marking (mount points may be unreachable to
+        // the user); the effective set is refilled from the permitted set.
+        sys::setresuid(u32::MAX, 0, u32::MAX).map_err(err)?;
+    }
+    Ok(created)
+}
+
+/// fanotify_init (see `charged_to`). Its queue is bounded
+/// (fs.fanotify.max_queued_events): the collector runs as the user, who may
+/// stop it, and an unlimited queue would pin kernel memory without end.
+/// Events beyond the bound become one overflow event, which the record
+/// counts (queue_overflows). Returns whether the kernel reports open errors
+/// in events (6.13+).
+fn new_fanotify_group() -> Result<(OwnedFd, bool), Failure> {
+    let flags = sys::FAN_CLASS_NOTIF | sys::FAN_CLOEXEC | sys::FAN_NONBLOCK;
     // O_NONBLOCK: the kernel opens each event file for us; a FIFO must not
     // block that open.
     let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NONBLOCK) as libc::c_uint;
@@ -298,11 +383,6 @@ fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
         }
         Err(e) => Err(e),
     };
-    if uid != 0 {
-        // Back to full root for marking (mount points may be unreachable to
-        // the user); the effective set is refilled from the permitted set.
-        sys::setresuid(u32::MAX, 0, u32::MAX).map_err(err)?;
-    }
     result.map_err(|e| match e.raw_os_error() {
         Some(libc::ENOSYS) => fail("this kernel has no fanotify"),
         Some(libc::EMFILE) => {
@@ -312,9 +392,11 @@ fn fanotify_group_charged_to(uid: u32) -> Result<(OwnedFd, bool), Failure> {
     })
 }
 
-/// The collector is the file `prov-collector` next to this helper. It is run
-/// with the prov group, so it must be as trustworthy as the helper: owned by
-/// root, in a root-owned directory, neither writable by anyone else.
+/// The collector is the file `prov-collector` next to this helper. It holds
+/// the fanotify group, so it must be as trustworthy as the helper: owned by
+/// root, in a root-owned directory, neither writable by anyone else. And not
+/// readable by the user: exec of a file the caller cannot read starts it
+/// non-dumpable, which is what keeps the user out of it.
 fn open_collector(id: &Identity) -> Result<OwnedFd, Failure> {
     let dir = sys::open(&id.install_dir, libc::O_PATH | libc::O_DIRECTORY)
         .map_err(|e| os_fail("cannot open install directory", e))?;
@@ -334,6 +416,12 @@ fn open_collector(id: &Identity) -> Result<OwnedFd, Failure> {
         if st.st_uid != 0 || st.st_mode & (libc::S_IWGRP | libc::S_IWOTH) != 0 {
             return Err(fail(format!("refusing to run: {what} must be owned by root and not writable by others")));
         }
+    }
+    let st = sys::fstat(file.as_fd()).map_err(|e| os_fail("prov-collector", e))?;
+    if st.st_mode & (libc::S_IRGRP | libc::S_IROTH) != 0 {
+        return Err(fail(
+            "refusing to run: prov-collector is readable by others, so the user could inspect it (install it mode 0711: run packaging/install.sh)",
+        ));
     }
     Ok(file)
 }
@@ -397,11 +485,11 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
         // Refused or failed (the observation may simply be over): the
         // program still runs, as the user and outside, so a dying collector
         // never costs the user their command.
-        if let Err(f) = enter_observation(&id, holder as libc::pid_t)? {
-            sys::say(&format!("{}; running it untraced", f.message));
+        if let Entry::Untraced(why) = enter_observation(&id, holder as libc::pid_t)? {
+            sys::say(&format!("{}; running it untraced", why.message));
         }
     }
-    drop_privileges(&id, id.gid)?;
+    drop_privileges(&id)?;
 
     // From here on the process is the user's and nothing more.
     let env = read_environment(env_fd)?;
@@ -426,47 +514,61 @@ fn with_user_euid<T>(id: &Identity, f: impl FnOnce() -> T) -> Result<T, Failure>
     Ok(out)
 }
 
+/// What `enter_observation` did.
+enum Entry {
+    /// In the holder's namespace, in the caller's directory.
+    Entered,
+    /// Not entered: root, directory and namespace are the caller's own, and
+    /// the command runs untraced there, for this reason.
+    Untraced(Failure),
+}
+
 /// Enters the holder's namespace and, in there, the directory the caller is
 /// in. The command runs where the user started it or not at all inside: if
 /// that directory cannot be reached in the namespace (removed, behind a
 /// directory the user may not search, or its path leads to another
-/// directory there), the process goes back to its own namespace and
+/// directory there), the process goes back to its own namespace, root and
 /// directory and the command runs untraced. Starting it elsewhere inside
 /// would point its relative paths at other files (`rm -r *`), and keeping
 /// the old directory's descriptor would send its I/O through the
 /// unobserved mounts of the old namespace while the record looks complete.
+/// A chrooted caller is never let in: the namespace's root is not its jail.
 ///
-/// Ok(Err(why)): not entered, nothing changed; the command runs untraced.
-/// Err: entered but unable to go back; the command must not run.
-fn enter_observation(id: &Identity, pid: libc::pid_t) -> Result<Result<(), Failure>, Failure> {
+/// Err: unable to put the caller's root or directory back; the command must
+/// not run.
+fn enter_observation(id: &Identity, pid: libc::pid_t) -> Result<Entry, Failure> {
+    let place = match Place::of_caller() {
+        Ok(place) => place,
+        Err(f) => return Ok(Entry::Untraced(f)),
+    };
+    if let Some(why) = place.why_jailed()? {
+        return Ok(Entry::Untraced(fail(format!("refusing to join: {why}"))));
+    }
     let before = || -> Result<_, Failure> {
-        let dir = sys::open(c".", libc::O_PATH | libc::O_DIRECTORY)
-            .map_err(|e| os_fail("cannot open the current directory", e))?;
-        let st = sys::fstat(dir.as_fd()).map_err(|e| os_fail("cannot stat the current directory", e))?;
+        let st = sys::fstat(place.cwd.as_fd()).map_err(|e| os_fail("cannot stat the current directory", e))?;
         let cwd = sys::getcwd().map_err(|e| os_fail("cannot name the current directory", e))?;
         let own_ns = sys::open(c"/proc/self/ns/mnt", libc::O_RDONLY)
             .map_err(|e| os_fail("cannot open own mount namespace", e))?;
         enter_holder_namespace(id, pid)?;
-        Ok((dir, st, cwd, own_ns))
+        Ok((st, cwd, own_ns))
     };
-    let (dir, st, cwd, own_ns) = match before() {
+    let (st, cwd, own_ns) = match before() {
         Ok(v) => v,
-        Err(f) => return Ok(Err(f)),
+        Err(f) => return Ok(Entry::Untraced(f)),
     };
     // With the user's permissions, and it must be the very directory the
     // user is in (same device and inode), whatever the path now leads to.
     let why = match with_user_euid(id, || sys::chdir(&cwd).and_then(|()| sys::stat(c"."))) {
-        Ok(Ok(now)) if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) => return Ok(Ok(())),
+        Ok(Ok(now)) if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) => return Ok(Entry::Entered),
         Ok(Ok(_)) => "it is another directory in there".to_string(),
         Ok(Err(e)) => e.to_string(),
         Err(f) => f.message,
     };
-    // Back where the user is. As root: it is the user's own current
-    // directory, which they may be unable to search (mode 000) and still be in.
-    sys::setns(own_ns.as_fd())
-        .and_then(|()| sys::fchdir(dir.as_fd()))
-        .map_err(|e| os_fail("cannot return to own namespace and directory", e))?;
-    Ok(Err(fail(format!("cannot enter {} inside the observation: {why}", cwd.to_string_lossy()))))
+    // Back where the user is: setns puts root and directory at the
+    // namespace's root, `restore` puts back exactly the caller's.
+    sys::setns(own_ns.as_fd()).map_err(|e| os_fail("cannot return to own namespace", e))?;
+    place.restore()?;
+    Ok(Entry::Untraced(fail(format!("cannot enter {} inside the observation: {why}", cwd.to_string_lossy()))))
 }
 
 /// Verifies the holder and enters its namespace.

@@ -133,6 +133,18 @@ pub fn make_mounts_slave() -> io::Result<()> {
     .map(drop)
 }
 
+/// A pidfd of this very process: setns() through it enters the namespaces
+/// the process is in now, whatever a chroot jail has at /proc.
+pub fn pidfd_of_self() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; getpid cannot fail.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as libc::c_int)?;
+    // SAFETY: fd was just returned by the kernel and is ours alone (pidfds
+    // are always close-on-exec).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Enters the mount namespace of `fd` (a namespace file or a pidfd). The
+/// kernel resets root and working directory to that namespace's root.
 pub fn setns(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: plain syscall on a live descriptor.
     check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) }).map(drop)
@@ -159,7 +171,6 @@ pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 pub const FAN_CLOEXEC: libc::c_uint = 0x1;
 pub const FAN_NONBLOCK: libc::c_uint = 0x2;
 pub const FAN_CLASS_NOTIF: libc::c_uint = 0x0;
-pub const FAN_UNLIMITED_QUEUE: libc::c_uint = 0x10;
 pub const FAN_REPORT_FD_ERROR: libc::c_uint = 0x2000;
 pub const FAN_MARK_ADD: libc::c_uint = 0x1;
 pub const FAN_MARK_MOUNT: libc::c_uint = 0x10;
@@ -333,6 +344,12 @@ pub fn chdir(path: &CStr) -> io::Result<()> {
 pub fn fchdir(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: plain syscall on a live descriptor.
     check(unsafe { libc::fchdir(fd.as_raw_fd()) }).map(drop)
+}
+
+/// Makes the working directory the root directory.
+pub fn chroot_to_cwd() -> io::Result<()> {
+    // SAFETY: "." is a NUL-terminated literal.
+    check(unsafe { libc::chroot(c".".as_ptr()) }).map(drop)
 }
 
 pub fn getcwd() -> io::Result<CString> {

@@ -1,25 +1,15 @@
 //! prov-collector: started only by prov-helper's `observe`, never by users.
-//! It arrives with the prov group as effective gid (so the kernel made it
-//! non-dumpable) and descriptors 3..=9 in a fixed order.
+//! It arrives with the user's ids, non-dumpable (installed unreadable to
+//! users, see the helper's `open_collector`), and descriptors 3..=9 in a
+//! fixed order.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
-use nix::unistd::{getresgid, getresuid, setresgid, setsid};
+use nix::unistd::{getresuid, setsid};
 use prov_collect::collector::{self, Handover};
 
 fn main() -> ExitCode {
-    // First of all, give up the prov group: it marks holders, and the
-    // collector must never look like one.
-    let gids = getresgid().map(|g| g.real);
-    let dropped = gids.and_then(|g| setresgid(g, g, g).map(|()| g));
-    match (dropped, getresgid()) {
-        (Ok(g), Ok(now)) if now.real == g && now.effective == g && now.saved == g => {}
-        _ => {
-            eprintln!("prov-collector: cannot drop the prov group");
-            return ExitCode::from(111);
-        }
-    }
     // Ctrl-C or a hang-up of the user's terminal must not cut a record short.
     let _ = setsid();
 
