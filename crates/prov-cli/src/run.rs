@@ -140,6 +140,10 @@ fn report_problems(report: &StoreReport) {
 /// collector's CPU time and event count.
 fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
+    // As root, not into a directory someone else could redirect (see setup).
+    if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
+        return;
+    }
     let line = serde_json::json!({
         "command_ns": command_ns,
         "total_ns": total_ns,
