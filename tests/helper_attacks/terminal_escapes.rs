@@ -111,9 +111,10 @@ fn hostile_names_and_command_texts_are_shown_escaped() {
     assert!(wrote.contains(HOSTILE_SHOWN) && wrote.contains(WORD_SHOWN), "{wrote}");
     let (_, read, _) = human(&case, &["query".as_ref(), "read".as_ref(), hostile.as_os_str()]);
     assert!(read.contains(&format!("* read  {}/{HOSTILE_SHOWN}", case.work.display())), "{read}");
-    let (out, _, nobody) = human(&case, &["query".as_ref(), "wrote".as_ref(), hostile.as_os_str()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(nobody.contains(HOSTILE_SHOWN), "{nobody}");
+    let unknown = case.work.join(OsStr::from_bytes(b"gone\x1b[2J\xff.csv"));
+    let (out, _, nobody) = human(&case, &["query".as_ref(), "wrote".as_ref(), unknown.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(nobody.contains(r"gone\e[2J\xff.csv"), "{nobody}");
     let (_, tree, _) = human(&case, &["query".as_ref(), "lineage".as_ref(), "copy.csv".as_ref()]);
     assert!(tree.contains(HOSTILE_SHOWN) && tree.contains(SCRIPT_SHOWN) && tree.contains(WORD_SHOWN), "{tree}");
 

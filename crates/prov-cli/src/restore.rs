@@ -231,7 +231,8 @@ impl RestoreDir {
             reached.push(part);
             dir = match subdirectory(&dir, part) {
                 Ok(fd) => fd,
-                Err(Errno::ELOOP) => {
+                // ELOOP, or ENOTDIR (O_DIRECTORY on the link itself).
+                Err(Errno::ELOOP | Errno::ENOTDIR) if is_link(&dir, part) => {
                     bail!("{} is a symbolic link; not followed (restore writes beneath --to only)", shown(&reached))
                 }
                 Err(Errno::ENOTDIR) => bail!("{} is not a directory", shown(&reached)),
@@ -240,6 +241,10 @@ impl RestoreDir {
         }
         Ok((dir, name))
     }
+}
+
+fn is_link(dir: &OwnedFd, name: &OsStr) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
 }
 
 /// `dir/name`, a directory, made if missing; never through a link.
