@@ -26,7 +26,7 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 
 pub use prov_export::text::{local, rfc3339};
-use prov_model::escape::{escape, escape_lines};
+use prov_model::escape::{escape, escape_text};
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, SessionRow};
 use serde_json::Value;
@@ -145,7 +145,7 @@ pub fn write_command(
         escape(c.session.as_bytes())
     )?;
     // A command typed on several lines keeps its lines, indented under the first.
-    writeln!(out, "    $ {}", escape_lines(&c.text).replace('\n', "\n      "))?;
+    writeln!(out, "    $ {}", escape_text(&c.text).replace('\n', "\n      "))?;
     writeln!(out, "    cwd {}", escape(&c.cwd))?;
     if let Some(l) = files {
         let Listing { files, matched, total, now, .. } = l;

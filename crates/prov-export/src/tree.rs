@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use anyhow::Result;
-use prov_model::escape::{escape, escape_lines};
+use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
 
 use crate::lineage::{Direction, Lineage};
@@ -55,7 +55,7 @@ fn write_command(
         return Ok(());
     }
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-    writeln!(out, "{here}{verb}#{id}  $ {}", escape_lines(&c.text).replace('\n', "\n    "))?;
+    writeln!(out, "{here}{verb}#{id}  $ {}", escape_text(&c.text).replace('\n', "\n    "))?;
     writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), escape(&c.cwd))?;
     if !c.completeness.is_complete() {
         // Its files may be missing from the walk too.

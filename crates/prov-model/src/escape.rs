@@ -7,19 +7,24 @@
 //! those controls, `\xNN` for the other C0 controls, DEL and bytes that are
 //! not UTF-8, `\u{NN}` for the C1 controls (U+0080 to U+009F) and the
 //! bidirectional overrides and isolates (U+202A to U+202E, U+2066 to U+2069,
-//! "Trojan Source"), and a backslash as `\\`, so every shown text stands for
-//! exactly one byte string. JSON and the exports are not escaped: they have
-//! their own quoting and give the exact bytes.
+//! "Trojan Source"). In names (paths, hosts, users, sessions) a backslash is
+//! shown as `\\`, so every shown name stands for exactly one byte string.
+//! Command texts keep their backslashes and line breaks as typed: they are
+//! shell code full of `\n` and `'\''`, which a reader copies back. JSON and
+//! the exports are not escaped: they have their own quoting and give the
+//! exact bytes.
 
-/// `bytes` on one line, everything a terminal would act on escaped.
+/// A name (path, host, user, session) on one line, everything a terminal
+/// would act on escaped, a backslash doubled.
 pub fn escape(bytes: &[u8]) -> String {
     escape_with(bytes, Keep { line_breaks: false, backslashes: false })
 }
 
-/// `escape`, but line breaks stay line breaks: a command typed on several
-/// lines is shown on several lines.
-pub fn escape_lines(bytes: &[u8]) -> String {
-    escape_with(bytes, Keep { line_breaks: true, backslashes: false })
+/// A command text: what a terminal would act on escaped, but line breaks
+/// and backslashes as typed (a command typed on several lines is shown on
+/// several lines).
+pub fn escape_text(bytes: &[u8]) -> String {
+    escape_with(bytes, Keep { line_breaks: true, backslashes: true })
 }
 
 /// For a message made of prov's own words and parts already [`escape`]d
@@ -93,8 +98,10 @@ mod tests {
     }
 
     #[test]
-    fn line_breaks_stay_only_where_asked() {
-        assert_eq!(escape_lines(b"for f in *\ndo \x1b[2Jecho\ndone"), "for f in *\ndo \\e[2Jecho\ndone");
+    fn command_texts_keep_their_lines_and_backslashes() {
+        assert_eq!(escape_text(b"for f in *\ndo \x1b[2Jecho\ndone"), "for f in *\ndo \\e[2Jecho\ndone");
+        assert_eq!(escape_text(br"printf 'a\n' | sed 's/\./x/'"), r"printf 'a\n' | sed 's/\./x/'");
+        assert_eq!(escape_text(b"x\r\xff\xe2\x80\xae"), r"x\r\xff\u{202e}");
         assert_eq!(escape_controls("prov: cannot open /a\\\\b\n\x1b"), "prov: cannot open /a\\\\b\\n\\e");
     }
 
