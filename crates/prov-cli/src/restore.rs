@@ -173,8 +173,10 @@ fn restore_one(
         }
         if kind == libc::S_IFREG && st.st_size as u64 == file.size {
             // Through a descriptor, so the mode is set on the file that was
-            // compared, whatever replaces the name meanwhile.
-            let same = open_beneath(&dir, name, OFlag::O_RDONLY, Mode::empty()).ok().map(std::fs::File::from);
+            // compared, whatever replaces the name meanwhile (O_NONBLOCK:
+            // a FIFO put there instead must not hang us).
+            let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK;
+            let same = open_beneath(&dir, name, flags, Mode::empty()).ok().map(std::fs::File::from);
             if let Some(f) = same.filter(|f| read_all(f).is_ok_and(|c| c == content)) {
                 if st.st_mode & 0o7777 != mode {
                     f.set_permissions(std::fs::Permissions::from_mode(mode))
