@@ -1,9 +1,11 @@
 //! Looking after the journal: `prov delete` and `prov stats`.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use prov_model::escape::escape;
 use prov_store::Store;
 
 use crate::filters::FilterArgs;
@@ -85,8 +87,8 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         p.push(suffix);
         std::fs::metadata(p).map_or(0, |m| m.len())
     };
-    let bytes =
-        std::fs::metadata(&db).with_context(|| format!("cannot stat {}", db.display()))?.len() + file_size("-wal");
+    let shown = escape(db.as_os_str().as_bytes());
+    let bytes = std::fs::metadata(&db).with_context(|| format!("cannot stat {shown}"))?.len() + file_size("-wal");
     let mut out = std::io::stdout().lock();
     if json {
         let hosts: serde_json::Map<String, serde_json::Value> =
@@ -111,7 +113,7 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         output::write_json(&mut out, &v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "database     {} ({})", db.display(), human_size(bytes))?;
+    writeln!(out, "database     {shown} ({})", human_size(bytes))?;
     writeln!(out, "commands     {}", st.commands)?;
     writeln!(out, "file events  {}", st.events)?;
     writeln!(out, "sessions     {}", st.sessions)?;
@@ -129,7 +131,7 @@ pub fn stats(json: bool) -> Result<ExitCode> {
         writeln!(out, "span         {} .. {}", output::local(first), output::local(last))?;
     }
     for (host, n) in &st.hosts {
-        writeln!(out, "host         {host}: {n} command(s)")?;
+        writeln!(out, "host         {}: {n} command(s)", escape(host.as_bytes()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

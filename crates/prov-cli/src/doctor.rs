@@ -1,8 +1,11 @@
 //! `prov doctor`: says plainly whether tracing can work and why not.
 
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use prov_model::escape::{escape, escape_controls};
 
 use crate::setup::{self, UserSetup};
 
@@ -11,29 +14,30 @@ pub fn doctor() -> Result<ExitCode> {
     let mut check = |name: &str, problem: Option<String>| {
         match &problem {
             None => println!("ok    {name}"),
-            Some(p) => println!("FAIL  {name}: {p}"),
+            Some(p) => println!("FAIL  {name}: {}", escape_controls(p)),
         }
         ok &= problem.is_none();
     };
     let helper = setup::helper_path()?;
-    check(&format!("helper {}", helper.display()), setup::tracing_unavailable(&helper));
+    check(&format!("helper {}", shown(&helper)), setup::tracing_unavailable(&helper));
     match UserSetup::load() {
         Ok(user) => {
-            check(&format!("configuration {}", user.locations.config_file().display()), None);
+            check(&format!("configuration {}", shown(&user.locations.config_file())), None);
             let db = user.database();
             let problem = prov_store::Store::open(&db, std::time::Duration::from_secs(2)).err().map(|e| e.to_string());
-            check(&format!("database {}", db.display()), problem);
+            check(&format!("database {}", shown(&db)), problem);
             let spooled = std::fs::read_dir(user.locations.spool_dir()).map_or(0, |d| d.count());
             let spool_note = (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
-            check(&format!("spool {}", user.locations.spool_dir().display()), spool_note);
+            check(&format!("spool {}", shown(&user.locations.spool_dir())), spool_note);
             // Not a failure: what went wrong recently, for the user to judge.
             let log = user.locations.collector_log();
-            if let Ok(text) = std::fs::read_to_string(&log) {
-                let lines: Vec<&str> = text.lines().collect();
+            if let Ok(text) = std::fs::read(&log) {
+                // The log quotes recorded paths.
+                let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
                 if !lines.is_empty() {
-                    println!("note  {} recent collector problem(s) in {}; the last:", lines.len(), log.display());
+                    println!("note  {} recent collector problem(s) in {}; the last:", lines.len(), shown(&log));
                     for l in &lines[lines.len().saturating_sub(5)..] {
-                        println!("        {l}");
+                        println!("        {}", escape(l));
                     }
                 }
             }
@@ -41,4 +45,8 @@ pub fn doctor() -> Result<ExitCode> {
         Err(e) => check("configuration", Some(format!("{e:#}"))),
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn shown(path: &Path) -> String {
+    escape(path.as_os_str().as_bytes())
 }

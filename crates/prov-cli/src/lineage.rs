@@ -11,6 +11,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use prov_export::lineage::{self, Direction, Target};
 use prov_export::{ExportOptions, Format, Output};
+use prov_model::escape::escape;
 use prov_model::hash::hash_path;
 
 use crate::query::{absolute, open_store, output_stream};
@@ -75,7 +76,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
     let walked = lineage::walk(&store, target, direction, depth)?;
     if walked.start.is_empty() {
         let verb = if args.downstream { "read" } else { "wrote" };
-        eprintln!("prov: no recorded command {verb} {}", path.display());
+        eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
         return Ok(ExitCode::from(1));
     }
 

@@ -230,7 +230,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("prov: {e:#}");
+            // Errors quote paths and database messages: nothing in them may
+            // drive the terminal.
+            eprintln!("prov: {}", prov_model::escape::escape_controls(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }

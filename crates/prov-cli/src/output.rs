@@ -18,11 +18,15 @@
 //! With `--stat` each file has `now`: `{"state": "up-to-date" | "modified" |
 //! "missing" | "unreadable", "differs": [any of "size", "mtime", "hash",
 //! "type"], "error": why it could not be checked, or null}`.
+//!
+//! Human output shows recorded bytes (texts, paths, names) through
+//! [`prov_model::escape`]: never a control character a terminal would act on.
 
 use std::collections::HashSet;
 use std::io::{self, Write};
 
 pub use prov_export::text::{local, rfc3339};
+use prov_model::escape::{escape, escape_text};
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, SessionRow};
 use serde_json::Value;
@@ -93,13 +97,13 @@ pub fn write_session(out: &mut impl Write, s: &SessionRow) -> io::Result<()> {
     writeln!(
         out,
         "{}  {} .. {}  {:>5} commands  {}@{}  {}",
-        s.session,
+        escape(s.session.as_bytes()),
         local(s.first_ns),
         local(s.last_ns),
         s.commands,
-        s.user,
-        s.host,
-        s.shell
+        escape(s.user.as_bytes()),
+        escape(s.host.as_bytes()),
+        escape(s.shell.as_bytes())
     )
 }
 
@@ -136,12 +140,13 @@ pub fn write_command(
         "#{}  {}  ({duration})  {status}  {}@{}  session {}",
         c.id,
         local(c.start_ns),
-        c.user,
-        c.host,
-        c.session
+        escape(c.user.as_bytes()),
+        escape(c.host.as_bytes()),
+        escape(c.session.as_bytes())
     )?;
-    writeln!(out, "    $ {}", String::from_utf8_lossy(&c.text))?;
-    writeln!(out, "    cwd {}", String::from_utf8_lossy(&c.cwd))?;
+    // A command typed on several lines keeps its lines, indented under the first.
+    writeln!(out, "    $ {}", escape_text(&c.text).replace('\n', "\n      "))?;
+    writeln!(out, "    cwd {}", escape(&c.cwd))?;
     if let Some(l) = files {
         let Listing { files, matched, total, now, .. } = l;
         for (i, f) in files.iter().enumerate().take(files_shown) {
@@ -155,7 +160,7 @@ pub fn write_command(
                 out,
                 "  {mark} {:<5} {}  {}  {}  {hash}{state}",
                 f.access.as_str(),
-                String::from_utf8_lossy(&f.path),
+                escape(&f.path),
                 human_size(f.size),
                 local(f.mtime_ns),
             )?;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use prov_model::config::QueryConfig;
+use prov_model::escape::escape;
 use prov_model::hash::hash_path;
 use prov_model::Access;
 use prov_store::{FileRow, Selected, Store, StoreError};
@@ -108,7 +109,7 @@ pub fn by_file(
     print(&store, &found, &Show { files: true, ..show.clone() })?;
     if found.is_empty() {
         let verb = if access == Access::Write { "wrote" } else { "read" };
-        eprintln!("prov: no recorded command {verb} {}", path.display());
+        eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -156,13 +157,14 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
     let matching = store.sessions(&prefix, None)?;
     let session = match matching.as_slice() {
         [] => {
-            eprintln!("prov: no session {id:?} recorded");
+            eprintln!("prov: no session \"{}\" recorded", escape(id.as_bytes()));
             return Ok(ExitCode::from(1));
         }
         [one] => one.session.clone(),
         many => anyhow::bail!(
-            "session id prefix {id:?} is ambiguous: {}",
-            many.iter().map(|s| s.session.as_str()).collect::<Vec<_>>().join(", ")
+            "session id prefix \"{}\" is ambiguous: {}",
+            escape(id.as_bytes()),
+            many.iter().map(|s| escape(s.session.as_bytes())).collect::<Vec<_>>().join(", ")
         ),
     };
     let mut selection = selection;
@@ -236,10 +238,9 @@ fn export(store: &Store, found: &[Selected], format: prov_export::Format, output
 /// overwritten by an export).
 pub(crate) fn output_stream(path: Option<&Path>) -> Result<Box<dyn Write>> {
     Ok(match path {
-        Some(p) => Box::new(BufWriter::new(
-            std::fs::File::create_new(p)
-                .with_context(|| format!("cannot create {} (an existing file is never overwritten)", p.display()))?,
-        )),
+        Some(p) => Box::new(BufWriter::new(std::fs::File::create_new(p).with_context(|| {
+            format!("cannot create {} (an existing file is never overwritten)", escape(p.as_os_str().as_bytes()))
+        })?)),
         None => Box::new(BufWriter::new(std::io::stdout().lock())),
     })
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ use crate::query::open_store_of;
 use crate::run::now_ns;
 use crate::setup::UserSetup;
 use anyhow::{Context, Result};
+use prov_model::escape::escape;
 use prov_report::{write_report, ArchivedScript, ReportInput};
 
 /// Writes the report of the last `limit` commands (all by default) that
@@ -68,8 +70,9 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         write_report(&input, &mut out)?;
         out.flush()?;
     } else {
-        write_replacing(output, &input).with_context(|| format!("cannot write the report to {}", output.display()))?;
-        eprintln!("prov: report of {n} commands written to {}", output.display());
+        let shown = escape(output.as_os_str().as_bytes());
+        write_replacing(output, &input).with_context(|| format!("cannot write the report to {shown}"))?;
+        eprintln!("prov: report of {n} commands written to {shown}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,17 +1,24 @@
 //! `prov restore`: writes archived scripts back (see the script archive in
 //! prov-store). Each file goes to DIR + its recorded absolute path, so the
-//! files of one command keep their layout and never collide.
+//! files of one command keep their layout and never collide. Everything is
+//! written beneath DIR, reached from one descriptor of it without following
+//! any symbolic link.
 
-use std::ffi::OsString;
-use std::fs::OpenOptions;
-use std::io::{BufRead, BufWriter, IsTerminal, Write};
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufWriter, IsTerminal, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, renameat2, AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag};
+use nix::sys::stat::{fstatat, mkdirat, Mode};
+use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
+use prov_model::escape::{escape, escape_controls};
 use prov_model::record::bytes_as_hex;
 use prov_store::{ArchivedFile, Store};
 use serde_json::{json, Value};
@@ -65,19 +72,16 @@ pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
+    let to = RestoreDir::open(&args.to)?;
     let mut failed = false;
     let mut ask = Asker::new();
     let mut out = std::io::stdout().lock();
     for file in &files {
-        match restore_one(&store, file, &args, &mut ask) {
-            Ok(Some(target)) => {
-                out.write_all(b"restored ")?;
-                out.write_all(target.as_os_str().as_bytes())?;
-                out.write_all(b"\n")?;
-            }
+        match restore_one(&store, file, &to, &args, &mut ask) {
+            Ok(Some(target)) => writeln!(out, "restored {}", shown(&target))?,
             Ok(None) => {}
             Err(e) => {
-                eprintln!("prov: {e:#}");
+                eprintln!("prov: {}", escape_controls(&format!("{e:#}")));
                 failed = true;
             }
         }
@@ -134,9 +138,7 @@ fn list(files: &[ArchivedFile], json: bool) -> Result<()> {
             serde_json::to_writer(&mut out, &o)?;
             out.write_all(b"\n")?;
         } else {
-            write!(out, "{:04o} {:>9} {}  ", f.mode, f.size, f.digest)?;
-            out.write_all(&f.path)?;
-            out.write_all(b"\n")?;
+            writeln!(out, "{:04o} {:>9} {}  {}", f.mode, f.size, f.digest, escape(&f.path))?;
         }
     }
     out.flush()?;
@@ -144,79 +146,173 @@ fn list(files: &[ArchivedFile], json: bool) -> Result<()> {
 }
 
 /// Writes one file; `Ok(None)` when the user declined to overwrite.
-fn restore_one(store: &Store, file: &ArchivedFile, args: &RestoreArgs, ask: &mut Asker) -> Result<Option<PathBuf>> {
-    let target = args.to.join(relative(&file.path)?);
+fn restore_one(
+    store: &Store,
+    file: &ArchivedFile,
+    to: &RestoreDir,
+    args: &RestoreArgs,
+    ask: &mut Asker,
+) -> Result<Option<PathBuf>> {
+    let rel = relative(&file.path)?;
+    let target = args.to.join(&rel);
     let content = store.archived_content(file)?;
     // Set-id bits are not given back: the restored file is a new file of
     // the user's, not the one that was run.
     let mode = file.mode & 0o777;
-    let existing = match std::fs::symlink_metadata(&target) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", target.display())),
+    let (dir, name) = to.parent_of(&rel)?;
+    let existing = match fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Some(st),
+        Err(Errno::ENOENT) => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", shown(&target))),
     };
     let mut replace = false;
-    if let Some(meta) = existing {
-        if meta.is_dir() {
-            bail!("{} is a directory; not restored", target.display());
+    if let Some(st) = existing {
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFDIR {
+            bail!("{} is a directory; not restored", shown(&target));
         }
-        if meta.is_file() && meta.len() == file.size && std::fs::read(&target).is_ok_and(|c| c == content) {
-            if meta.permissions().mode() & 0o7777 != mode {
-                std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
-                    .with_context(|| format!("cannot set the mode of {}", target.display()))?;
+        if kind == libc::S_IFREG && st.st_size as u64 == file.size {
+            // Through a descriptor, so the mode is set on the file that was
+            // compared, whatever replaces the name meanwhile (O_NONBLOCK:
+            // a FIFO put there instead must not hang us).
+            let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK;
+            let same = open_beneath(&dir, name, flags, Mode::empty()).ok().map(std::fs::File::from);
+            if let Some(f) = same.filter(|f| read_all(f).is_ok_and(|c| c == content)) {
+                if st.st_mode & 0o7777 != mode {
+                    f.set_permissions(std::fs::Permissions::from_mode(mode))
+                        .with_context(|| format!("cannot set the mode of {}", shown(&target)))?;
+                }
+                return Ok(Some(target));
             }
-            return Ok(Some(target));
         }
         replace = args.force || ask.overwrite(&target)?;
         if !replace {
             if ask.is_terminal {
-                eprintln!("prov: {} kept as it is", target.display());
+                eprintln!("prov: {} kept as it is", shown(&target));
                 return Ok(None);
             }
-            bail!("{} exists and differs; not overwritten (use --force)", target.display());
+            bail!("{} exists and differs; not overwritten (use --force)", shown(&target));
         }
     }
-    write_new(&target, &content, mode, replace)?;
+    write_new(&dir, name, &target, &content, mode, replace)?;
     Ok(Some(target))
 }
 
-/// Writes `content` to a temporary file beside `target` and renames it into
-/// place: a reader never sees half a file, and without `replace` a file
-/// that appeared meanwhile is not clobbered (RENAME_NOREPLACE).
-fn write_new(target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<()> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+fn read_all(mut f: &std::fs::File) -> std::io::Result<Vec<u8>> {
+    let mut content = Vec::new();
+    f.read_to_end(&mut content)?;
+    Ok(content)
+}
+
+/// The directory of `--to`, opened once. Every directory and file beneath
+/// it is reached one name at a time from there, never through a symbolic
+/// link: in a shared directory (`/tmp`) another user could plant one that
+/// leads the writes elsewhere (as root, anywhere).
+struct RestoreDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl RestoreDir {
+    /// Opens DIR, creating it if missing. DIR itself is the user's choice
+    /// and may be reached through links.
+    fn open(path: &Path) -> Result<RestoreDir> {
+        std::fs::create_dir_all(path).with_context(|| format!("cannot create directory {}", shown(path)))?;
+        let fd = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            .with_context(|| format!("cannot open directory {}", shown(path)))?;
+        Ok(RestoreDir { fd, path: path.to_owned() })
+    }
+
+    /// The directory that holds `rel` (created as needed) and its last name.
+    fn parent_of<'a>(&self, rel: &'a Path) -> Result<(OwnedFd, &'a OsStr)> {
+        let name = rel.file_name().ok_or_else(|| anyhow!("{} names no file", shown(rel)))?;
+        let mut dir = self.fd.try_clone()?;
+        let mut reached = self.path.clone();
+        for component in rel.parent().into_iter().flat_map(Path::components) {
+            let Component::Normal(part) = component else { bail!("{} is not a plain relative path", shown(rel)) };
+            reached.push(part);
+            dir = match subdirectory(&dir, part) {
+                Ok(fd) => fd,
+                // ELOOP, or ENOTDIR (O_DIRECTORY on the link itself).
+                Err(Errno::ELOOP | Errno::ENOTDIR) if is_link(&dir, part) => {
+                    bail!("{} is a symbolic link; not followed (restore writes beneath --to only)", shown(&reached))
+                }
+                Err(Errno::ENOTDIR) => bail!("{} is not a directory", shown(&reached)),
+                Err(e) => return Err(e).with_context(|| format!("cannot create directory {}", shown(&reached))),
+            };
+        }
+        Ok((dir, name))
+    }
+}
+
+fn is_link(dir: &OwnedFd, name: &OsStr) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+}
+
+/// `dir/name`, a directory, made if missing; never through a link.
+fn subdirectory(dir: &OwnedFd, name: &OsStr) -> nix::Result<OwnedFd> {
+    let open = || open_beneath(dir, name, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty());
+    match open() {
+        Err(Errno::ENOENT) => match mkdirat(dir, name, Mode::from_bits_truncate(0o777)) {
+            Ok(()) | Err(Errno::EEXIST) => open(),
+            Err(e) => Err(e),
+        },
+        other => other,
+    }
+}
+
+/// Opens `name` in `dir` without following a symbolic link (nor leaving
+/// `dir`): openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS.
+fn open_beneath(dir: &OwnedFd, name: &OsStr, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let resolve = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+    match openat2(dir, name, OpenHow::new().flags(flags).mode(mode).resolve(resolve)) {
+        // Kernels before 5.6 (RHEL 8): `name` is one plain name (no `/`, no
+        // `..`), so O_NOFOLLOW refuses the same links.
+        Err(Errno::ENOSYS) => openat(dir, name, flags, mode),
+        other => other,
+    }
+}
+
+/// Writes `content` to a new temporary file beside the target (in `dir`)
+/// and renames it to `name`: a reader never sees half a file, and without
+/// `replace` a file that appeared meanwhile is not clobbered
+/// (RENAME_NOREPLACE).
+fn write_new(dir: &OwnedFd, name: &OsStr, target: &Path, content: &[u8], mode: u32, replace: bool) -> Result<()> {
     // Short, whatever the target's name (which may be NAME_MAX long).
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(".prov-restore-{}-{nanos}", std::process::id()));
-    let written = (|| -> std::io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-        f.write_all(content)?;
-        // Exactly the recorded bits, whatever the umask.
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.sync_data()
-    })();
+    let tmp = OsString::from(format!(".prov-restore-{}-{nanos}", std::process::id()));
+    let created = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+    let written = open_beneath(dir, &tmp, created, Mode::from_bits_truncate(0o600))
+        .map_err(std::io::Error::from)
+        .and_then(|fd| {
+            let mut f = std::fs::File::from(fd);
+            f.write_all(content)?;
+            // Exactly the recorded bits, whatever the umask.
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            f.sync_data()
+        });
+    let remove_tmp = || {
+        let _ = unlinkat(dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+    };
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("cannot write {}", tmp.display()));
+        remove_tmp();
+        return Err(e).with_context(|| format!("cannot write {}", shown(&target.with_file_name(&tmp))));
     }
-    let flags = if replace { nix::fcntl::RenameFlags::empty() } else { nix::fcntl::RenameFlags::RENAME_NOREPLACE };
-    let at = nix::fcntl::AT_FDCWD;
-    let renamed = match nix::fcntl::renameat2(at, &tmp, at, target, flags) {
+    let flags = if replace { RenameFlags::empty() } else { RenameFlags::RENAME_NOREPLACE };
+    let renamed = match renameat2(dir, tmp.as_os_str(), dir, name, flags) {
         // A filesystem without RENAME_NOREPLACE: a hard link does not
         // replace either.
-        Err(nix::errno::Errno::EINVAL) if !replace => std::fs::hard_link(&tmp, target).map_err(anyhow::Error::from),
-        other => other.map_err(anyhow::Error::from),
+        Err(Errno::EINVAL) if !replace => linkat(dir, tmp.as_os_str(), dir, name, AtFlags::empty()),
+        other => other,
     };
     if !replace || renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        remove_tmp();
     }
     match renamed {
         Ok(()) => Ok(()),
-        Err(e) if e.downcast_ref::<nix::errno::Errno>() == Some(&nix::errno::Errno::EEXIST) => {
-            bail!("{} appeared meanwhile; not overwritten (use --force)", target.display())
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot write {}", target.display())),
+        Err(Errno::EEXIST) => bail!("{} appeared meanwhile; not overwritten (use --force)", shown(target)),
+        Err(e) => Err(e).with_context(|| format!("cannot write {}", shown(target))),
     }
 }
 
@@ -256,7 +352,7 @@ impl Asker {
         if !self.is_terminal {
             return Ok(false);
         }
-        eprint!("prov: {} exists and differs; overwrite? [y/N] ", target.display());
+        eprint!("prov: {} exists and differs; overwrite? [y/N] ", shown(target));
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
         Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
@@ -264,7 +360,11 @@ impl Asker {
 }
 
 fn show(path: &[u8]) -> String {
-    String::from_utf8_lossy(path).into_owned()
+    escape(path)
+}
+
+fn shown(path: &Path) -> String {
+    escape(path.as_os_str().as_bytes())
 }
 
 #[cfg(test)]

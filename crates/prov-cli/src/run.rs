@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use prov_collect::ipc;
 use prov_collect::protocol::{CommandStart, StoreReport, ToCaller, ToCollector};
+use prov_model::escape::{escape, escape_controls};
 use prov_model::CommandEnd;
 
 use crate::observe::{self, Observation};
@@ -19,7 +20,7 @@ use crate::spawn;
 
 pub fn run(command: Vec<OsString>) -> ExitCode {
     let Some(program) = resolve_program(&command[0]) else {
-        eprintln!("prov: {}: command not found", command[0].to_string_lossy());
+        eprintln!("prov: {}: command not found", escape(command[0].as_bytes()));
         return ExitCode::from(127);
     };
     let session = std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string());
@@ -29,7 +30,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let mut obs = match observation {
         Ok(obs) => obs,
         Err(reason) => {
-            eprintln!("prov: not tracing: {reason}");
+            eprintln!("prov: not tracing: {}", escape_controls(&reason));
             return run_untraced(&program, &command);
         }
     };
@@ -47,7 +48,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("prov: cannot start {}: {e}", command[0].to_string_lossy());
+            eprintln!("prov: cannot start {}: {e}", escape(command[0].as_bytes()));
             return ExitCode::from(126);
         }
     };
@@ -127,8 +128,9 @@ fn finish(obs: &Observation, end: CommandEnd) -> Result<StoreReport, String> {
 
 fn report_problems(report: &StoreReport) {
     if let Some(lost) = &report.lost {
-        eprintln!("prov: record lost: {lost}");
+        eprintln!("prov: record lost: {}", escape_controls(lost));
     } else if let Some(why) = &report.spooled {
+        let why = escape_controls(why);
         eprintln!("prov: database unavailable ({why}); the record is kept in the spool until it can be written");
     }
 }
@@ -138,6 +140,10 @@ fn report_problems(report: &StoreReport) {
 /// collector's CPU time and event count.
 fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
+    // As root, not into a directory someone else could redirect (see setup).
+    if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
+        return;
+    }
     let line = serde_json::json!({
         "command_ns": command_ns,
         "total_ns": total_ns,
@@ -156,7 +162,7 @@ fn run_untraced(program: &Path, command: &[OsString]) -> ExitCode {
     match status {
         Ok(s) => ExitCode::from(shell_status(s) as u8),
         Err(e) => {
-            eprintln!("prov: cannot start {}: {e}", command[0].to_string_lossy());
+            eprintln!("prov: cannot start {}: {e}", escape(command[0].as_bytes()));
             ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
     }

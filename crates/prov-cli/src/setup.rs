@@ -1,12 +1,14 @@
 //! Everything `prov run` (and `prov doctor`) must know before observing:
 //! the user's locations and configuration, and whether the helper can work.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use prov_collect::protocol::Settings;
-use prov_model::paths::Locations;
+use prov_model::escape::escape;
+use prov_model::paths::{check_private_path, Locations, NotPrivate, Problem};
 use prov_model::{Access, Config};
 
 /// How long a collector waits for a locked database before spooling.
@@ -18,10 +20,28 @@ pub struct UserSetup {
 }
 
 impl UserSetup {
+    /// The locations and configuration. As root, only if nobody else can
+    /// change where prov's files are (see [`refuse_others_directories`]).
     pub fn load() -> Result<UserSetup> {
         let locations = Locations::from_env().map_err(|e| anyhow!(e))?;
+        let as_root = nix::unistd::geteuid().is_root();
+        if as_root {
+            refuse_others_directories(&locations.config_file(), "set XDG_CONFIG_HOME")?;
+        }
         let config = Config::load(&locations.config_file())?;
-        Ok(UserSetup { locations, config })
+        let setup = UserSetup { locations, config };
+        if as_root {
+            let database_hint = match setup.config.database.path {
+                Some(_) => {
+                    format!("change database.path in {}", escape(setup.locations.config_file().as_os_str().as_bytes()))
+                }
+                None => "set XDG_DATA_HOME".into(),
+            };
+            refuse_others_directories(&setup.database(), &database_hint)?;
+            refuse_others_directories(&setup.locations.spool_dir(), "set XDG_STATE_HOME")?;
+            refuse_others_directories(&setup.locations.collector_log(), "set XDG_STATE_HOME")?;
+        }
+        Ok(setup)
     }
 
     pub fn database(&self) -> PathBuf {
@@ -47,6 +67,31 @@ impl UserSetup {
             archive: self.config.archive.clone(),
         }
     }
+}
+
+/// Root running prov with a user's HOME or XDG_* (`sudo -E`) would open the
+/// database, its -wal/-shm/-journal (SQLite opens those itself, so no
+/// per-open O_NOFOLLOW helps), the spool, the log and the configuration
+/// through links that user planted, and write root-owned files anywhere. So
+/// as root every directory on the way to `file` must be root's and writable
+/// by nobody else (OpenSSH's StrictModes); otherwise one line says which and
+/// what to do. Checked here, before the collector is handed any of them.
+pub fn refuse_others_directories(file: &Path, hint: &str) -> Result<()> {
+    let Err(NotPrivate { dir, problem }) = check_private_path(file, 0) else { return Ok(()) };
+    let why = match problem {
+        Problem::OwnedBy(uid) => {
+            let name = nix::unistd::User::from_uid(uid.into()).ok().flatten().map_or_else(|| "?".into(), |u| u.name);
+            format!("is owned by {name} (uid {uid})")
+        }
+        Problem::WritableByOthers(mode) => format!("is writable by others than root (mode {mode:04o})"),
+        Problem::Unreadable(e) => format!("cannot be checked ({e})"),
+        Problem::TooManyLinks => "leads through too many symbolic links".into(),
+    };
+    bail!(
+        "as root, prov uses only directories nobody else can change, but {} on the way to {} {why}; run prov with sudo -H (not -E), or {hint} to a directory of root's",
+        escape(dir.as_os_str().as_bytes()),
+        escape(file.as_os_str().as_bytes()),
+    )
 }
 
 /// prov's own executables and libraries, as the kernel names them.

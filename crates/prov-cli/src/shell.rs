@@ -86,7 +86,7 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
     let user = UserSetup::load()?;
     let p = paths()?;
     if let Some(reason) = setup::tracing_unavailable(&p.helper) {
-        eprintln!("prov: not tracing: {reason}");
+        eprintln!("prov: not tracing: {}", prov_model::escape::escape_controls(&reason));
     }
     let dir = user.locations.state_dir.join("shell");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -143,7 +143,8 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
             let answer = format!("R{}{}", obs.holder_pid, if skip_space { " skip-space" } else { "" });
             ipc::send(shim, answer.as_bytes(), &fds)?;
         }
-        Err(reason) => ipc::send(shim, format!("E{reason}").as_bytes(), &[])?,
+        // The shim prints the reason on the user's terminal.
+        Err(reason) => ipc::send(shim, format!("E{}", prov_model::escape::escape_controls(&reason)).as_bytes(), &[])?,
     }
     Ok(ExitCode::SUCCESS)
 }

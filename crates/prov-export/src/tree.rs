@@ -4,18 +4,20 @@
 //! read, each with its own writer, and so on. Downstream: the file, the
 //! commands that read it, the files they wrote, their readers, and so on.
 //! A command reached twice is shown once and referred to by its id after.
+//! Recorded bytes are shown through [`prov_model::escape`].
 
 use std::collections::HashSet;
 use std::io::Write;
 
 use anyhow::Result;
+use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
 
 use crate::lineage::{Direction, Lineage};
-use crate::text::{hash_hex, local, lossy};
+use crate::text::{hash_hex, local};
 
 pub fn write_tree(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "{}", lossy(&lineage.target.path))?;
+    writeln!(out, "{}", escape(&lineage.target.path))?;
     let mut shown = HashSet::new();
     let starts: Vec<i64> = lineage.start.iter().map(|&(c, _)| c).collect();
     if starts.is_empty() {
@@ -53,8 +55,8 @@ fn write_command(
         return Ok(());
     }
     let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-    writeln!(out, "{here}{verb}#{id}  $ {}", lossy(&c.text).replace('\n', "\n    "))?;
-    writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), lossy(&c.cwd))?;
+    writeln!(out, "{here}{verb}#{id}  $ {}", escape_text(&c.text).replace('\n', "\n    "))?;
+    writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), escape(&c.cwd))?;
     if !c.completeness.is_complete() {
         // Its files may be missing from the walk too.
         let reasons: Vec<String> = c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
@@ -103,7 +105,7 @@ fn write_file(
         (true, Direction::Upstream) => "  (no recorded writer)",
         (true, Direction::Downstream) => "  (no recorded reader)",
     };
-    writeln!(out, "{here}{verb}{}  {hash}{note}", lossy(&f.path))?;
+    writeln!(out, "{here}{verb}{}  {hash}{note}", escape(&f.path))?;
     for (i, &c) in next.iter().enumerate() {
         write_command(lineage, c, &below, i + 1 == next.len(), shown, out)?;
     }

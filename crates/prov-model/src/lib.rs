@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod escape;
 pub mod hash;
 pub mod paths;
 pub mod record;

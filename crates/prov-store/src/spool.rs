@@ -59,7 +59,14 @@ impl SpoolWriter {
         crate::fs::create_private_dir(dir)?;
         let path = dir.join(format!("{uuid}{SUFFIX}"));
         loop {
-            let file = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path)?;
+            // O_NOFOLLOW: a link in the spool directory is nobody's record.
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)?;
             lock_patiently(&file, &path)?;
             // An ingester may have taken and deleted the file between our
             // open and our lock; we would then be writing to a dead inode.
@@ -217,7 +224,7 @@ impl Store {
 
     fn ingest_file(&mut self, path: &Path) -> Result<Outcome> {
         let io_err = |source| StoreError::SpoolIo { path: path.to_owned(), source };
-        let file = match File::open(path) {
+        let file = match OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Skipped),
             Err(e) => return Err(io_err(e)),
