@@ -73,6 +73,23 @@ fn main() {
     }
 }
 
+/// A path as the user's terminal may see it: control characters (another
+/// user may have named a directory `\e]0;…`), DEL, C1 and bidi overrides
+/// escaped, as prov's own human output shows them.
+fn shown(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for c in String::from_utf8_lossy(bytes).chars() {
+        match c {
+            '\u{0}'..='\u{1f}' | '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn usage(why: &str) -> Failure {
     Failure { message: format!("{why}\n{USAGE}"), exit_code: 2 }
 }
@@ -503,7 +520,7 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     sys::reset_sigpipe();
     let err = sys::execve(&path, &argv, &env);
     let code = if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
-    Err(Failure { message: format!("{}: {err}", args[3].to_string_lossy()), exit_code: code })
+    Err(Failure { message: format!("{}: {err}", shown(args[3].as_bytes())), exit_code: code })
 }
 
 fn with_user_euid<T>(id: &Identity, f: impl FnOnce() -> T) -> Result<T, Failure> {
@@ -568,7 +585,7 @@ fn enter_observation(id: &Identity, pid: libc::pid_t) -> Result<Entry, Failure> 
     // namespace's root, `restore` puts back exactly the caller's.
     sys::setns(own_ns.as_fd()).map_err(|e| os_fail("cannot return to own namespace", e))?;
     place.restore()?;
-    Ok(Entry::Untraced(fail(format!("cannot enter {} inside the observation: {why}", cwd.to_string_lossy()))))
+    Ok(Entry::Untraced(fail(format!("cannot enter {} inside the observation: {why}", shown(cwd.as_bytes())))))
 }
 
 /// Verifies the holder and enters its namespace.
@@ -616,4 +633,14 @@ fn read_environment(fd: RawFd) -> Result<Vec<CString>, Failure> {
         .filter(|e| !e.is_empty() && e.contains(&b'='))
         .filter_map(|e| CString::new(e).ok())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shown_paths_carry_no_terminal_controls() {
+        let shown = super::shown("d\x1b]0;t\x07\u{9b}\u{202e}\u{2067}é\\x".as_bytes());
+        assert_eq!(shown, r"d\x1b]0;t\x07\u{9b}\u{202e}\u{2067}é\x");
+        assert_eq!(super::shown(b"a\xffb\n"), "a\u{fffd}b\\x0a");
+    }
 }

@@ -145,3 +145,21 @@ fn hostile_names_and_command_texts_are_shown_escaped() {
     assert!(asked_text.contains(&format!("{SCRIPT_SHOWN} exists and differs; overwrite?")), "{asked_text}");
     assert_eq!(std::fs::read(&back).unwrap(), b"edited\n", "declined: kept");
 }
+
+/// The helper prints the paths it was handed (a program that cannot run, a
+/// directory it cannot enter): another user may have chosen those names too.
+#[test]
+fn the_helpers_own_lines_show_hostile_names_escaped() {
+    let case = Case::new("escapes-helper");
+    let missing = case.work.join(OsStr::from_bytes(HOSTILE));
+    let out = super::helper(&case)
+        .args([OsStr::new("join"), OsStr::new("4000000"), OsStr::new("0"), OsStr::new("-")])
+        .arg(&missing)
+        .arg("x")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
+    assert_terminal_safe("prov-helper join … MISSING", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(r"data\x1b[2J\x1b[1;1Hprov: all clean\x1b]0;pwned\x07.csv"), "{stderr}");
+}
