@@ -7,6 +7,7 @@ pub mod config;
 pub mod hash;
 pub mod paths;
 pub mod record;
+pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};

@@ -1,0 +1,190 @@
+//! The writer process and the pipe to it. prov-writer (installed next to the
+//! collector) owns the user's database, spool and collector log; this
+//! process keeps the fanotify group and every event's file, so crafted
+//! content in those user-writable files can never reach them.
+//!
+//! A sender thread encodes the messages and writes the frames: the reader
+//! thread hands them over without waiting (an unbounded channel, as before
+//! the split), so it never blocks on SQLite; only `sync` waits, for the
+//! writer's reply. A writer that dies (the user may kill it: it is theirs)
+//! costs the rest of the record, never a hang: every later message is
+//! dropped and every `sync` answers why.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use prov_model::writer_pipe::{
+    decode_reply, read_frame, write_frame, FrameError, SyncReport, ToWriter, MAX_ARCHIVED_FILE, MAX_FRAME, MAX_REPLY,
+};
+use prov_model::ArchivedRead;
+
+/// The writer's file name, next to the collector's.
+const WRITER: &str = "prov-writer";
+/// The pipe's buffer (the most an unprivileged process may ask for by
+/// default): a batch of events goes through in one or two writes.
+const PIPE_BYTES: i32 = 1 << 20;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriterError {
+    #[error("cannot start {WRITER}: {0}")]
+    Start(String),
+    #[error("the database writer stopped ({0})")]
+    Stopped(String),
+}
+
+enum Outgoing {
+    Frame(ToWriter),
+    Sync(mpsc::Sender<Result<SyncReport, WriterError>>),
+}
+
+pub struct WriterLink {
+    tx: Option<mpsc::Sender<Outgoing>>,
+    sender: Option<JoinHandle<()>>,
+}
+
+impl WriterLink {
+    /// Starts prov-writer. When it cannot start, the link still works: what
+    /// is sent is dropped and `sync` says why.
+    pub fn start() -> WriterLink {
+        let pipe = spawn().map_err(|e| WriterError::Start(e.to_string()));
+        if let Err(e) = &pipe {
+            eprintln!("prov-collector: {e}; this record is lost");
+        }
+        let (tx, rx) = mpsc::channel();
+        let sender = std::thread::spawn(move || pump(rx, pipe));
+        WriterLink { tx: Some(tx), sender: Some(sender) }
+    }
+
+    pub fn send(&self, msg: ToWriter) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Outgoing::Frame(msg));
+        }
+    }
+
+    /// Archived files, in frames of bounded size.
+    pub fn send_archived(&self, files: Vec<ArchivedRead>) {
+        let mut frame = Vec::new();
+        let mut bytes = 0u64;
+        for file in files {
+            let size = file.content.len() as u64;
+            if !frame.is_empty() && bytes + size > MAX_ARCHIVED_FILE {
+                self.send(ToWriter::Archive(std::mem::take(&mut frame)));
+                bytes = 0;
+            }
+            bytes += size;
+            frame.push(file);
+        }
+        if !frame.is_empty() {
+            self.send(ToWriter::Archive(frame));
+        }
+    }
+
+    /// One line for the collector log (on stderr when the writer is gone).
+    pub fn log(&self, line: String) {
+        self.send(ToWriter::Log(line));
+    }
+
+    /// Waits until everything sent before is stored or spooled.
+    pub fn sync(&self) -> Result<SyncReport, WriterError> {
+        let gone = || WriterError::Stopped("its thread is gone".into());
+        let (reply_tx, reply_rx) = mpsc::channel();
+        self.tx.as_ref().ok_or_else(gone)?.send(Outgoing::Sync(reply_tx)).map_err(|_| gone())?;
+        reply_rx.recv().map_err(|_| gone())?
+    }
+}
+
+impl Drop for WriterLink {
+    /// Lets the writer finish what it got and waits for it to exit.
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.join();
+        }
+    }
+}
+
+/// prov-writer next to our own executable (a root-owned directory the
+/// helper checked), with nothing of ours but the two pipes and stderr: no
+/// environment, `/` as working directory, every other descriptor closed.
+fn spawn() -> io::Result<(Child, ChildStdin, ChildStdout)> {
+    let exe = std::fs::read_link("/proc/self/exe")?;
+    let path = exe.parent().map_or_else(|| PathBuf::from(WRITER), |dir| dir.join(WRITER));
+    let mut cmd = Command::new(path);
+    cmd.env_clear().current_dir("/").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    crate::sys::only_stdio_across_exec(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(io::Error::other("no pipes to the writer"));
+    };
+    let _ = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+    Ok((child, stdin, stdout))
+}
+
+/// The sender thread: frames out, replies in, until the link is dropped.
+fn pump(rx: mpsc::Receiver<Outgoing>, pipe: Result<(Child, ChildStdin, ChildStdout), WriterError>) {
+    let (mut child, mut pipe) = match pipe {
+        Ok((child, stdin, stdout)) => (Some(child), Ok((stdin, stdout))),
+        Err(e) => (None, Err(e)),
+    };
+    let mut buf = Vec::new();
+    for msg in rx {
+        let Ok((stdin, stdout)) = &mut pipe else {
+            match msg {
+                Outgoing::Frame(ToWriter::Log(line)) => eprintln!("prov-collector: {line}"),
+                Outgoing::Frame(_) => {}
+                Outgoing::Sync(reply) => {
+                    let _ =
+                        reply.send(Err(pipe.as_ref().err().cloned().unwrap_or(WriterError::Stopped(String::new()))));
+                }
+            }
+            continue;
+        };
+        let result = match msg {
+            Outgoing::Frame(frame) => write_frame(stdin, &frame, MAX_FRAME, &mut buf).map(|()| None),
+            Outgoing::Sync(reply) => {
+                let answer = write_frame(stdin, &ToWriter::Sync, MAX_FRAME, &mut buf)
+                    .and_then(|()| read_reply(stdout, &mut buf));
+                match answer {
+                    Ok(report) => {
+                        let _ = reply.send(Ok(report));
+                        Ok(None)
+                    }
+                    Err(e) => Ok(Some((e, reply))),
+                }
+            }
+        };
+        let (e, reply) = match result {
+            Ok(None) => continue,
+            Ok(Some((e, reply))) => (e, Some(reply)),
+            Err(e) => (e, None),
+        };
+        let stopped = WriterError::Stopped(e.to_string());
+        eprintln!("prov-collector: {stopped}; the rest of this record is lost");
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(stopped.clone()));
+        }
+        // A writer that broke the protocol is not trusted to go on either.
+        if let Some(child) = &mut child {
+            let _ = child.kill();
+        }
+        pipe = Err(stopped);
+    }
+    drop(pipe);
+    if let Some(mut child) = child {
+        let _ = child.wait();
+    }
+}
+
+/// The writer's answer: at most MAX_REPLY bytes, decoded as hostile input
+/// (the writer is the user's process; anything they run may tamper with it).
+fn read_reply(stdout: &mut ChildStdout, buf: &mut Vec<u8>) -> Result<SyncReport, FrameError> {
+    if !read_frame(stdout, MAX_REPLY, buf)? {
+        return Err(FrameError::Truncated);
+    }
+    decode_reply(buf)
+}
