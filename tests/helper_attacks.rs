@@ -7,6 +7,8 @@ use std::process::Command;
 
 use prov_e2e::*;
 
+mod privilege_separation;
+
 fn helper(case: &Case) -> Command {
     case.command(case.inst.helper())
 }
