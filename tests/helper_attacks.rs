@@ -7,6 +7,7 @@ use std::process::Command;
 
 use prov_e2e::*;
 
+#[path = "helper_attacks/privilege_separation.rs"]
 mod privilege_separation;
 
 fn helper(case: &Case) -> Command {
