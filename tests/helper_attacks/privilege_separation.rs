@@ -104,10 +104,8 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
 
     // The writer: its two pipes, stderr (/dev/null) and prov's own files.
     let held = descriptors(writer);
-    let foreign: Vec<_> = held
-        .iter()
-        .filter(|(_, t, _)| !(t.starts_with("pipe:[") || t == "/dev/null" || within(t, &dirs)))
-        .collect();
+    let foreign: Vec<_> =
+        held.iter().filter(|(_, t, _)| !(t.starts_with("pipe:[") || t == "/dev/null" || within(t, &dirs))).collect();
     assert!(foreign.is_empty(), "the writer holds more than its pipes and prov's files: {foreign:?}");
     assert!(!held.iter().any(|(_, t, _)| t.contains("fanotify")));
 

@@ -64,12 +64,14 @@ impl WriterLink {
         }
     }
 
-    /// Archived files, in frames of bounded size.
+    /// Archived files, in frames of bounded size (the resolver archives no
+    /// file larger than one frame holds).
     pub fn send_archived(&self, files: Vec<ArchivedRead>) {
         let mut frame = Vec::new();
         let mut bytes = 0u64;
         for file in files {
-            let size = file.content.len() as u64;
+            // Generously above the encoded size of the path and fields.
+            let size = (file.content.len() + file.path.len() + 64) as u64;
             if !frame.is_empty() && bytes + size > MAX_ARCHIVED_FILE {
                 self.send(ToWriter::Archive(std::mem::take(&mut frame)));
                 bytes = 0;
@@ -126,53 +128,46 @@ fn spawn() -> io::Result<(Child, ChildStdin, ChildStdout)> {
 }
 
 /// The sender thread: frames out, replies in, until the link is dropped.
-fn pump(rx: mpsc::Receiver<Outgoing>, pipe: Result<(Child, ChildStdin, ChildStdout), WriterError>) {
-    let (mut child, mut pipe) = match pipe {
+fn pump(rx: mpsc::Receiver<Outgoing>, started: Result<(Child, ChildStdin, ChildStdout), WriterError>) {
+    let (mut child, mut pipe) = match started {
         Ok((child, stdin, stdout)) => (Some(child), Ok((stdin, stdout))),
         Err(e) => (None, Err(e)),
     };
     let mut buf = Vec::new();
     for msg in rx {
-        let Ok((stdin, stdout)) = &mut pipe else {
-            match msg {
-                Outgoing::Frame(ToWriter::Log(line)) => eprintln!("prov-collector: {line}"),
-                Outgoing::Frame(_) => {}
-                Outgoing::Sync(reply) => {
-                    let _ =
-                        reply.send(Err(pipe.as_ref().err().cloned().unwrap_or(WriterError::Stopped(String::new()))));
-                }
+        let (stdin, stdout) = match &mut pipe {
+            Ok((stdin, stdout)) => (stdin, stdout),
+            Err(gone) => {
+                answer_without_writer(msg, gone);
+                continue;
             }
-            continue;
         };
-        let result = match msg {
-            Outgoing::Frame(frame) => write_frame(stdin, &frame, MAX_FRAME, &mut buf).map(|()| None),
+        let (result, reply) = match msg {
+            Outgoing::Frame(frame) => (write_frame(stdin, &frame, MAX_FRAME, &mut buf).map(|()| None), None),
             Outgoing::Sync(reply) => {
-                let answer = write_frame(stdin, &ToWriter::Sync, MAX_FRAME, &mut buf)
+                let report = write_frame(stdin, &ToWriter::Sync, MAX_FRAME, &mut buf)
                     .and_then(|()| read_reply(stdout, &mut buf));
-                match answer {
-                    Ok(report) => {
-                        let _ = reply.send(Ok(report));
-                        Ok(None)
-                    }
-                    Err(e) => Ok(Some((e, reply))),
-                }
+                (report.map(Some), Some(reply))
             }
         };
-        let (e, reply) = match result {
-            Ok(None) => continue,
-            Ok(Some((e, reply))) => (e, Some(reply)),
-            Err(e) => (e, None),
-        };
-        let stopped = WriterError::Stopped(e.to_string());
-        eprintln!("prov-collector: {stopped}; the rest of this record is lost");
-        if let Some(reply) = reply {
-            let _ = reply.send(Err(stopped.clone()));
+        match (result, reply) {
+            (Ok(Some(report)), Some(reply)) => {
+                let _ = reply.send(Ok(report));
+            }
+            (Ok(_), _) => {}
+            (Err(e), reply) => {
+                let gone = WriterError::Stopped(e.to_string());
+                eprintln!("prov-collector: {gone}; the rest of this record is lost");
+                // A writer that broke the protocol is not trusted to go on either.
+                if let Some(child) = &mut child {
+                    let _ = child.kill();
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(gone.clone()));
+                }
+                pipe = Err(gone);
+            }
         }
-        // A writer that broke the protocol is not trusted to go on either.
-        if let Some(child) = &mut child {
-            let _ = child.kill();
-        }
-        pipe = Err(stopped);
     }
     drop(pipe);
     if let Some(mut child) = child {
@@ -180,11 +175,22 @@ fn pump(rx: mpsc::Receiver<Outgoing>, pipe: Result<(Child, ChildStdin, ChildStdo
     }
 }
 
+/// What becomes of a message once the writer is gone.
+fn answer_without_writer(msg: Outgoing, gone: &WriterError) {
+    match msg {
+        Outgoing::Frame(ToWriter::Log(line)) => eprintln!("prov-collector: {line}"),
+        Outgoing::Frame(_) => {}
+        Outgoing::Sync(reply) => {
+            let _ = reply.send(Err(gone.clone()));
+        }
+    }
+}
+
 /// The writer's answer: at most MAX_REPLY bytes, decoded as hostile input
 /// (the writer is the user's process; anything they run may tamper with it).
 fn read_reply(stdout: &mut ChildStdout, buf: &mut Vec<u8>) -> Result<SyncReport, FrameError> {
     if !read_frame(stdout, MAX_REPLY, buf)? {
-        return Err(FrameError::Truncated);
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "it exited").into());
     }
     decode_reply(buf)
 }

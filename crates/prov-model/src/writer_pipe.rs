@@ -165,11 +165,11 @@ mod tests {
 
     fn event(i: u64) -> FileEvent {
         FileEvent {
-            access: if i % 2 == 0 { Access::Read } else { Access::Write },
+            access: if i.is_multiple_of(2) { Access::Read } else { Access::Write },
             path: format!("/home/user/project/src/module{i}/file_{i}.rs").into_bytes(),
             size: 1000 + i * 37,
             mtime_ns: 1_763_900_000_123_456_789 + i as i64,
-            hash: (i % 7 != 0).then_some(0x9e37_79b9_7f4a_7c15 ^ i),
+            hash: (!i.is_multiple_of(7)).then_some(0x9e37_79b9_7f4a_7c15 ^ i),
             hash_params: HashParams::default(),
             pid: Some(4000 + i as u32),
         }
