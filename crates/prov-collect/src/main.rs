@@ -3,7 +3,6 @@
 //! non-dumpable) and descriptors 3..=9 in a fixed order.
 #![deny(unsafe_code)]
 
-use std::os::fd::OwnedFd;
 use std::process::ExitCode;
 
 use nix::unistd::{getresgid, getresuid, setresgid, setsid};
@@ -34,15 +33,14 @@ fn main() -> ExitCode {
         eprintln!("prov-collector: bad arguments");
         return ExitCode::from(2);
     };
-    let fds = match prov_collect::sys::take_inherited_fds(3, 9) {
-        Ok(fds) => fds,
-        Err(e) => {
-            eprintln!("prov-collector: {}", CollectorError::Handover(e));
-            return ExitCode::from(2);
-        }
-    };
     let [ctl, group, namespace, ns_root, tracker, tracker_for_command, holder_pipe] =
-        <[OwnedFd; 7]>::try_from(fds).expect("seven descriptors");
+        match prov_collect::sys::take_inherited_fds(3) {
+            Ok(fds) => fds,
+            Err(e) => {
+                eprintln!("prov-collector: {}", CollectorError::Handover(e));
+                return ExitCode::from(2);
+            }
+        };
     let handover = Handover {
         ctl,
         group,

@@ -8,15 +8,16 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Takes the descriptors the helper placed at `first..=last`, marking each
+/// Takes the `N` descriptors the helper placed from `first` on, marking each
 /// close-on-exec (the writer must inherit none of them). Works once per
 /// process: a second call could hand out a descriptor that is owned already.
-pub fn take_inherited_fds(first: RawFd, last: RawFd) -> io::Result<Vec<OwnedFd>> {
+pub fn take_inherited_fds<const N: usize>(first: RawFd) -> io::Result<[OwnedFd; N]> {
     static TAKEN: AtomicBool = AtomicBool::new(false);
     if TAKEN.swap(true, Ordering::SeqCst) {
         return Err(io::Error::other("inherited descriptors taken twice"));
     }
-    for fd in first..=last {
+    let numbers: [RawFd; N] = std::array::from_fn(|i| first + i as RawFd);
+    for fd in numbers {
         // SAFETY: F_SETFD only flags a descriptor number; an unused number
         // fails with EBADF and changes nothing.
         if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
@@ -26,7 +27,7 @@ pub fn take_inherited_fds(first: RawFd, last: RawFd) -> io::Result<Vec<OwnedFd>>
     // SAFETY: each number was checked open above; the helper placed them for
     // us before exec, nothing in this process refers to them yet, and this
     // runs once (TAKEN), so each gets exactly one owner.
-    Ok((first..=last).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect())
+    Ok(numbers.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Owns a descriptor the kernel has just installed in this process: an
