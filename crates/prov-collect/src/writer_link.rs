@@ -49,7 +49,11 @@ impl WriterLink {
     /// Starts prov-writer. When it cannot start, the link still works: what
     /// is sent is dropped and `sync` says why.
     pub fn start() -> WriterLink {
-        let pipe = spawn().map_err(|e| WriterError::Start(e.to_string()));
+        WriterLink::start_program(writer_path())
+    }
+
+    fn start_program(program: io::Result<Command>) -> WriterLink {
+        let pipe = program.and_then(spawn).map_err(|e| WriterError::Start(e.to_string()));
         if let Err(e) = &pipe {
             eprintln!("prov-collector: {e}; this record is lost");
         }
@@ -109,12 +113,15 @@ impl Drop for WriterLink {
 }
 
 /// prov-writer next to our own executable (a root-owned directory the
-/// helper checked), with nothing of ours but the two pipes and stderr: no
-/// environment, `/` as working directory, every other descriptor closed.
-fn spawn() -> io::Result<(Child, ChildStdin, ChildStdout)> {
+/// helper checked).
+fn writer_path() -> io::Result<Command> {
     let exe = std::fs::read_link("/proc/self/exe")?;
-    let path = exe.parent().map_or_else(|| PathBuf::from(WRITER), |dir| dir.join(WRITER));
-    let mut cmd = Command::new(path);
+    Ok(Command::new(exe.parent().map_or_else(|| PathBuf::from(WRITER), |dir| dir.join(WRITER))))
+}
+
+/// Starts the writer with nothing of ours but the two pipes and stderr: no
+/// environment, `/` as working directory, every other descriptor closed.
+fn spawn(mut cmd: Command) -> io::Result<(Child, ChildStdin, ChildStdout)> {
     cmd.env_clear().current_dir("/").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     crate::sys::only_stdio_across_exec(&mut cmd);
     let mut child = cmd.spawn()?;
@@ -193,4 +200,76 @@ fn read_reply(stdout: &mut ChildStdout, buf: &mut Vec<u8>) -> Result<SyncReport,
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "it exited").into());
     }
     decode_reply(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in writer: a shell script.
+    fn script(text: &str) -> io::Result<Command> {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", text]);
+        Ok(cmd)
+    }
+
+    fn sync_error(link: &WriterLink) -> String {
+        let err = link.sync().expect_err("no report from a broken writer");
+        err.to_string()
+    }
+
+    #[test]
+    fn a_writer_that_is_gone_or_lies_costs_the_record_not_the_collector() {
+        // Exits at once: the frames meet a closed pipe.
+        let link = WriterLink::start_program(script("exit 0"));
+        link.send(ToWriter::Log("a line".into()));
+        assert!(sync_error(&link).contains("writer stopped"));
+        // Asked again, it answers the same at once.
+        assert!(sync_error(&link).contains("writer stopped"));
+        drop(link);
+        // A reply claiming 4 GiB is refused before anything is read for it.
+        let link = WriterLink::start_program(script(r"printf '\377\377\377\377'; exec cat >/dev/null"));
+        assert!(sync_error(&link).contains("larger than the limit"), "{}", sync_error(&link));
+        drop(link);
+        // A reply of the right size that is not a report.
+        let link = WriterLink::start_program(script(
+            r"head -c 5 >/dev/null; printf '\003\000\000\000\377\377\377'; exec cat >/dev/null",
+        ));
+        assert!(sync_error(&link).contains("malformed"));
+        drop(link);
+        // Cannot start at all.
+        let link = WriterLink::start_program(Ok(Command::new("/nonexistent/prov-writer")));
+        assert!(sync_error(&link).contains("cannot start"));
+    }
+
+    #[test]
+    fn the_writer_gets_nothing_but_its_pipes_and_stderr() {
+        let dir = std::env::temp_dir().join(format!("prov-writer-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A descriptor of ours that someone forgot to mark close-on-exec.
+        let marker = dir.join("not-for-the-writer");
+        std::fs::write(&marker, "").unwrap();
+        let leaked = nix::fcntl::open(&marker, nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty()).unwrap();
+        let d = dir.display();
+        let link = WriterLink::start_program(script(&format!(
+            "ls -l /proc/$$/fd > {d}/fds; env > {d}/env; pwd > {d}/cwd; exec cat >/dev/null"
+        )));
+        link.send(ToWriter::Log("line".into()));
+        // Closes the pipe and waits for the stand-in to exit.
+        drop(link);
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+        let fds = read("fds");
+        assert!(!fds.contains("not-for-the-writer"), "{fds}");
+        assert!(fds.contains(" 0 -> pipe:"), "{fds}");
+        // `sh` sets PWD (and may set SHLVL, _) itself; nothing comes from us.
+        let env: Vec<String> = read("env")
+            .lines()
+            .filter(|l| !l.starts_with("PWD=") && !l.starts_with("SHLVL=") && !l.starts_with("_="))
+            .map(str::to_string)
+            .collect();
+        assert!(env.is_empty(), "{env:?}");
+        assert_eq!(read("cwd"), "/\n");
+        drop(leaked);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
