@@ -9,6 +9,7 @@
 #   DIR/libexec/prov/prov-helper     setuid root, group prov: the only privileged code
 #   DIR/libexec/prov/prov-collector  started by the helper, runs as the user (mode 0711)
 #   DIR/lib/prov/libprov_preload.so  the shim the shell integration preloads
+#   DIR/libexec/prov/prov-writer     started by the collector: stores records, runs as the user
 # Safe to run again: it rebuilds and replaces the files.
 set -euo pipefail
 
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
         --prefix) [ $# -ge 2 ] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }
                   prefix=$2; shift 2 ;;
         --prefix=*) prefix=${1#--prefix=}; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -53,6 +54,7 @@ fi
 target=$src/target/install
 build=(env "PATH=$(dirname "$cargo_bin"):$PATH" CARGO_TARGET_DIR="$target"
        "$cargo_bin" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
+       -p prov-writer
        -p prov-cli -p prov-collect -p prov-helper)
 if [ "$builder" != root ]; then
     install -d -o "$builder" "$target"
@@ -76,6 +78,8 @@ install -m 0711 -o root -g root "$target/release/prov-collector" "$prefix/libexe
 install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # install(1) sets ownership before the mode, so the setuid bit stays.
 install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/prov/prov-helper"
+# Found by the collector next to itself; holds nothing privileged.
+install -m 0755 -o root -g root "$target/release/prov-writer" "$prefix/libexec/prov/prov-writer"
 
 if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | grep -qx nosuid; then
     echo "install.sh: warning: $prefix is on a filesystem mounted nosuid; tracing will not work there" >&2

@@ -6,13 +6,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use prov_e2e::*;
+
+#[path = "helper_attacks/helper_hardening.rs"]
+mod helper_hardening;
+#[path = "helper_attacks/privilege_separation.rs"]
+mod privilege_separation;
 #[path = "helper_attacks/root_with_user_env.rs"]
 mod root_with_user_env;
 #[path = "helper_attacks/terminal_escapes.rs"]
 mod terminal_escapes;
-
-#[path = "helper_attacks/helper_hardening.rs"]
-mod helper_hardening;
 
 fn helper(case: &Case) -> Command {
     case.command(case.inst.helper())

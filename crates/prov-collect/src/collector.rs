@@ -4,17 +4,18 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::{CommandEnd, Completeness, FileEvent};
 
+use crate::error::CollectorError;
 use crate::fanotify::{RawEvent, Reader};
 use crate::ipc;
-use crate::protocol::{RecordIdentity, Settings, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
+use crate::protocol::{RecordIdentity, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
 use crate::resolve::Resolver;
-use crate::writer::{self, SyncReport, WriterMsg};
+use crate::writer_link::WriterLink;
 
 /// What the helper handed over (see suid-helper `observe`).
 pub struct Handover {
@@ -56,7 +57,7 @@ struct State {
     reader: Reader,
     resolver: Option<Resolver>,
     /// Until `Begin`, resolved events wait here (the writer needs the record).
-    identity: Option<(RecordIdentity, Settings)>,
+    identity: Option<RecordIdentity>,
     begun: bool,
     /// The record's start, held back until the command ends, events must be
     /// stored, or HOLD_BEGIN has passed: a short command's row is written
@@ -64,7 +65,7 @@ struct State {
     /// CPUs (0.4 ms of a builtin's prompt-to-prompt time on two CPUs). A
     /// record whose text is unknown and that never got an End (the shell
     /// exited) is not written at all.
-    held_begin: Option<WriterMsg>,
+    held_begin: Option<ToWriter>,
     /// When a held start with a known text is due to be written anyway, so
     /// a long-running command shows up while it runs.
     held_until: Option<Instant>,
@@ -80,25 +81,25 @@ struct State {
     batch: Vec<FileEvent>,
     unobserved_setuid: u64,
     unmarked_mounts: u64,
-    writer: mpsc::Sender<WriterMsg>,
+    writer: WriterLink,
 }
 
-pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
+pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let ready = ToCaller::Ready {
         holder_pid: h.holder_pid,
         unmarked_mounts: h.unmarked_mounts,
         reports_fd_errors: h.reports_fd_errors,
     };
     ipc::send_json(h.ctl.as_fd(), &ready, &[h.ns_root.as_raw_fd(), h.tracker_for_command.as_raw_fd()])
-        .map_err(|e| format!("cannot reach the caller: {e}"))?;
+        .map_err(CollectorError::Caller)?;
     // Only the command's processes may hold the tracker's other end, or its
     // hang-up would never come.
     drop(h.tracker_for_command);
-    let mut ns_root = Some(h.ns_root);
+    let ns_root = h.ns_root;
 
+    // Started after Ready, so the command does not wait for it.
+    let writer = WriterLink::start();
     let fd_budget = fd_budget();
-    let (tx, rx) = mpsc::channel();
-    let writer_thread = std::thread::spawn(move || writer::run(rx));
     let mut st = State {
         reader: Reader::with_fd_budget(fd_budget),
         resolver: None,
@@ -112,8 +113,33 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         batch: Vec::new(),
         unobserved_setuid: 0,
         unmarked_mounts: u64::from(h.unmarked_mounts),
-        writer: tx,
+        writer,
     };
+    let result = observe(&mut st, &h.group, &h.ctl, &h.tracker, ns_root, check_access);
+    if let Err(e) = &result {
+        st.writer.log(format!("stopped early, the record may be incomplete or lost: {e}"));
+    }
+    // The writer stores what it got, then exits.
+    drop(st);
+    drop(h.holder_pipe);
+    // The holder is our child and exits on the pipe's hang-up: reap it, so
+    // no zombie is left where init does not reap (containers).
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(h.holder_pid), None);
+    drop(h.namespace);
+    result
+}
+
+/// The observation's loop, until the last process of the command is gone
+/// and its record is stored.
+fn observe(
+    st: &mut State,
+    group: &OwnedFd,
+    ctl: &OwnedFd,
+    tracker: &OwnedFd,
+    ns_root: OwnedFd,
+    check_access: bool,
+) -> Result<(), CollectorError> {
+    let mut ns_root = Some(ns_root);
     let mut ctl_open = true;
     let mut tracker_open = true;
     let mut ended = false;
@@ -134,12 +160,12 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                 timeout = left;
             }
         }
-        let mut fds = vec![PollFd::new(h.group.as_fd(), PollFlags::POLLIN)];
+        let mut fds = vec![PollFd::new(group.as_fd(), PollFlags::POLLIN)];
         if ctl_open {
-            fds.push(PollFd::new(h.ctl.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(ctl.as_fd(), PollFlags::POLLIN));
         }
         if tracker_open {
-            fds.push(PollFd::new(h.tracker.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(tracker.as_fd(), PollFlags::POLLIN));
         }
         match poll(&mut fds, timeout) {
             Ok(0) if !busy => {
@@ -150,7 +176,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
             }
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(format!("poll: {e}")),
+            Err(e) => return Err(CollectorError::Poll(e)),
         }
         let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
         let (fan_ready, ctl_ready, tracker_ready) =
@@ -158,34 +184,32 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
         drop(fds);
 
         if fan_ready || busy {
-            st.pump(&h.group)?;
+            st.pump(group)?;
         }
         if tracker_ready {
-            match ipc::recv(h.tracker.as_fd()) {
+            match ipc::recv(tracker.as_fd()) {
                 Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => tracker_open = false,
             }
         }
         if ctl_ready {
-            match ipc::recv(h.ctl.as_fd()) {
+            match ipc::recv(ctl.as_fd()) {
                 Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
                     Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
-                        let root = ns_root.take().ok_or("Prepare twice")?;
-                        crate::log::set_path(prov_model::paths::collector_log_beside(&settings.spool_dir));
-                        st.resolver = Some(Resolver::new(settings.clone(), check_access, root));
-                        st.identity = Some((identity, settings));
+                        let root = ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
+                        st.writer.send(ToWriter::Setup {
+                            database: settings.database.clone(),
+                            spool_dir: settings.spool_dir.clone(),
+                            busy_timeout_ms: settings.busy_timeout_ms,
+                        });
+                        st.resolver = Some(Resolver::new(settings, check_access, root));
+                        st.identity = Some(identity);
                     }
                     Ok(ToCollector::Begin(start)) if !st.begun => {
-                        let (identity, settings) = st.identity.take().ok_or("Begin before Prepare")?;
+                        let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                         let text_known = !start.text.is_empty();
-                        let begin = WriterMsg::Begin {
-                            begin: identity.begin(start),
-                            database: settings.database,
-                            spool_dir: settings.spool_dir,
-                            busy_timeout: Duration::from_millis(settings.busy_timeout_ms),
-                        };
-                        st.held_begin = Some(begin);
+                        st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
                         st.begun = true;
                         if text_known {
                             st.held_until = Some(Instant::now() + HOLD_BEGIN);
@@ -196,53 +220,42 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), String> {
                         // All processes gone (`prov run` ends after its
                         // command): the reply must include their last events.
                         if !tracker_open {
-                            st.settle(&h.group)?;
+                            st.settle(group)?;
                         }
-                        let report = st.drain_and_sync(&h.group, Some(end))?;
-                        let _ = ipc::send_json(h.ctl.as_fd(), &ToCaller::Stored(report), &[]);
+                        let report = st.drain_and_sync(group, Some(end))?;
+                        let _ = ipc::send_json(ctl.as_fd(), &ToCaller::Stored(report), &[]);
                     }
-                    _ => return Err("unexpected control message".into()),
+                    _ => return Err(CollectorError::Protocol("out of order")),
                 },
                 Ok(None) | Err(_) => ctl_open = false,
             }
         }
         if !tracker_open && (ended || !ctl_open) {
             if st.begun {
-                st.settle(&h.group)?;
-                st.drain_and_sync(&h.group, None)?;
+                st.settle(group)?;
+                st.drain_and_sync(group, None)?;
             }
-            break;
+            return Ok(());
         }
     }
-    drop(st);
-    let _ = writer_thread.join();
-    drop(h.holder_pipe);
-    // The holder is our child and exits on the pipe's hang-up: reap it, so
-    // no zombie is left where init does not reap (containers).
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(h.holder_pid), None);
-    drop(h.namespace);
-    Ok(())
 }
 
 impl State {
     /// One read() of the kernel's queue into the backlog, as far as the
     /// backlog has room; false when the queue was empty.
-    fn fill(&mut self, group: &OwnedFd) -> Result<bool, String> {
+    fn fill(&mut self, group: &OwnedFd) -> Result<bool, CollectorError> {
         let room = self.backlog_limit.saturating_sub(self.backlog.len());
         if room == 0 {
             return Ok(true);
         }
-        let more = self
-            .reader
-            .read(group.as_fd(), &mut self.raw, room)
-            .map_err(|e| format!("reading fanotify events: {e}"))?;
+        let more = self.reader.read(group.as_fd(), &mut self.raw, room).map_err(CollectorError::Events)?;
         self.backlog.extend(self.raw.drain(..));
         Ok(more)
     }
 
     /// Reads and resolves in turns, so the kernel's queue stays short.
     /// Bounded, so control messages are not starved by a flood.
-    fn pump(&mut self, group: &OwnedFd) -> Result<(), String> {
+    fn pump(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
         for _ in 0..PUMP_ROUNDS {
             let more = self.fill(group)?;
             if self.resolver.is_none() || self.backlog.is_empty() {
@@ -257,7 +270,7 @@ impl State {
     }
 
     /// Reads and resolves until the kernel's queue is empty.
-    fn drain(&mut self, group: &OwnedFd) -> Result<(), String> {
+    fn drain(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
         loop {
             let more = self.fill(group)?;
             if self.resolver.is_none() {
@@ -280,12 +293,6 @@ impl State {
                 self.send_batch();
             }
         }
-        if let Some(resolver) = self.resolver.as_mut() {
-            let parked = resolver.take_parked();
-            if !parked.is_empty() {
-                let _ = self.writer.send(WriterMsg::Park(parked));
-            }
-        }
     }
 
     /// Sends the resolved events, and the contents archived with them, to
@@ -295,18 +302,16 @@ impl State {
         // A full batch is likely followed by more: keep the capacity.
         let capacity = if self.batch.len() >= BATCH { BATCH } else { 0 };
         let events = std::mem::replace(&mut self.batch, Vec::with_capacity(capacity));
-        let _ = self.writer.send(WriterMsg::Events(events));
+        self.writer.send(ToWriter::Events(events));
         let archived = self.resolver.as_mut().map(Resolver::take_archived).unwrap_or_default();
-        if !archived.is_empty() {
-            let _ = self.writer.send(WriterMsg::Archive(archived));
-        }
+        self.writer.send_archived(archived);
     }
 
     /// Sends the record's start to the writer, once.
     fn start_record(&mut self) {
         self.held_until = None;
         if let Some(begin) = self.held_begin.take() {
-            let _ = self.writer.send(begin);
+            self.writer.send(begin);
         }
     }
 
@@ -325,12 +330,11 @@ impl State {
         c
     }
 
-    /// Reads everything queued so far, stores it and waits until it is stored.
     /// Waits until the queue has been quiet for SETTLE_QUIET. The last
     /// process's exit closes the tracker and the files it left open in the
     /// same exit path, but the kernel finishes those closes (and queues
     /// their events) in an order of its own: the hang-up can come first.
-    fn settle(&mut self, group: &OwnedFd) -> Result<(), String> {
+    fn settle(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
         self.drain(group)?;
         for _ in 0..SETTLE_ROUNDS {
             let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
@@ -338,13 +342,16 @@ impl State {
                 Ok(0) => return Ok(()),
                 Ok(_) => self.drain(group)?,
                 Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(format!("poll: {e}")),
+                Err(e) => return Err(CollectorError::Poll(e)),
             }
         }
         Ok(())
     }
 
-    fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, String> {
+    /// Reads everything queued so far, stores it and waits until it is
+    /// stored. A writer that is gone costs the record, not a hang: the
+    /// report says it is lost.
+    fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, CollectorError> {
         self.drain(group)?;
         if end.is_none() && self.held_begin.is_some() && self.held_until.is_none() {
             // Never told what the command was, and nothing stored yet.
@@ -353,15 +360,13 @@ impl State {
         self.start_record();
         self.flush();
         let completeness = self.completeness();
-        let (reply_tx, reply_rx) = mpsc::channel();
-        let died = |_| "writer thread died".to_string();
-        self.writer.send(WriterMsg::Completeness(completeness)).map_err(died)?;
+        self.writer.send(ToWriter::Completeness(completeness));
         if let Some(end) = end {
-            self.writer.send(WriterMsg::End(end)).map_err(died)?;
+            self.writer.send(ToWriter::End(end));
         }
-        self.writer.send(WriterMsg::Sync(reply_tx)).map_err(died)?;
-        let SyncReport { events, spooled, lost } = reply_rx.recv().map_err(|_| "writer thread died".to_string())?;
-        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns: own_cpu_ns() })
+        let SyncReport { events, spooled, lost, cpu_ns } =
+            self.writer.sync().unwrap_or_else(|e| SyncReport { lost: Some(e.to_string()), ..SyncReport::default() });
+        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns: own_cpu_ns() + cpu_ns })
     }
 }
 

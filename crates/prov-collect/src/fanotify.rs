@@ -3,7 +3,7 @@
 //! the moment it is parsed, so none can leak.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 pub const FAN_CLOSE_WRITE: u64 = 0x8;
 pub const FAN_CLOSE_NOWRITE: u64 = 0x10;
@@ -33,7 +33,8 @@ pub struct RawEvent {
 const MAX_FAILED_READS: u64 = 1 << 20;
 
 pub struct Reader {
-    buf: Vec<u64>, // u64 storage keeps the byte buffer 8-aligned
+    /// Parsed byte by byte: no alignment needed.
+    buf: Vec<u8>,
     lost_reads: u64,
 }
 
@@ -43,7 +44,7 @@ impl Reader {
     /// 256 KiB (~10 000 events) per read() syscall.
     pub fn with_fd_budget(max_fds: usize) -> Reader {
         let bytes = (max_fds * METADATA_LEN).clamp(METADATA_LEN * 16, 256 * 1024);
-        Reader { buf: vec![0u64; bytes / 8], lost_reads: 0 }
+        Reader { buf: vec![0u8; bytes], lost_reads: 0 }
     }
 
     /// Reads one batch of at most `max_events` events into `out`. Returns
@@ -51,37 +52,37 @@ impl Reader {
     pub fn read(&mut self, group: BorrowedFd<'_>, out: &mut Vec<RawEvent>, max_events: usize) -> io::Result<bool> {
         // Every event takes at least METADATA_LEN bytes (and the kernel
         // copies whole events only).
-        let len = (self.buf.len() * 8).min(max_events.max(1).saturating_mul(METADATA_LEN));
-        let ptr = self.buf.as_mut_ptr().cast::<u8>();
-        // SAFETY: ptr is valid for `len` writable bytes owned by self.buf.
-        let n = unsafe { libc::read(group.as_raw_fd(), ptr.cast(), len) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return match err.kind() {
-                io::ErrorKind::WouldBlock => Ok(false),
-                io::ErrorKind::Interrupted => Ok(true),
-                // Without FAN_REPORT_FD_ERROR (kernels before 6.13) a file the
-                // kernel cannot open for us fails the read() instead, and that
-                // event is gone: counted like a reported open error.
-                _ if self.lost_reads < MAX_FAILED_READS => {
-                    self.lost_reads += 1;
-                    out.push(RawEvent { mask: 0, file: EventFile::Error(err.raw_os_error().unwrap_or(0)), pid: 0 });
-                    Ok(true)
-                }
-                _ => Err(err),
-            };
-        }
-        // SAFETY: the kernel initialised the first n bytes of the buffer.
-        let bytes = unsafe { std::slice::from_raw_parts(ptr, n as usize) };
-        parse(bytes, out)?;
+        let len = self.buf.len().min(max_events.max(1).saturating_mul(METADATA_LEN));
+        let n = match nix::unistd::read(group, &mut self.buf[..len]) {
+            Ok(n) => n,
+            Err(errno) => {
+                let err = io::Error::from(errno);
+                return match err.kind() {
+                    io::ErrorKind::WouldBlock => Ok(false),
+                    io::ErrorKind::Interrupted => Ok(true),
+                    // Without FAN_REPORT_FD_ERROR (kernels before 6.13) a file the
+                    // kernel cannot open for us fails the read() instead, and that
+                    // event is gone: counted like a reported open error.
+                    _ if self.lost_reads < MAX_FAILED_READS => {
+                        self.lost_reads += 1;
+                        out.push(RawEvent { mask: 0, file: EventFile::Error(errno as i32), pid: 0 });
+                        Ok(true)
+                    }
+                    _ => Err(err),
+                };
+            }
+        };
+        parse(&self.buf[..n], out)?;
         Ok(n > 0)
     }
 }
 
-/// Parses a buffer of events. A malformed event (a metadata version this
-/// reader does not know) is an error the collector cannot go on from: the
-/// descriptors after it, whose positions are unknown, stay open until it exits.
-pub fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
+/// Parses a buffer of events just read from the group: each event's
+/// descriptor becomes ours (so only bytes of that read may come here). A
+/// malformed event (a metadata version this reader does not know) is an
+/// error the collector cannot go on from: the descriptors after it, whose
+/// positions are unknown, stay open until it exits.
+pub(crate) fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
     while bytes.len() >= METADATA_LEN {
         let event_len = u32::from_ne_bytes(bytes[0..4].try_into().unwrap()) as usize;
         let version = bytes[4];
@@ -97,9 +98,8 @@ pub fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
         let file = match fd {
             -1 => EventFile::None,
             fd if fd < 0 => EventFile::Error(-fd),
-            // SAFETY: the kernel installed this descriptor for us in this read
-            // and nothing else refers to it.
-            fd => EventFile::Open(unsafe { OwnedFd::from_raw_fd(fd) }),
+            // Installed for us by the kernel in this read.
+            fd => EventFile::Open(crate::sys::own_new_fd(fd)),
         };
         // Info records (metadata_len..event_len) are not requested; skipped.
         out.push(RawEvent { mask, file, pid });

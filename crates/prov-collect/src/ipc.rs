@@ -2,7 +2,7 @@
 //! (SCM_RIGHTS). Shared by the collector and its callers.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
@@ -33,9 +33,8 @@ pub fn recv(sock: BorrowedFd<'_>) -> io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>>
                 let mut fds = Vec::new();
                 for c in msg.cmsgs()? {
                     if let ControlMessageOwned::ScmRights(raw) = c {
-                        // SAFETY: descriptors received with SCM_RIGHTS are new
-                        // in this process and owned by nobody else.
-                        fds.extend(raw.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                        // New in this process, from this very message.
+                        fds.extend(raw.into_iter().map(crate::sys::own_new_fd));
                     }
                 }
                 break (msg.bytes, fds);

@@ -1,11 +1,16 @@
 //! The collector side of prov: the fanotify event reader, the resolution of
-//! events into file records, the writer thread, and the control protocol
-//! spoken with `prov` over a socket.
+//! events into file records, the link to the writer process that stores
+//! them, and the control protocol spoken with `prov` over a socket. Nothing
+//! here opens the user's database, spool or log, or links SQLite: that is
+//! prov-writer's job, in a process that holds no fanotify descriptor.
+#![deny(unsafe_code)]
 
 pub mod collector;
+pub mod error;
 pub mod fanotify;
 pub mod ipc;
-pub mod log;
 pub mod protocol;
 pub mod resolve;
-pub mod writer;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod writer_link;

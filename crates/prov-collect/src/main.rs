@@ -2,12 +2,13 @@
 //! It arrives with the user's ids, non-dumpable (installed unreadable to
 //! users, see the helper's `open_collector`), and descriptors 3..=9 in a
 //! fixed order.
+#![deny(unsafe_code)]
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
 use nix::unistd::{getresuid, setsid};
 use prov_collect::collector::{self, Handover};
+use prov_collect::error::CollectorError;
 
 fn main() -> ExitCode {
     // Ctrl-C or a hang-up of the user's terminal must not cut a record short.
@@ -22,25 +23,22 @@ fn main() -> ExitCode {
         eprintln!("prov-collector: bad arguments");
         return ExitCode::from(2);
     };
-    for fd in 3..=9 {
-        // SAFETY: F_GETFD/F_SETFD only inspect or flag a descriptor number.
-        let open = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == 0;
-        if !open {
-            eprintln!("prov-collector: descriptor {fd} missing; is started by prov-helper only");
-            return ExitCode::from(2);
-        }
-    }
-    // SAFETY: descriptors 3..=9 were checked open above; the helper placed
-    // them for us and nothing else in this process refers to them.
-    let fd = |n| unsafe { OwnedFd::from_raw_fd(n) };
+    let [ctl, group, namespace, ns_root, tracker, tracker_for_command, holder_pipe] =
+        match prov_collect::sys::take_inherited_fds(3) {
+            Ok(fds) => fds,
+            Err(e) => {
+                eprintln!("prov-collector: {}", CollectorError::Handover(e));
+                return ExitCode::from(2);
+            }
+        };
     let handover = Handover {
-        ctl: fd(3),
-        group: fd(4),
-        namespace: fd(5),
-        ns_root: fd(6),
-        tracker: fd(7),
-        tracker_for_command: fd(8),
-        holder_pipe: fd(9),
+        ctl,
+        group,
+        namespace,
+        ns_root,
+        tracker,
+        tracker_for_command,
+        holder_pipe,
         holder_pid,
         unmarked_mounts,
         reports_fd_errors: fd_errors == "fd-errors",
@@ -49,8 +47,8 @@ fn main() -> ExitCode {
     match collector::run(handover, !is_root) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // The collector log has the same line, through the writer.
             eprintln!("prov-collector: {e}");
-            prov_collect::log::line(&format!("stopped early, the record may be incomplete or lost: {e}"));
             ExitCode::FAILURE
         }
     }

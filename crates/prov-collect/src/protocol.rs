@@ -95,7 +95,8 @@ pub struct StoreReport {
     pub spooled: Option<String>,
     /// Why (part of) the record could not be kept at all.
     pub lost: Option<String>,
-    /// CPU time (user + system) the collector used so far, for benchmarks.
+    /// CPU time (user + system) the collector and its writer used so far,
+    /// for benchmarks.
     #[serde(default)]
     pub collector_cpu_ns: u64,
 }

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use nix::fcntl::AtFlags;
 use nix::unistd::{faccessat, AccessFlags};
 use prov_model::config::extension;
+use prov_model::writer_pipe::MAX_ARCHIVED_FILE;
 use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 
 use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW};
@@ -38,13 +39,6 @@ pub struct Resolver {
     recorded: [u64; 2],
     /// Contents archived since the last `take_archived`.
     archived: Vec<ArchivedRead>,
-    /// Descriptors of prov's own files (its databases) that events handed
-    /// us: closing one would drop this process's POSIX locks on that file,
-    /// SQLite's locks included, while the writer has the database open (a
-    /// `prov query` typed in a traced shell, a traced shell started inside
-    /// an observation). They go to the writer, which closes them only with
-    /// its own connection closed.
-    parked: Vec<OwnedFd>,
     /// Contents archived in this observation (bounded by max_per_command).
     archived_count: u32,
     pub completeness: Completeness,
@@ -65,7 +59,6 @@ impl Resolver {
             seen: HashSet::new(),
             recorded: [0, 0],
             archived: Vec::new(),
-            parked: Vec::new(),
             archived_count: 0,
             completeness: Completeness::default(),
         }
@@ -92,7 +85,6 @@ impl Resolver {
             self.completeness.unreadable += 1;
             return;
         };
-        // prov's own files (see `parked`) are regular files too.
         if !meta.file_type().is_file() {
             return;
         }
@@ -110,8 +102,10 @@ impl Resolver {
             self.completeness.unreadable += 1;
             return;
         };
+        // prov's own files (its database, a traced `prov query` read):
+        // closed at once, like every event's file (this process holds no
+        // lock on them: the writer process does).
         if self.is_private(&path) {
-            self.parked.push(OwnedFd::from(file));
             return;
         }
         for key in new_accesses.into_iter().flatten() {
@@ -142,12 +136,6 @@ impl Resolver {
             }
         }
         Some(path)
-    }
-
-    /// Descriptors of prov's own files to be closed by the writer (see
-    /// `parked`).
-    pub fn take_parked(&mut self) -> Vec<OwnedFd> {
-        std::mem::take(&mut self.parked)
     }
 
     fn resolve_one(
@@ -250,7 +238,7 @@ impl Resolver {
     }
 
     /// The whole content of a read file the archive keeps: at most
-    /// `max_size` bytes, at most `max_per_command` files, with a configured
+    /// `max_size` bytes (and what fits in one frame to the writer), at most `max_per_command` files, with a configured
     /// name or extension or starting with `#!`. Files that fail the
     /// name and size tests cost no system call. The `#!` test (a 2-byte
     /// read) is made only for files without an extension or with an execute
@@ -258,7 +246,8 @@ impl Resolver {
     /// what commands read (data.csv, main.c) has neither.
     fn archive(&mut self, file: &File, path: &[u8], meta: &std::fs::Metadata, mtime_ns: i64) -> Option<ArchivedRead> {
         let cfg = &self.settings.archive;
-        if !cfg.enabled || self.archived_count >= cfg.max_per_command || meta.size() > cfg.max_size {
+        let max_size = cfg.max_size.min(MAX_ARCHIVED_FILE);
+        if !cfg.enabled || self.archived_count >= cfg.max_per_command || meta.size() > max_size {
             return None;
         }
         let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);

@@ -8,6 +8,7 @@ pub mod escape;
 pub mod hash;
 pub mod paths;
 pub mod record;
+pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};

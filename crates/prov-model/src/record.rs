@@ -88,24 +88,21 @@ pub struct CommandEnd {
     pub exit_status: i32,
     /// The command text, when it was not known at the start (bash learns it
     /// from its history list after the command ran).
-    #[serde(default, with = "opt_bytes_as_hex", skip_serializing_if = "Option::is_none")]
+    /// (Always serialized, `null` when unknown: binary formats have no
+    /// optional fields.)
+    #[serde(default, with = "opt_bytes_as_hex")]
     pub text: Option<Vec<u8>>,
 }
 
 mod opt_bytes_as_hex {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        match bytes {
-            Some(b) => super::bytes_as_hex::serialize(b, s),
-            None => s.serialize_none(),
-        }
+        bytes.as_ref().map(|b| super::bytes_as_hex::Bytes(b)).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        let s: Option<String> = Option::deserialize(d)?;
-        s.map(|s| super::bytes_as_hex::decode(&s).ok_or_else(|| serde::de::Error::custom("invalid hex byte string")))
-            .transpose()
+        Ok(Option::<super::bytes_as_hex::ByteBuf>::deserialize(d)?.map(|b| b.0))
     }
 }
 
@@ -163,10 +160,14 @@ impl Completeness {
     }
 }
 
-/// Raw bytes as a lowercase hex string in serde formats (spool, IPC): JSON
-/// strings cannot carry non-UTF-8 bytes.
+/// Raw bytes as a lowercase hex string in human-readable serde formats
+/// (spool, JSON IPC): JSON strings cannot carry non-UTF-8 bytes. Binary
+/// formats (the writer pipe) get the bytes as they are.
 pub mod bytes_as_hex {
-    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+    use std::fmt;
+
+    use serde::de::{Error, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn encode(bytes: &[u8]) -> String {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -179,19 +180,63 @@ pub mod bytes_as_hex {
     }
 
     pub fn decode(s: &str) -> Option<Vec<u8>> {
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return None;
         }
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
     }
 
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&encode(bytes))
+        Bytes(bytes).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = String::deserialize(d)?;
-        decode(&s).ok_or_else(|| D::Error::custom("invalid hex byte string"))
+        ByteBuf::deserialize(d).map(|b| b.0)
+    }
+
+    /// Bytes to serialize (hex or raw, by format).
+    pub(crate) struct Bytes<'a>(pub &'a [u8]);
+
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            if s.is_human_readable() {
+                s.serialize_str(&encode(self.0))
+            } else {
+                s.serialize_bytes(self.0)
+            }
+        }
+    }
+
+    /// Bytes deserialized (from hex or raw, by format).
+    pub(crate) struct ByteBuf(pub Vec<u8>);
+
+    impl<'de> Deserialize<'de> for ByteBuf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            if d.is_human_readable() {
+                let s = String::deserialize(d)?;
+                decode(&s).map(ByteBuf).ok_or_else(|| D::Error::custom("invalid hex byte string"))
+            } else {
+                d.deserialize_byte_buf(RawBytes)
+            }
+        }
+    }
+
+    struct RawBytes;
+
+    impl Visitor<'_> for RawBytes {
+        type Value = ByteBuf;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
+            Ok(ByteBuf(v.to_vec()))
+        }
+
+        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<ByteBuf, E> {
+            Ok(ByteBuf(v))
+        }
     }
 }
 

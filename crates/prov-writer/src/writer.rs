@@ -1,44 +1,19 @@
-//! The writer thread: owns the database connection (or, when the database
-//! cannot be written, the spool file) for one observation. The reader thread
-//! never waits for SQLite except when the caller asks for a `Sync`.
+//! The writer: owns the database connection (or, when the database cannot
+//! be written, the spool file) for one observation, fed by the collector's
+//! messages. The collector never waits for SQLite except when its caller
+//! asks for a `Sync`.
 
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use prov_model::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
+use prov_model::writer_pipe::{SyncReport, ToWriter};
+use prov_model::CommandBegin;
 use prov_store::spool::{SpoolEntry, SpoolWriter};
 use prov_store::Store;
 
 /// Events per SQLite transaction at most, when batches queue up.
 const MAX_TRANSACTION: usize = 65_536;
-
-pub enum WriterMsg {
-    Begin {
-        begin: CommandBegin,
-        database: PathBuf,
-        spool_dir: PathBuf,
-        busy_timeout: Duration,
-    },
-    Events(Vec<FileEvent>),
-    /// Contents kept by the script archive.
-    Archive(Vec<ArchivedRead>),
-    Completeness(Completeness),
-    End(CommandEnd),
-    /// Descriptors of prov's own files from events, to be closed only while
-    /// this thread's database connection is closed (see Resolver::parked).
-    Park(Vec<OwnedFd>),
-    /// Reply once everything sent before is stored or spooled.
-    Sync(Sender<SyncReport>),
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct SyncReport {
-    pub events: u64,
-    pub spooled: Option<String>,
-    pub lost: Option<String>,
-}
 
 enum Sink {
     None,
@@ -55,20 +30,13 @@ struct Writer {
     sink: Sink,
     begin: Option<CommandBegin>,
     spool_dir: PathBuf,
-    /// Where and how the database was opened, to open it again.
     database: PathBuf,
     busy_timeout: Duration,
     report: SyncReport,
-    /// See `WriterMsg::Park`; closed after `sink` (field order) at the end.
-    parked: Vec<OwnedFd>,
 }
 
-/// Parked descriptors kept before the connection is closed and reopened to
-/// let them go: a traced shell running `prov query` in a loop parks three
-/// per query.
-const PARK_LIMIT: usize = 256;
-
-pub fn run(rx: Receiver<WriterMsg>) {
+/// Stores the messages of `rx` until it closes; `reply` answers each `Sync`.
+pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
     let mut w = Writer {
         sink: Sink::None,
         begin: None,
@@ -76,9 +44,8 @@ pub fn run(rx: Receiver<WriterMsg>) {
         database: PathBuf::new(),
         busy_timeout: Duration::ZERO,
         report: SyncReport::default(),
-        parked: Vec::new(),
     };
-    let mut pending: Option<WriterMsg> = None;
+    let mut pending: Option<ToWriter> = None;
     loop {
         let msg = match pending.take() {
             Some(msg) => msg,
@@ -88,12 +55,15 @@ pub fn run(rx: Receiver<WriterMsg>) {
             },
         };
         match msg {
-            WriterMsg::Begin { begin, database, spool_dir, busy_timeout } => {
+            ToWriter::Setup { database, spool_dir, busy_timeout_ms } => {
+                crate::log::set_path(prov_model::paths::collector_log_beside(&spool_dir));
+                w.database = database;
                 w.spool_dir = spool_dir;
-                w.database = database.clone();
-                w.busy_timeout = busy_timeout;
+                w.busy_timeout = Duration::from_millis(busy_timeout_ms);
+            }
+            ToWriter::Begin(begin) => {
                 w.begin = Some(begin.clone());
-                match Store::open(&database, busy_timeout).and_then(|mut s| {
+                match Store::open(&w.database, w.busy_timeout).and_then(|mut s| {
                     let id = s.begin_command(&begin)?;
                     Ok((s, id))
                 }) {
@@ -105,12 +75,12 @@ pub fn run(rx: Receiver<WriterMsg>) {
                     Err(e) => w.to_spool(e.to_string()),
                 }
             }
-            WriterMsg::Events(mut events) => {
+            ToWriter::Events(mut events) => {
                 // Batches that queued up while we were writing go into the
                 // same transaction: fewer, larger commits under load.
                 while events.len() < MAX_TRANSACTION {
                     match rx.try_recv() {
-                        Ok(WriterMsg::Events(more)) => events.extend(more),
+                        Ok(ToWriter::Events(more)) => events.extend(more),
                         Ok(other) => {
                             pending = Some(other);
                             break;
@@ -122,44 +92,34 @@ pub fn run(rx: Receiver<WriterMsg>) {
                 w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
                 w.report.events += n;
             }
-            WriterMsg::Archive(files) => {
+            ToWriter::Archive(files) => {
                 w.write(|store, id| store.add_archived(id, &files), || SpoolEntry::Archive(files.clone()));
             }
-            WriterMsg::Completeness(c) => {
+            ToWriter::Completeness(c) => {
                 w.write(|store, id| store.set_completeness(id, &c), || SpoolEntry::Completeness(c));
             }
-            WriterMsg::End(end) => {
+            ToWriter::End(end) => {
                 w.write(|store, id| store.end_command(id, &end), || SpoolEntry::End(end.clone()));
             }
-            WriterMsg::Park(fds) => {
-                w.parked.extend(fds);
-                if w.parked.len() > PARK_LIMIT {
-                    w.release_parked();
-                }
-            }
-            WriterMsg::Sync(reply) => {
-                let _ = reply.send(w.report.clone());
+            ToWriter::Log(line) => crate::log::line(&line),
+            ToWriter::Sync => {
+                w.report.cpu_ns = own_cpu_ns();
+                reply(&w.report);
             }
         }
     }
 }
 
-impl Writer {
-    /// Closes the parked descriptors with no database connection open (so
-    /// no lock of ours is dropped behind SQLite's back), then reopens it.
-    fn release_parked(&mut self) {
-        let Sink::Database { id, .. } = self.sink else {
-            self.parked.clear();
-            return;
-        };
-        self.sink = Sink::None;
-        self.parked.clear();
-        match Store::open(&self.database, self.busy_timeout) {
-            Ok(store) => self.sink = Sink::Database { store, id },
-            Err(e) => self.to_spool(e.to_string()),
-        }
-    }
+/// CPU time of this process, all threads.
+fn own_cpu_ns() -> u64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| {
+        let ns = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+        ns(u.user_time()) + ns(u.system_time())
+    })
+}
 
+impl Writer {
     fn write(
         &mut self,
         to_db: impl FnOnce(&mut Store, i64) -> Result<(), prov_store::StoreError>,

@@ -1,7 +1,9 @@
 //! The collector's log: `$XDG_STATE_HOME/prov/collector.log`, one line per
 //! problem (a record spooled or lost, a collector that stopped early). The
 //! collector is detached from any terminal, so this is where `prov doctor`
-//! and the user find out why a record is late or missing.
+//! and the user find out why a record is late or missing. The writer keeps
+//! it: the collector opens nothing in the user's directories and sends its
+//! lines here.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -15,14 +17,18 @@ const MAX_BYTES: u64 = 1 << 20;
 
 static LOG: OnceLock<PathBuf> = OnceLock::new();
 
-/// Where lines go, once the settings are known (at Prepare).
+/// Where lines go, once the settings are known (at `Setup`).
 pub fn set_path(path: PathBuf) {
     let _ = LOG.set(path);
 }
 
-/// Appends one line; failures are ignored (logging must never cost a record).
+/// Appends one line (to stderr before the log's place is known); failures
+/// are ignored (logging must never cost a record).
 pub fn line(what: &str) {
-    let Some(path) = LOG.get() else { return };
+    let Some(path) = LOG.get() else {
+        eprintln!("prov-writer: {what}");
+        return;
+    };
     let mut text: String = what.chars().filter(|c| *c != '\n').collect();
     if text.len() > MAX_LINE {
         let mut end = MAX_LINE;

@@ -1,0 +1,59 @@
+//! The only module of the collector with `unsafe`: taking ownership of the
+//! descriptors the kernel or the helper installed in this process, and what
+//! the writer's child does between fork and exec.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Takes the `N` descriptors the helper placed from `first` on, marking each
+/// close-on-exec (the writer must inherit none of them). Works once per
+/// process: a second call could hand out a descriptor that is owned already.
+pub fn take_inherited_fds<const N: usize>(first: RawFd) -> io::Result<[OwnedFd; N]> {
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(io::Error::other("inherited descriptors taken twice"));
+    }
+    let numbers: [RawFd; N] = std::array::from_fn(|i| first + i as RawFd);
+    for fd in numbers {
+        // SAFETY: F_SETFD only flags a descriptor number; an unused number
+        // fails with EBADF and changes nothing.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("descriptor {fd} missing")));
+        }
+    }
+    // SAFETY: each number was checked open above; the helper placed them for
+    // us before exec, nothing in this process refers to them yet, and this
+    // runs once (TAKEN), so each gets exactly one owner.
+    Ok(numbers.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Owns a descriptor the kernel has just installed in this process: an
+/// event's file from one read() of the fanotify group, or one received with
+/// SCM_RIGHTS. Callers pass only numbers taken from that very read or
+/// message, each once.
+pub fn own_new_fd(fd: RawFd) -> OwnedFd {
+    debug_assert!(fd >= 0);
+    // SAFETY: per the contract above, the number names an open descriptor
+    // that the kernel created for this read and that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Makes every descriptor but stdin, stdout and stderr close on exec in the
+/// child `cmd` starts, whatever flags they had: the writer must never get
+/// the fanotify group or an event's file, even one some code forgot to mark.
+/// (Kernels before 5.11 lack close_range; there every descriptor of ours is
+/// opened close-on-exec already.)
+pub fn only_stdio_across_exec(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec; it makes a
+    // single raw system call (async-signal-safe), allocates nothing and
+    // takes no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            Ok(())
+        });
+    }
+}
