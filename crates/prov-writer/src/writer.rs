@@ -33,6 +33,8 @@ struct Writer {
     database: PathBuf,
     busy_timeout: Duration,
     report: SyncReport,
+    /// Why, as root, the user's directories are not used (see `refused_as_root`).
+    refused: Option<String>,
 }
 
 /// Stores the messages of `rx` until it closes; `reply` answers each `Sync`.
@@ -44,6 +46,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         database: PathBuf::new(),
         busy_timeout: Duration::ZERO,
         report: SyncReport::default(),
+        refused: None,
     };
     let mut pending: Option<ToWriter> = None;
     loop {
@@ -56,13 +59,22 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         };
         match msg {
             ToWriter::Setup { database, spool_dir, busy_timeout_ms } => {
-                crate::log::set_path(prov_model::paths::collector_log_beside(&spool_dir));
+                let log = prov_model::paths::collector_log_beside(&spool_dir);
+                w.refused = refused_as_root(&[&database, &spool_dir, &log]);
+                match &w.refused {
+                    None => crate::log::set_path(log),
+                    Some(why) => eprintln!("prov-writer: {why}"),
+                }
                 w.database = database;
                 w.spool_dir = spool_dir;
                 w.busy_timeout = Duration::from_millis(busy_timeout_ms);
             }
             ToWriter::Begin(begin) => {
                 w.begin = Some(begin.clone());
+                if let Some(why) = &w.refused {
+                    w.report.lost.get_or_insert_with(|| why.clone());
+                    continue;
+                }
                 match Store::open(&w.database, w.busy_timeout).and_then(|mut s| {
                     let id = s.begin_command(&begin)?;
                     Ok((s, id))
@@ -119,6 +131,25 @@ fn own_cpu_ns() -> u64 {
     })
 }
 
+/// prov refuses, as root, to hand over paths in directories someone else
+/// could change (prov-cli's `refuse_others_directories`); the writer, which
+/// opens them, checks again rather than trust its input.
+fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    paths.iter().find_map(|path| {
+        prov_model::paths::check_private_path(path, 0).err().map(|e| {
+            format!(
+                "as root, not writing through {}: {} can be changed by others ({:?})",
+                prov_model::escape::escape(path.as_os_str().as_encoded_bytes()),
+                prov_model::escape::escape(e.dir.as_os_str().as_encoded_bytes()),
+                e.problem
+            )
+        })
+    })
+}
+
 impl Writer {
     fn write(
         &mut self,
@@ -168,5 +199,26 @@ impl Writer {
                 self.sink = Sink::None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod root_tests {
+    /// Run as root (the test command is): a directory of another user on the
+    /// way to the database is refused, root's own is not.
+    #[test]
+    fn as_root_another_users_directory_is_refused() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("prov-writer-root-{}", std::process::id()));
+        let users = base.join("user-home");
+        std::fs::create_dir_all(&users).unwrap();
+        std::os::unix::fs::chown(&users, Some(1), Some(1)).unwrap();
+        let refused = super::refused_as_root(&[&users.join("prov.db")]);
+        assert!(refused.as_deref().is_some_and(|why| why.contains("user-home")), "{refused:?}");
+        assert_eq!(super::refused_as_root(&[&base.join("prov.db")]), None);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
