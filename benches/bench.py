@@ -628,7 +628,13 @@ class CreateBacklog(CreateFiles):
 
     def __init__(self, ctx, quick, n):
         super().__init__(ctx, quick, n)
-        self.name = f"create_backlog_{n // 1000}k" + ("_smoke" if quick else "")
+        # The kernel's queue is bounded (fs.fanotify.max_queued_events, no
+        # FAN_UNLIMITED_QUEUE): a stopped collector loses what does not fit,
+        # so only as many files as the queue holds, less room for the
+        # events of sh, seq and xargs themselves.
+        with open("/proc/sys/fs/fanotify/max_queued_events") as f:
+            self.n = min(self.n, int(f.read()) - 1024)
+        self.name = f"create_backlog_{self.n // 1000}k" + ("_smoke" if quick else "")
         self.what = (f"xargs touch of {self.n} new empty files with the collector stopped until the end "
                      "(its storing rate from a full queue)")
 
