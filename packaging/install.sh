@@ -81,6 +81,25 @@ install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/
 # Found by the collector next to itself; holds nothing privileged.
 install -m 0755 -o root -g root "$target/release/prov-writer" "$prefix/libexec/prov/prov-writer"
 
+# Each observation's fanotify queue is bounded by fs.fanotify.max_queued_events
+# (the helper asks for no unlimited queue: a user could stop their collector
+# and pin kernel memory without end). The collector empties the queue into a
+# backlog of at most its descriptor limit, so a burst beyond both is lost and
+# the record says so. The kernel's 16384 lost events of `xargs touch` of
+# 100 000 files here; 131072 (at most ~10 MB of queued events per
+# observation, charged to the user's memory cgroup) lost none in the
+# benchmarks (benches/README.md). An administrator's higher value is kept.
+queue=131072
+queue_conf=/etc/sysctl.d/60-prov.conf
+have_queue=$(cat /proc/sys/fs/fanotify/max_queued_events 2>/dev/null || echo 0)
+if [ "$have_queue" -lt "$queue" ]; then
+    if [ -d /etc/sysctl.d ] && ! grep -qs max_queued_events "$queue_conf"; then
+        echo "fs.fanotify.max_queued_events = $queue" > "$queue_conf"
+    fi
+    sysctl -q -w fs.fanotify.max_queued_events="$queue" 2>/dev/null \
+        || echo "install.sh: warning: cannot raise fs.fanotify.max_queued_events to $queue (it is $have_queue): bulk commands may lose events, and their records will say so" >&2
+fi
+
 if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | grep -qx nosuid; then
     echo "install.sh: warning: $prefix is on a filesystem mounted nosuid; tracing will not work there" >&2
 fi

@@ -20,6 +20,9 @@ pub fn doctor() -> Result<ExitCode> {
     };
     let helper = setup::helper_path()?;
     check(&format!("helper {}", shown(&helper)), setup::tracing_unavailable(&helper));
+    if let Some(note) = small_event_queue() {
+        println!("note  {note}");
+    }
     match UserSetup::load() {
         Ok(user) => {
             check(&format!("configuration {}", shown(&user.locations.config_file())), None);
@@ -45,6 +48,21 @@ pub fn doctor() -> Result<ExitCode> {
         Err(e) => check("configuration", Some(format!("{e:#}"))),
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The kernel queue of each observation holds at most
+/// fs.fanotify.max_queued_events events (see packaging/install.sh, which
+/// raises it to this): below it, bulk commands may lose events, marked.
+const ADVISED_QUEUE: u64 = 131_072;
+
+fn small_event_queue() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/fs/fanotify/max_queued_events").ok()?;
+    let queue: u64 = text.trim().parse().ok()?;
+    (queue < ADVISED_QUEUE).then(|| {
+        format!(
+            "fs.fanotify.max_queued_events is {queue}: commands writing many files at once may lose events (their records say so); packaging/install.sh raises it to {ADVISED_QUEUE}"
+        )
+    })
 }
 
 fn shown(path: &Path) -> String {
