@@ -73,8 +73,7 @@ impl SpoolWriter {
 
     /// Appends one entry as one line, in one `write`.
     pub fn append(&mut self, entry: &SpoolEntry) -> io::Result<()> {
-        let mut line = serde_json::to_vec(entry)?;
-        line.push(b'\n');
+        let line = encode_line(entry)?;
         loop {
             match self.file.write(&line) {
                 Ok(n) if n == line.len() => {
@@ -152,6 +151,13 @@ fn cut_torn_tail(file: &File) -> io::Result<u64> {
         file.set_len(end)?;
     }
     Ok(end)
+}
+
+/// One entry as the line [`SpoolWriter::append`] writes, newline included.
+pub fn encode_line(entry: &SpoolEntry) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(entry)?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// The entries of a spool file's content. The text after the last newline
