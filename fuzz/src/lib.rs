@@ -5,16 +5,25 @@
 //! panic, its errors are one line, and what it reads and the matching writer
 //! writes agree.
 
-use std::path::Path;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use chrono::{Local, SecondsFormat, TimeZone, Utc};
 use prov_collect::protocol::{ToCaller, ToCollector};
 use prov_model::Config;
 use prov_store::spool::{self, SpoolEntry};
+use prov_store::{Store, StoreError};
 
 /// Every target: its name (the directory of its corpus) and its body.
-pub const TARGETS: &[(&str, fn(&[u8]))] =
-    &[("spool", spool), ("protocol", protocol), ("config", config), ("filter_values", filter_values)];
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("spool", spool),
+    ("spool_ingest", spool_ingest),
+    ("protocol", protocol),
+    ("config", config),
+    ("filter_values", filter_values),
+];
 
 /// A spool file (`prov_store::spool::parse`): anyone with the user's uid
 /// can write one, and the collector ingests it. Every entry read is written
@@ -36,6 +45,65 @@ pub fn spool(data: &[u8]) {
     file.extend_from_slice(b"{\"End\":{\"end_ns\":1,");
     let read: Vec<SpoolEntry> = spool::parse(&file).expect("a torn last line is ignored");
     assert_eq!(read, entries, "a torn last line is ignored");
+}
+
+/// A spool file ingested into a real database (`Store::ingest_spool`), as
+/// the collector and every `prov` that can write the database do. A file is
+/// taken in or set aside as bad; nothing in it may stop the ingestion (a
+/// database error leaves the file in place, before every later one).
+pub fn spool_ingest(data: &[u8]) {
+    thread_local! {
+        static STORE: RefCell<Option<ScratchStore>> = const { RefCell::new(None) };
+    }
+    STORE.with_borrow_mut(|slot| {
+        // A fresh database now and then: one that only grows slows the run.
+        if slot.as_ref().is_none_or(|s| s.inputs >= 500) {
+            *slot = None;
+            *slot = Some(ScratchStore::new());
+        }
+        let ScratchStore { dir, store, inputs } = slot.as_mut().unwrap();
+        *inputs += 1;
+        let spool_dir = dir.join("spool");
+        // The uuid of the seeds' record, so files without a Begin find it.
+        std::fs::write(spool_dir.join("01a209f6-7a01-72ce-9371-188e2089d487.jsonl"), data).unwrap();
+        match store.ingest_spool(&spool_dir) {
+            Ok(_) => {}
+            Err(StoreError::SpoolBad { bad, .. }) => {
+                for (path, why) in bad {
+                    one_line_error(&why, None);
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+            Err(e) => panic!("a spool file stops the ingestion: {e}"),
+        }
+        let left: Vec<_> = std::fs::read_dir(&spool_dir).unwrap().collect();
+        assert!(left.is_empty(), "every spool file is taken in or set aside: {left:?}");
+    })
+}
+
+/// A database and spool directory of its own, removed when dropped.
+struct ScratchStore {
+    dir: PathBuf,
+    store: Store,
+    inputs: u32,
+}
+
+impl ScratchStore {
+    fn new() -> ScratchStore {
+        static STORES: AtomicU32 = AtomicU32::new(0);
+        let n = STORES.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("prov-fuzz-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("spool")).unwrap();
+        let store = Store::open(&dir.join("prov.db"), Duration::from_secs(1)).unwrap();
+        ScratchStore { dir, store, inputs: 0 }
+    }
+}
+
+impl Drop for ScratchStore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A control datagram (`prov_collect::protocol`), decoded as the collector

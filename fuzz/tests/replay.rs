@@ -35,12 +35,21 @@ fn replay(target: &str) {
 fn every_target_is_replayed_here() {
     let mut names: Vec<&str> = prov_fuzz::TARGETS.iter().map(|(name, _)| *name).collect();
     names.sort();
-    assert_eq!(names, ["config", "filter_values", "protocol", "spool"], "add a #[test] below for a new target");
+    assert_eq!(
+        names,
+        ["config", "filter_values", "protocol", "spool", "spool_ingest"],
+        "add a #[test] below for a new target"
+    );
 }
 
 #[test]
 fn spool() {
     replay("spool");
+}
+
+#[test]
+fn spool_ingest() {
+    replay("spool_ingest");
 }
 
 #[test]

@@ -107,8 +107,10 @@ pub fn when_at(s: &str, now: DateTime<Local>) -> Result<i64, String> {
         _ => {}
     }
     if let Some(age) = parse_age(t) {
-        let age = age.ok_or_else(bad)?;
-        return ns(now - age);
+        // An age reaching before chrono's calendar is as bad as one that
+        // overflows (`now - age` would panic).
+        let then = age.and_then(|age| now.checked_sub_signed(age)).ok_or_else(bad)?;
+        return ns(then);
     }
     if let Ok(d) = DateTime::parse_from_rfc3339(t) {
         return d.with_timezone(&Utc).timestamp_nanos_opt().ok_or_else(bad);
@@ -184,6 +186,15 @@ mod tests {
         assert!(when_at("last tuesday", now).unwrap_err().contains("\"last tuesday\" is not a time"));
         assert!(when_at("99999999999999y", now).is_err());
         assert_eq!(parse_time_cmp(">2d").unwrap()[0].0, CmpOp::Gt);
+    }
+
+    #[test]
+    fn ages_before_the_calendar_are_errors_not_panics() {
+        // Found by fuzz/ (filter_values): `--since 9999999999999s` panicked.
+        let now = Local.with_ymd_and_hms(2026, 11, 21, 15, 30, 0).unwrap();
+        assert!(when_at("9999999999999s", now).unwrap_err().contains("\"9999999999999s\" is not a time"));
+        assert!(when_at("300000y", now).is_err());
+        assert!(parse_time_cmp("<9999999999999s").is_err());
     }
 
     #[test]
