@@ -186,6 +186,7 @@ pub fn filter_values(data: &[u8]) {
 fn one_line_error(message: &str, prefix: Option<&str>) {
     assert!(!message.trim().is_empty(), "an error says something");
     assert!(!message.contains('\n'), "an error is one line: {message:?}");
+    assert!(!message.chars().any(char::is_control), "an error is plain text: {message:?}");
     if let Some(prefix) = prefix {
         assert!(message.starts_with(prefix), "{message:?} starts with {prefix:?}");
     }

@@ -172,8 +172,23 @@ pub fn parse(content: &[u8]) -> std::result::Result<Vec<SpoolEntry>, String> {
         .split(|&b| b == b'\n')
         .enumerate()
         .filter(|(_, line)| !line.is_empty())
-        .map(|(i, line)| serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, line)| serde_json::from_slice(line).map_err(|e| format!("line {}: {}", i + 1, plain_text(&e))))
         .collect()
+}
+
+/// serde_json quotes a bad key or value as decoded: its control characters
+/// (an escaped newline, a terminal escape) are written escaped, so that the
+/// reason stays one line of text in reports and in the collector's log.
+fn plain_text(e: &serde_json::Error) -> String {
+    let mut text = String::new();
+    for c in e.to_string().chars() {
+        if c.is_control() {
+            text.extend(c.escape_debug());
+        } else {
+            text.push(c);
+        }
+    }
+    text
 }
 
 /// What became of one spool file.
