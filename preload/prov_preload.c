@@ -59,6 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim_parse.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define CTL_PREFIX "/.prov-shim-ctl/"
 #define BEGIN_FORMAT "prov-shim-begin"
@@ -308,16 +310,17 @@ static void take_prepared(int wait_ms)
             memcpy(fds, CMSG_DATA(h), (size_t)nfds * sizeof(int));
         }
     }
-    if (msg[0] == 'R' && nfds == 3) {
-        S.r_holder = atoi(msg + 1);
-        S.r_skip_space = strstr(msg, " skip-space") != NULL;
+    int holder, skip_space, kind = parse_prepared(msg, &holder, &skip_space);
+    if (kind == 'R' && nfds == 3) {
+        S.r_holder = holder;
+        S.r_skip_space = skip_space;
         S.r_ctl = move_high(fds[0], 1);
         S.r_ns_root = move_high(fds[1], 1);
         S.r_tracker = move_high(fds[2], 1);
         return;
     }
     for (int i = 0; i < nfds; i++) close(fds[i]);
-    if (msg[0] == 'E') warn_once(msg + 1);
+    if (kind == 'E') warn_once(msg + 1);
 }
 
 /* ---------------------------------------------------------- control */
@@ -493,53 +496,18 @@ static const char *line_at(int i)
     return e && e->line ? e->line : NULL;
 }
 
-/* The user's settings, as handed over with line-start. */
-struct hist_rules { int ignorespace, ignoredups, erasedups, size; char *ignore; size_t ignore_len; struct buf data; };
-
-static void read_rules(struct hist_rules *r)
+/* The user's settings, as handed over with line-start, parsed into `r`
+ * (pointing into `data`). */
+static void read_rules(struct hist_rules *r, struct buf *data)
 {
-    memset(r, 0, sizeof *r);
-    r->size = -1;
+    static char none[3];
+    parse_hist_rules(r, none);
     struct stat st;
-    if (H.rules < 0 || fstat(H.rules, &st) < 0 || buf_reserve(&r->data, (size_t)st.st_size + 3)) return;
-    ssize_t n = pread(H.rules, r->data.p, (size_t)st.st_size, 0);
+    if (H.rules < 0 || fstat(H.rules, &st) < 0 || buf_reserve(data, (size_t)st.st_size + 3)) return;
+    ssize_t n = pread(H.rules, data->p, (size_t)st.st_size, 0);
     if (n < 0) return;
-    memset(r->data.p + n, 0, 3);
-    char *control = r->data.p, *ignore = control + strlen(control) + 1, *size = ignore + strlen(ignore) + 1;
-    for (char *word = control; *word;) {
-        size_t len = strcspn(word, ":");
-        int both = len == 10 && !strncmp(word, "ignoreboth", 10);
-        if (both || (len == 11 && !strncmp(word, "ignorespace", 11))) r->ignorespace = 1;
-        if (both || (len == 10 && !strncmp(word, "ignoredups", 10))) r->ignoredups = 1;
-        if (len == 9 && !strncmp(word, "erasedups", 9)) r->erasedups = 1;
-        word += len + (word[len] == ':');
-    }
-    r->ignore = ignore;
-    r->ignore_len = strlen(ignore);
-    if (*size >= '0' && *size <= '9') r->size = atoi(size);
-}
-
-/* HISTIGNORE: colon-separated patterns matched against the whole line; `&`
- * is the previous history line; `\:` is a colon in a pattern. */
-static int ignored_by_pattern(const struct hist_rules *r, const char *line, const char *previous)
-{
-    char pattern[4096];
-    for (size_t i = 0; i < r->ignore_len;) {
-        size_t n = 0;
-        while (i < r->ignore_len && r->ignore[i] != ':' && n + 1 < sizeof pattern) {
-            if (r->ignore[i] == '\\' && r->ignore[i + 1] == ':') i++;
-            pattern[n++] = r->ignore[i++];
-        }
-        pattern[n] = 0;
-        i++;
-        if (!n) continue;
-        if (!strcmp(pattern, "&")) {
-            if (previous && !strcmp(line, previous)) return 1;
-        } else if (fnmatch(pattern, line, FNM_EXTMATCH) == 0) {
-            return 1;
-        }
-    }
-    return 0;
+    memset(data->p + n, 0, 3);
+    parse_hist_rules(r, data->p);
 }
 
 /* A multi-line command is one history entry joined with `;` (bash's
@@ -580,7 +548,8 @@ static void bash_line_text(struct buf *text)
 {
     if (!H.started) return;
     struct hist_rules r;
-    read_rules(&r);
+    struct buf rules = {0};
+    read_rules(&r, &rules);
     int first = H.next - *H.base;
     if (first < 0) first = 0;
     for (int i = first; i < *H.length; i++) {
@@ -616,7 +585,7 @@ static void bash_line_text(struct buf *text)
     typed_reset();
     H.reading = 0;
     if (text->len > MAX_TEXT) text->len = MAX_TEXT;
-    buf_free(&r.data);
+    buf_free(&rules);
     H.next = *H.base + *H.length;
 }
 

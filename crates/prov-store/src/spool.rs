@@ -80,8 +80,7 @@ impl SpoolWriter {
 
     /// Appends one entry as one line, in one `write`.
     pub fn append(&mut self, entry: &SpoolEntry) -> io::Result<()> {
-        let mut line = serde_json::to_vec(entry)?;
-        line.push(b'\n');
+        let line = encode_line(entry)?;
         loop {
             match self.file.write(&line) {
                 Ok(n) if n == line.len() => {
@@ -161,6 +160,13 @@ fn cut_torn_tail(file: &File) -> io::Result<u64> {
     Ok(end)
 }
 
+/// One entry as the line [`SpoolWriter::append`] writes, newline included.
+pub fn encode_line(entry: &SpoolEntry) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(entry)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 /// The entries of a spool file's content. The text after the last newline
 /// is a torn write and is ignored; any other unparsable line makes the
 /// whole file bad.
@@ -173,8 +179,23 @@ pub fn parse(content: &[u8]) -> std::result::Result<Vec<SpoolEntry>, String> {
         .split(|&b| b == b'\n')
         .enumerate()
         .filter(|(_, line)| !line.is_empty())
-        .map(|(i, line)| serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, line)| serde_json::from_slice(line).map_err(|e| format!("line {}: {}", i + 1, plain_text(&e))))
         .collect()
+}
+
+/// serde_json quotes a bad key or value as decoded: its control characters
+/// (an escaped newline, a terminal escape) are written escaped, so that the
+/// reason stays one line of text in reports and in the collector's log.
+fn plain_text(e: &serde_json::Error) -> String {
+    let mut text = String::new();
+    for c in e.to_string().chars() {
+        if c.is_control() {
+            text.extend(c.escape_debug());
+        } else {
+            text.push(c);
+        }
+    }
+    text
 }
 
 /// What became of one spool file.

@@ -530,6 +530,19 @@ fn torn_line_is_ignored_and_garbage_is_set_aside() {
 }
 
 #[test]
+fn a_bad_spool_line_is_reported_in_one_line() {
+    // Found by fuzz/ (spool_ingest): serde_json quotes a bad key as decoded,
+    // so an escaped newline or terminal escape in a spool file reached the
+    // report and the collector's log as it was.
+    for (content, quoted) in [(&b"{\"Ev\\nts\":1}\n"[..], "Ev\\nts"), (b"\n{\"\\u001b[2J\":1}\n", "\\u{1b}[2J")] {
+        let why = spool::parse(content).unwrap_err();
+        assert!(why.starts_with("line "), "{why}");
+        assert!(!why.chars().any(char::is_control), "{why:?}");
+        assert!(why.contains(quoted), "{why:?} quotes {quoted:?}");
+    }
+}
+
+#[test]
 fn writer_cuts_a_torn_tail_before_appending() {
     let dir = TempDir::new("spool-tail");
     let record = sample_record();

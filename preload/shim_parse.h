@@ -1,0 +1,86 @@
+/*
+ * What the shim reads from other processes, as pure functions of their
+ * bytes: the preparer's answer and the bash history settings handed over
+ * with `line-start`. In a header of their own so that fuzz/shim/ can drive
+ * them without loading the shim into a process.
+ */
+#ifndef PROV_SHIM_PARSE_H
+#define PROV_SHIM_PARSE_H
+
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The preparer's answer (`prov __prepare`, see take_prepared): "R<holder
+ * pid>[ skip-space]" or "E<reason>", NUL-terminated. Returns 'R' with the
+ * holder and the setting filled in, 'E' (the reason follows the tag), or 0
+ * for anything else, an R whose pid is not a pid included. */
+static int parse_prepared(const char *msg, int *holder, int *skip_space)
+{
+    if (msg[0] == 'E') return 'E';
+    if (msg[0] != 'R' || msg[1] < '1' || msg[1] > '9') return 0;
+    char *end;
+    long pid = strtol(msg + 1, &end, 10);
+    if (pid > INT_MAX || (*end && *end != ' ')) return 0;
+    *holder = (int)pid;
+    *skip_space = strstr(end, " skip-space") != NULL;
+    return 'R';
+}
+
+/* The user's history settings: HISTCONTROL, HISTIGNORE and HISTSIZE as bash
+ * would apply them. `ignore` holds the HISTIGNORE patterns, unescaped, each
+ * followed by a NUL, in `ignore_len` bytes. */
+struct hist_rules { int ignorespace, ignoredups, erasedups, size; const char *ignore; size_t ignore_len; };
+
+/* `data` is what the integration wrote, HISTCONTROL\0HISTIGNORE\0HISTSIZE\0,
+ * followed by three NULs of ours (so that a short or NUL-less input reads as
+ * empty fields). The patterns are unescaped in place. */
+static void parse_hist_rules(struct hist_rules *r, char *data)
+{
+    memset(r, 0, sizeof *r);
+    r->size = -1;
+    char *control = data, *ignore = control + strlen(control) + 1, *size = ignore + strlen(ignore) + 1;
+    for (char *word = control; *word;) {
+        size_t len = strcspn(word, ":");
+        int both = len == 10 && !strncmp(word, "ignoreboth", 10);
+        if (both || (len == 11 && !strncmp(word, "ignorespace", 11))) r->ignorespace = 1;
+        if (both || (len == 10 && !strncmp(word, "ignoredups", 10))) r->ignoredups = 1;
+        if (len == 9 && !strncmp(word, "erasedups", 9)) r->erasedups = 1;
+        word += len + (word[len] == ':');
+    }
+    /* Colon-separated patterns; `\:` is a colon in a pattern. Written back
+     * NUL-separated over the same bytes: the output never outruns the input. */
+    size_t out = 0;
+    for (size_t in = 0; ignore[in];) {
+        if (ignore[in] == ':') {
+            ignore[out++] = 0;
+            in++;
+            continue;
+        }
+        if (ignore[in] == '\\' && ignore[in + 1] == ':') in++;
+        ignore[out++] = ignore[in++];
+    }
+    ignore[out] = 0;
+    r->ignore = ignore;
+    r->ignore_len = out + 1;
+    if (*size >= '0' && *size <= '9') r->size = atoi(size);
+}
+
+/* Whether HISTIGNORE keeps `line` out: a pattern matches the whole line;
+ * `&` is the previous history line. */
+static int ignored_by_pattern(const struct hist_rules *r, const char *line, const char *previous)
+{
+    for (const char *pattern = r->ignore; pattern < r->ignore + r->ignore_len;
+         pattern += strlen(pattern) + 1) {
+        if (!*pattern) continue;
+        if (!strcmp(pattern, "&")) {
+            if (previous && !strcmp(line, previous)) return 1;
+        } else if (fnmatch(pattern, line, FNM_EXTMATCH) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#endif
