@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::{Local, SecondsFormat, TimeZone, Utc};
 use prov_collect::protocol::{ToCaller, ToCollector};
+use prov_model::writer_pipe::{self, SyncReport, ToWriter};
 use prov_model::Config;
 use prov_store::spool::{self, SpoolEntry};
 use prov_store::{Store, StoreError};
@@ -26,6 +27,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("protocol", protocol),
     ("config", config),
     ("filter_values", filter_values),
+    ("writer_pipe", writer_pipe),
 ];
 
 /// A spool file (`prov_store::spool::parse`): anyone with the user's uid
@@ -193,4 +195,46 @@ fn one_line_error(message: &str, prefix: Option<&str>) {
     if let Some(prefix) = prefix {
         assert!(message.starts_with(prefix), "{message:?} starts with {prefix:?}");
     }
+}
+
+/// The pipe between the collector and prov-writer
+/// (`prov_model::writer_pipe`): the writer decodes the collector's frames,
+/// and the collector decodes the writer's replies, which the user can forge
+/// (prov-writer is the user's to ptrace). A frame that decodes, encoded
+/// again, decodes to the same message; errors are one line; a stream of
+/// frames read with `read_frame` gives what `decode_frame` gives.
+pub fn writer_pipe(data: &[u8]) {
+    frame_round_trip::<ToWriter>(data, writer_pipe::MAX_FRAME);
+    frame_round_trip::<SyncReport>(data, writer_pipe::MAX_REPLY);
+    let mut stream = data;
+    let mut buf = Vec::new();
+    for _ in 0..64 {
+        match writer_pipe::read_frame(&mut stream, writer_pipe::MAX_REPLY, &mut buf) {
+            Ok(true) => {
+                assert!(buf.len() <= writer_pipe::MAX_REPLY + 4, "a frame within its limit");
+                if let Err(e) = writer_pipe::decode_reply(&buf) {
+                    one_line_error(&e.to_string(), None);
+                }
+            }
+            Ok(false) => break,
+            Err(e) => {
+                one_line_error(&e.to_string(), None);
+                break;
+            }
+        }
+    }
+}
+
+fn frame_round_trip<T>(data: &[u8], max: usize)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let message: T = match writer_pipe::decode_frame(data, max) {
+        Ok(message) => message,
+        Err(e) => return one_line_error(&e.to_string(), None),
+    };
+    let mut frame = Vec::new();
+    writer_pipe::encode_frame(&message, max, &mut frame).expect("a decoded message can be encoded");
+    let again: T = writer_pipe::decode_frame(&frame, max).expect("an encoded frame decodes");
+    assert_eq!(again, message, "decode(encode(m)) == m");
 }
