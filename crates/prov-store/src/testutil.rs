@@ -2,8 +2,19 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use prov_model::{Access, CommandBegin, FileEvent, HashParams};
+
+use crate::Store;
+
+/// The busy timeout of the tests' stores.
+pub(crate) const T: Duration = Duration::from_secs(5);
+
+/// The store of `dir`, opened for writing.
+pub(crate) fn open(dir: &TempDir) -> Store {
+    Store::open(&dir.db(), T).unwrap()
+}
 
 /// A directory under the system temp dir, removed on drop.
 pub(crate) struct TempDir(PathBuf);
