@@ -29,6 +29,30 @@ pub struct CommandRow {
     pub completeness: Completeness,
 }
 
+/// The one test fixture of a command row (prov-export and prov-report use
+/// it through the `fixtures` feature): finished, exit 0, complete. A test
+/// sets the fields it is about: `CommandRow { text, ..CommandRow::fixture(1) }`.
+#[cfg(any(test, feature = "fixtures"))]
+impl CommandRow {
+    pub fn fixture(id: i64) -> CommandRow {
+        CommandRow {
+            id,
+            uuid: format!("u{id}"),
+            session: "s".into(),
+            seq: id as u64,
+            text: b"t".to_vec(),
+            cwd: b"/w".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "bash".into(),
+            start_ns: id,
+            end_ns: Some(id + 1),
+            exit_status: Some(0),
+            completeness: Completeness::default(),
+        }
+    }
+}
+
 /// A recorded file event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRow {
