@@ -78,7 +78,7 @@ impl Shell {
     pub fn assert_outside_observations(&mut self) {
         let pid = self.run("echo \"P\"\"ID=$$\"");
         let pid: u32 =
-            pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
+            pid.split("PID=").nth(1).and_then(|s| s.split_whitespace().next()?.parse().ok()).expect("shell pid");
         let ns = |p: String| std::fs::read_link(p).unwrap();
         assert_eq!(
             ns(format!("/proc/{pid}/ns/mnt")),
