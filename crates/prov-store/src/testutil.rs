@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prov_model::{Access, CommandBegin, FileEvent, HashParams};
 
-use crate::Store;
+use crate::{FileRow, Store};
 
 /// The busy timeout of the tests' stores.
 pub(crate) const T: Duration = Duration::from_secs(5);
@@ -55,6 +55,19 @@ pub(crate) fn begin(uuid: &str, start_ns: i64) -> CommandBegin {
         user: "u".into(),
         shell: "bash".into(),
         start_ns,
+    }
+}
+
+/// A stored event as the event it was stored from.
+pub(crate) fn event_of(f: &FileRow) -> FileEvent {
+    FileEvent {
+        access: f.access,
+        path: f.path.clone(),
+        size: f.size,
+        mtime_ns: f.mtime_ns,
+        hash: f.hash,
+        hash_params: f.hash_params,
+        pid: f.pid,
     }
 }
 

@@ -341,7 +341,7 @@ mod tests {
 
     use prov_model::{Access, CommandEnd, Completeness, FileEvent, HashParams};
 
-    use crate::testutil::{begin, event, open, TempDir};
+    use crate::testutil::{begin, event, event_of, open, TempDir};
     use crate::StoreError;
 
     #[test]
@@ -377,18 +377,7 @@ mod tests {
         assert_eq!((row.end_ns, row.exit_status, row.completeness), (Some(2_000), Some(130), c));
 
         let files = s.files_of(id).unwrap();
-        let back: Vec<FileEvent> = files
-            .iter()
-            .map(|f| FileEvent {
-                access: f.access,
-                path: f.path.clone(),
-                size: f.size,
-                mtime_ns: f.mtime_ns,
-                hash: f.hash,
-                hash_params: f.hash_params,
-                pid: f.pid,
-            })
-            .collect();
+        let back: Vec<FileEvent> = files.iter().map(event_of).collect();
         // Reads first, each access by path.
         assert_eq!(back, vec![events[1].clone(), events[2].clone(), events[0].clone()]);
         assert!(files.iter().all(|f| f.command_id == id));
@@ -464,20 +453,7 @@ mod tests {
             // In two batches: the pid base is set by the first event with a pid.
             s.add_events(id, &events[..1]).unwrap();
             s.add_events(id, &events[1..]).unwrap();
-            let mut got: Vec<FileEvent> = s
-                .files_of(id)
-                .unwrap()
-                .into_iter()
-                .map(|f| FileEvent {
-                    access: f.access,
-                    path: f.path,
-                    size: f.size,
-                    mtime_ns: f.mtime_ns,
-                    hash: f.hash,
-                    hash_params: f.hash_params,
-                    pid: f.pid,
-                })
-                .collect();
+            let mut got: Vec<FileEvent> = s.files_of(id).unwrap().iter().map(event_of).collect();
             got.sort_by(|a, b| a.path.cmp(&b.path));
             let mut want = events.clone();
             want.sort_by(|a, b| a.path.cmp(&b.path));
