@@ -66,7 +66,7 @@ fi
 # The preload shim is C: tiny, no Rust runtime in the user's shell.
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
     -Wall -Wextra -Werror -Wno-nonnull-compare \
-    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" -ldl
+    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" -ldl
 
 getent group prov >/dev/null || groupadd --system prov
 
