@@ -88,7 +88,7 @@ impl Shell {
     fn assert_outside_observations(&mut self) {
         let pid = self.run("echo \"P\"\"ID=$$\"");
         let pid: u32 =
-            pid.split("PID=").nth(1).and_then(|s| s.trim().split_whitespace().next()?.parse().ok()).expect("shell pid");
+            pid.split("PID=").nth(1).and_then(|s| s.split_whitespace().next()?.parse().ok()).expect("shell pid");
         let ns = |p: String| std::fs::read_link(p).unwrap();
         assert_eq!(
             ns(format!("/proc/{pid}/ns/mnt")),
@@ -330,7 +330,7 @@ fn interrupt_cd_and_nested_shells(shell: &str) {
     sh.run("cd ..");
     sh.run("bash -c 'echo nested > nested.txt'");
     // A nested interactive shell records its own commands.
-    sh.session.send_line(&format!("{shell} -i")).unwrap();
+    sh.session.send_line(format!("{shell} -i")).unwrap();
     sh.wait_prompt();
     sh.run("echo inner > inner.txt");
     sh.run("exit");
@@ -578,7 +578,7 @@ fn rc_twice_exec_and_disown(shell: &str) {
     sh.run("sleep 1 && echo gone > disowned.txt & disown");
     // exec replaces the shell while the disowned job still runs; the new
     // shell sets itself up again from its rc.
-    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.session.send_line(format!("exec {shell} -i")).unwrap();
     sh.wait_prompt();
     sh.run("echo after-exec > exec.txt");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -641,7 +641,7 @@ fn startup_modes_nounset_and_exec(shell: &str) {
     }
     // exec replaces the shell: that command ends there, and the new shell
     // (set up again by its rc) lives outside every observation.
-    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.session.send_line(format!("exec {shell} -i")).unwrap();
     sh.wait_prompt();
     sh.assert_outside_observations();
     sh.run("echo after > after.txt");
