@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use anyhow::{bail, Result};
 use clap::builder::PossibleValue;
@@ -17,19 +18,10 @@ use crate::query::output_stream;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExportFormat(pub Format);
 
-const EXPORT_FORMATS: [ExportFormat; Format::ALL.len()] = {
-    let mut all = [ExportFormat(Format::ALL[0]); Format::ALL.len()];
-    let mut i = 0;
-    while i < all.len() {
-        all[i] = ExportFormat(Format::ALL[i]);
-        i += 1;
-    }
-    all
-};
-
 impl ValueEnum for ExportFormat {
     fn value_variants<'a>() -> &'a [Self] {
-        &EXPORT_FORMATS
+        static ALL: LazyLock<[ExportFormat; Format::ALL.len()]> = LazyLock::new(|| Format::ALL.map(ExportFormat));
+        &*ALL
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
@@ -77,4 +69,21 @@ pub fn write(
         }
         e => e.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lineage::LineageFormat;
+
+    #[test]
+    fn every_export_is_a_format_value_of_query_and_lineage() {
+        for format in Format::ALL {
+            assert_eq!(ExportFormat::from_str(format.name(), false), Ok(ExportFormat(format)));
+        }
+        // `lineage --format dot` is the lineage's own digraph, not the export.
+        assert_eq!(LineageFormat::from_str("dot", false), Ok(LineageFormat::Dot));
+        assert_eq!(LineageFormat::from_str("ro-crate", false), Ok(LineageFormat::Export(Format::RoCrate)));
+        assert_eq!(LineageFormat::value_variants().len(), 3 + Format::ALL.len() - 1);
+    }
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use anyhow::Result;
 use clap::builder::PossibleValue;
@@ -29,26 +30,15 @@ pub enum LineageFormat {
     Export(Format),
 }
 
-/// The views, then every export but the records' DOT (the lineage's
-/// replaces it).
-const LINEAGE_FORMATS: [LineageFormat; 2 + Format::ALL.len()] = {
-    let mut all = [LineageFormat::Tree; 2 + Format::ALL.len()];
-    all[1] = LineageFormat::Json;
-    all[2] = LineageFormat::Dot;
-    let (mut from, mut to) = (0, 3);
-    while from < Format::ALL.len() {
-        if !matches!(Format::ALL[from], Format::Dot) {
-            all[to] = LineageFormat::Export(Format::ALL[from]);
-            to += 1;
-        }
-        from += 1;
-    }
-    all
-};
-
 impl ValueEnum for LineageFormat {
+    /// The views, then every export but the records' DOT (the lineage's
+    /// own replaces it).
     fn value_variants<'a>() -> &'a [Self] {
-        &LINEAGE_FORMATS
+        static ALL: LazyLock<Vec<LineageFormat>> = LazyLock::new(|| {
+            let exports = Format::ALL.into_iter().filter(|&f| f != Format::Dot).map(LineageFormat::Export);
+            [LineageFormat::Tree, LineageFormat::Json, LineageFormat::Dot].into_iter().chain(exports).collect()
+        });
+        &ALL
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
