@@ -287,7 +287,6 @@ fn bad_archive_keys_are_named_with_their_line() {
 fn on_a_terminal_prov_asks_before_overwriting() {
     use expectrl::session::OsSession;
     use expectrl::Expect;
-    use std::process::Command;
 
     let case = Case::new("archive-tty");
     let job = case.write("job.sh", b"echo original\n");
@@ -297,16 +296,8 @@ fn on_a_terminal_prov_asks_before_overwriting() {
     std::fs::write(&restored, b"my edits\n").unwrap();
 
     let answer = |reply: &str| {
-        let mut cmd = Command::new("setpriv");
-        cmd.arg(format!("--reuid={}", case.inst.uid))
-            .arg(format!("--regid={}", case.inst.gid))
-            .arg("--init-groups")
-            .args(["--", "env", "-i"])
-            .arg(format!("HOME={}", case.home.display()))
-            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
-            .arg(case.inst.prov())
-            .args(["restore", id.as_str(), "--to", "restored"])
-            .current_dir(&case.work);
+        let mut cmd = case.pty_command(case.inst.prov(), &[]);
+        cmd.args(["restore", id.as_str(), "--to", "restored"]);
         let mut session = OsSession::spawn(cmd).expect("spawn prov in a pty");
         session.set_expect_timeout(Some(std::time::Duration::from_secs(30)));
         let asked = session.expect("overwrite? [y/N] ").expect("prov asks");

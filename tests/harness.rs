@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod pty;
+
 /// The unprivileged user the tests act as.
 pub const TEST_USER: &str = "provtest";
 
@@ -142,11 +144,7 @@ impl Case {
     /// A command run as the acting user in the work dir with a clean
     /// environment: HOME is the case's home.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let (uid, gid) = self.ids();
-        let mut cmd = Command::new("setpriv");
-        if self.who == As::User {
-            cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={gid}")).arg("--init-groups");
-        }
+        let mut cmd = self.setpriv();
         cmd.arg("--").arg(program);
         cmd.env_clear()
             .env("HOME", &self.home)
@@ -155,6 +153,31 @@ impl Case {
             .env("USER", if self.who == As::User { TEST_USER } else { "root" })
             .current_dir(&self.work)
             .stdin(Stdio::null());
+        cmd
+    }
+
+    /// A command for a pty (expectrl spawns it as given): `program` as the
+    /// acting user through `env -i` with HOME, PATH and `env` (`NAME=value`)
+    /// only, in the work directory.
+    pub fn pty_command(&self, program: impl AsRef<OsStr>, env: &[String]) -> Command {
+        let mut cmd = self.setpriv();
+        cmd.args(["--", "env", "-i"])
+            .arg(format!("HOME={}", self.home.display()))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+            .args(env)
+            .arg(program)
+            .current_dir(&self.work);
+        cmd
+    }
+
+    /// `setpriv` with the acting user's ids and groups (none for root),
+    /// ready for `--` and the program.
+    fn setpriv(&self) -> Command {
+        let (uid, gid) = self.ids();
+        let mut cmd = Command::new("setpriv");
+        if self.who == As::User {
+            cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={gid}")).arg("--init-groups");
+        }
         cmd
     }
 

@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 
 mod admin;
+mod config;
 mod doctor;
 mod export;
 mod filters;
@@ -99,6 +100,13 @@ enum Command {
     },
     /// Explain whether tracing works here, and why not.
     Doctor,
+    /// Say which configuration file applies and whether it is valid.
+    Config {
+        /// Print every key with its default value and what it does (the
+        /// documented default configuration).
+        #[arg(long)]
+        default: bool,
+    },
     /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
     /// as the last line of ~/.bashrc (~/.zshrc).
     Init {
@@ -223,6 +231,7 @@ fn main() -> ExitCode {
         Command::Stats { json } => admin::stats(json),
         Command::Report { output, limit, filters } => report::report(&output, limit, &filters),
         Command::Doctor => doctor::doctor(),
+        Command::Config { default } => config::config(default),
         Command::Init { shell } => shell::init(shell),
         Command::Shell { shell } => shell::shell(shell),
         Command::Prepare { session, shell } => shell::prepare(session, shell),

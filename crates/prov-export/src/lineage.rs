@@ -303,19 +303,11 @@ mod tests {
 
     fn cmd(id: i64, start: i64) -> CommandRow {
         CommandRow {
-            id,
-            uuid: format!("u{id}"),
-            session: "s".into(),
-            seq: id as u64,
-            text: b"t".to_vec(),
             cwd: b"/".to_vec(),
-            host: "h".into(),
-            user: "u".into(),
             shell: "run".into(),
             start_ns: start,
             end_ns: Some(start + 1),
-            exit_status: Some(0),
-            completeness: Default::default(),
+            ..CommandRow::fixture(id)
         }
     }
 

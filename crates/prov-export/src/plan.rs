@@ -129,21 +129,7 @@ mod tests {
     use prov_model::HashParams;
 
     fn cmd(id: i64) -> CommandRow {
-        CommandRow {
-            id,
-            uuid: format!("u{id}"),
-            session: "s".into(),
-            seq: id as u64,
-            text: b"t".to_vec(),
-            cwd: b"/w".to_vec(),
-            host: "h".into(),
-            user: "u".into(),
-            shell: "run".into(),
-            start_ns: id,
-            end_ns: Some(id),
-            exit_status: Some(0),
-            completeness: Default::default(),
-        }
+        CommandRow { shell: "run".into(), end_ns: Some(id), ..CommandRow::fixture(id) }
     }
 
     fn f(access: Access, path: &str) -> FileRow {

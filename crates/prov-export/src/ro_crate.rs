@@ -225,19 +225,13 @@ mod tests {
 
     fn command(id: i64, exit_status: Option<i32>) -> CommandRow {
         CommandRow {
-            id,
             uuid: format!("00000000-0000-0000-0000-{id:012}"),
-            session: "s".into(),
             seq: 0,
             text: b"./run.sh --fast".to_vec(),
-            cwd: b"/w".to_vec(),
-            host: "h".into(),
-            user: "u".into(),
-            shell: "bash".into(),
             start_ns: id * 1_000_000_000,
             end_ns: Some(id * 1_000_000_000 + 5),
             exit_status,
-            completeness: Default::default(),
+            ..CommandRow::fixture(id)
         }
     }
 

@@ -95,19 +95,14 @@ mod tests {
     #[test]
     fn lines_carry_the_predecessors_keys_in_its_order_and_types() {
         let c = CommandRow {
-            id: 7,
             uuid: "u".into(),
             session: "00000000-0000-0000-0000-000000000001".into(),
             seq: 0,
             text: b"cat a > b".to_vec(),
-            cwd: b"/w".to_vec(),
-            host: "h".into(),
-            user: "u".into(),
-            shell: "bash".into(),
             start_ns: 0,
             end_ns: None,
             exit_status: None,
-            completeness: Default::default(),
+            ..CommandRow::fixture(7)
         };
         let f = |access, path: &str, hash| FileRow {
             id: 1,

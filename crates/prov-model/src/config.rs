@@ -1,70 +1,7 @@
-//! `$XDG_CONFIG_HOME/prov/config.toml`. Every key, its default and why:
-//!
-//! ```toml
-//! [database]
-//! # Where records are stored. Default: $XDG_DATA_HOME/prov/prov.db.
-//! path = "~/.local/share/prov/prov.db"
-//!
-//! [hash]
-//! # Partial content hash: `chunks` pieces of `chunk_size` bytes at offsets
-//! # k*floor(size/chunks); files up to chunks*chunk_size bytes are hashed whole.
-//! # 3 x 256 B tells apart almost all real-world edits while reading < 1 KiB.
-//! chunk_size = 256
-//! chunks = 3
-//!
-//! [read]
-//! # A read event is recorded when the longest matching prefix among
-//! # `include` and `exclude` is an include (ties go to exclude). System
-//! # directories are excluded: every program reads its libraries, locale and
-//! # /etc files, which would multiply the database size for no provenance value.
-//! include = ["/", "/dev/shm"]
-//! exclude = ["/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
-//!            "/etc", "/proc", "/sys", "/dev", "/run", "/var/cache", "/var/lib",
-//!            "~/.cache"]
-//! # At most this many read events per command; the rest are counted as
-//! # dropped, and the record says so.
-//! max_events = 200000
-//!
-//! [write]
-//! include = ["/", "/dev/shm"]
-//! exclude = ["/proc", "/sys", "/dev"]
-//! max_events = 200000
-//!
-//! [archive]
-//! # Keep the whole content of small scripts a command reads, so `prov
-//! # restore` can give them back. Stored once per content, compressed.
-//! enabled = true
-//! # A read file is a script when its name ends in `.EXT` for one of these
-//! # (case-sensitive) ...
-//! extensions = ["sh", "bash", "zsh", "ksh", "fish", "py", "R", "r", "pl", "rb",
-//!               "awk", "sed", "jl", "m", "lua", "tcl", "mk", "smk", "nf", "wdl"]
-//! # ... or when its name is one of these ...
-//! names = ["Makefile", "makefile", "GNUmakefile", "Snakefile", "justfile", "Justfile"]
-//! # ... or when it starts with `#!` and has no extension or an execute bit.
-//! shebang = true
-//! # Larger files are not kept (bytes).
-//! max_size = 512000
-//! # At most this many files are kept per command (the first ones closed).
-//! max_per_command = 8
-//!
-//! [query]
-//! # Commands `prov query history` and `prov query session` show without -n.
-//! limit = 20
-//! # Files listed per command in human output (--json lists them all).
-//! files_shown = 30
-//!
-//! [report]
-//! # Files written, and as many read, listed per command in `prov report`
-//! # (counts and charts always include all); keeps a report of a tree copy small.
-//! files_per_command = 200
-//!
-//! [shell]
-//! # Privacy opt-out: commands typed with a leading space (as bash's
-//! # HISTCONTROL=ignorespace and zsh's HIST_IGNORE_SPACE keep them out of the
-//! # history) are run untraced and leave no record. Off: prov records every
-//! # command, whatever the history settings.
-//! skip_space_prefixed = false
-//! ```
+//! `$XDG_CONFIG_HOME/prov/config.toml`. Every key, its default and why is
+//! in one place, `config.default.toml` beside this crate's Cargo.toml: it is
+//! embedded as [`DEFAULT_TOML`], printed by `prov config --default`, and a
+//! test checks that parsing it gives [`Config::default`].
 //!
 //! No file is needed; an unknown key or a bad value is an error naming the line.
 
@@ -75,6 +12,9 @@ use serde::{de, Deserialize, Deserializer, Serialize};
 
 use crate::hash::HashParams;
 use crate::paths::Locations;
+
+/// The documented default configuration: every key with its default value.
+pub const DEFAULT_TOML: &str = include_str!("../config.default.toml");
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -91,14 +31,14 @@ pub struct Config {
     pub shell: ShellConfig,
 }
 
-/// The shell integration (see the module docs).
+/// The shell integration (see config.default.toml).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShellConfig {
     pub skip_space_prefixed: bool,
 }
 
-/// Defaults of `prov report` (see the module docs).
+/// Defaults of `prov report` (see config.default.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReportConfig {
@@ -113,7 +53,7 @@ impl Default for ReportConfig {
     }
 }
 
-/// Defaults of `prov query` (see the module docs).
+/// Defaults of `prov query` (see config.default.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueryConfig {
@@ -253,7 +193,7 @@ impl Default for Config {
     }
 }
 
-/// Which read files the script archive keeps (see the module docs).
+/// Which read files the script archive keeps (see config.default.toml).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ArchiveConfig {
@@ -482,6 +422,11 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, String> {
         Config::parse(text, Path::new("config.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn documented_defaults_are_the_built_in_ones() {
+        assert_eq!(parse(DEFAULT_TOML).unwrap(), Config::default());
     }
 
     #[test]

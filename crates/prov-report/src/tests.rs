@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use prov_model::{Access, Completeness, HashParams};
+use prov_model::{Access, HashParams};
 use prov_store::{CommandRow, FileRow};
 use serde_json::Value;
 
@@ -13,19 +13,14 @@ use crate::{write_report, ArchivedScript, ReportInput};
 
 fn command(id: i64, session: &str, start_s: i64, text: &[u8]) -> CommandRow {
     CommandRow {
-        id,
         uuid: format!("uuid-{id}"),
         session: session.into(),
-        seq: id as u64,
         text: text.to_vec(),
         cwd: b"/home/u/proj".to_vec(),
         host: "host".into(),
-        user: "u".into(),
-        shell: "bash".into(),
         start_ns: start_s * 1_000_000_000,
         end_ns: Some(start_s * 1_000_000_000 + 500_000_000),
-        exit_status: Some(0),
-        completeness: Completeness::default(),
+        ..CommandRow::fixture(id)
     }
 }
 

@@ -135,6 +135,8 @@ fn parent_dir(path: &Path) -> &Path {
 }
 
 #[cfg(test)]
+mod measure;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;

@@ -29,6 +29,30 @@ pub struct CommandRow {
     pub completeness: Completeness,
 }
 
+/// The one test fixture of a command row (prov-export and prov-report use
+/// it through the `fixtures` feature): finished, exit 0, complete. A test
+/// sets the fields it is about: `CommandRow { text, ..CommandRow::fixture(1) }`.
+#[cfg(any(test, feature = "fixtures"))]
+impl CommandRow {
+    pub fn fixture(id: i64) -> CommandRow {
+        CommandRow {
+            id,
+            uuid: format!("u{id}"),
+            session: "s".into(),
+            seq: id as u64,
+            text: b"t".to_vec(),
+            cwd: b"/w".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "bash".into(),
+            start_ns: id,
+            end_ns: Some(id + 1),
+            exit_status: Some(0),
+            completeness: Completeness::default(),
+        }
+    }
+}
+
 /// A recorded file event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRow {
@@ -420,4 +444,166 @@ pub(crate) fn file_row(r: &Row, params: &HashMap<i64, HashParams>) -> rusqlite::
         dir_id: paths::path_key_dir(r.get(3)?),
         name: r.get(4)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+
+    use prov_model::{Access, FileEvent, HashParams};
+
+    use crate::query::{by_content_sql, by_path_sql, command_sql, files_of_sql, HISTORY_TAIL};
+    use crate::testutil::{begin, event, open, TempDir};
+
+    #[test]
+    fn find_by_content_and_by_path() {
+        let dir = TempDir::new("find");
+        let mut s = open(&dir);
+        let p = HashParams::default();
+        // c1 writes data.csv; c2 renames it (writes report.csv, same content);
+        // c3 reads the renamed file; c4 writes data.csv again with new content.
+        let c1 = s.begin_command(&begin("c1", 10)).unwrap();
+        s.add_events(c1, &[event(Access::Write, b"/w/data.csv", 0xAA, 100)]).unwrap();
+        let c2 = s.begin_command(&begin("c2", 20)).unwrap();
+        s.add_events(c2, &[event(Access::Write, b"/w/report.csv", 0xAA, 100)]).unwrap();
+        let c3 = s.begin_command(&begin("c3", 30)).unwrap();
+        s.add_events(c3, &[event(Access::Read, b"/w/report.csv", 0xAA, 100)]).unwrap();
+        let c4 = s.begin_command(&begin("c4", 40)).unwrap();
+        s.add_events(
+            c4,
+            &[event(Access::Write, b"/w/data.csv", 0xBB, 100), event(Access::Write, b"/w/other", 0xAA, 101)],
+        )
+        .unwrap();
+
+        let ids = |r: Vec<(crate::CommandRow, Vec<crate::FileRow>)>| -> Vec<(i64, Vec<Vec<u8>>)> {
+            r.into_iter().map(|(c, f)| (c.id, f.into_iter().map(|f| f.path).collect())).collect()
+        };
+        // By content: the rename is found; size and params must match too.
+        let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], None, None).unwrap();
+        assert_eq!(ids(found), vec![(c2, vec![b"/w/report.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
+        let other_params = HashParams { chunk_size: 1, chunks: 1 };
+        assert!(s.find_file_events(Access::Write, &[(0xAA, 100, other_params)], None, None).unwrap().is_empty());
+        // By path.
+        let found = s.find_file_events(Access::Write, &[], Some(b"/w/data.csv"), None).unwrap();
+        assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c1, vec![b"/w/data.csv".to_vec()])]);
+        assert!(s.find_file_events(Access::Write, &[], Some(b"/nowhere/x"), None).unwrap().is_empty());
+        // Either; an event matching both keys is listed once; limit.
+        let found = s
+            .find_file_events(Access::Write, &[(0xAA, 100, p), (0xAA, 100, p)], Some(b"/w/data.csv"), Some(2))
+            .unwrap();
+        assert_eq!(ids(found), vec![(c4, vec![b"/w/data.csv".to_vec()]), (c2, vec![b"/w/report.csv".to_vec()])]);
+        let found = s.find_file_events(Access::Write, &[(0xAA, 100, p)], Some(b"/w/data.csv"), None).unwrap();
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[2].1.len(), 1);
+        // Access is respected.
+        let found = s.find_file_events(Access::Read, &[(0xAA, 100, p)], None, None).unwrap();
+        assert_eq!(ids(found), vec![(c3, vec![b"/w/report.csv".to_vec()])]);
+    }
+
+    #[test]
+    fn results_are_newest_first() {
+        let dir = TempDir::new("order");
+        let mut s = open(&dir);
+        // Inserted out of time order (as spooled records are); ties by id.
+        let a = s.begin_command(&begin("a", 300)).unwrap();
+        let b = s.begin_command(&begin("b", 100)).unwrap();
+        let c = s.begin_command(&begin("c", 300)).unwrap();
+        let d = s.begin_command(&begin("d", 200)).unwrap();
+        for id in [a, b, c, d] {
+            s.add_events(id, &[event(Access::Read, b"/f", 1, 1)]).unwrap();
+        }
+        let hist: Vec<i64> = s.history(None).unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(hist, vec![c, a, d, b]);
+        let hist: Vec<i64> = s.history(Some(2)).unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(hist, vec![c, a]);
+        let found: Vec<i64> =
+            s.find_file_events(Access::Read, &[], Some(b"/f"), None).unwrap().into_iter().map(|r| r.0.id).collect();
+        assert_eq!(found, vec![c, a, d, b]);
+    }
+
+    #[test]
+    fn lookups_span_every_epoch_and_interleaved_commands() {
+        // The lookup indexes are partitioned by id >> 16; a lookup must probe
+        // every partition. Three partitions, two commands writing alternately.
+        let dir = TempDir::new("epochs");
+        let mut s = open(&dir);
+        let a = s.begin_command(&begin("a", 1)).unwrap();
+        let b = s.begin_command(&begin("b", 2)).unwrap();
+        let n = 140_000u64;
+        let events: Vec<FileEvent> = (0..n)
+            .map(|i| {
+                // Top bits set on half of the hashes (negative as i64).
+                let hash = (i % 1000).wrapping_mul(0x9E37_79B9_7F4A_7C15) | (i % 2) << 63;
+                event(Access::Write, format!("/d{}/f{}", i % 7, i % 1000).as_bytes(), hash, i % 1000)
+            })
+            .collect();
+        for (k, batch) in events.chunks(3000).enumerate() {
+            s.add_events(if k % 2 == 0 { a } else { b }, batch).unwrap();
+        }
+        for probe in [0u64, 1, 999] {
+            let e = &events[probe as usize];
+            // Events with the same i % 1000 share the hash; with the same i % 7000
+            // also the path.
+            let by_content =
+                s.find_file_events(Access::Write, &[(e.hash.unwrap(), e.size, e.hash_params)], None, None).unwrap();
+            let by_path = s.find_file_events(Access::Write, &[], Some(&e.path), None).unwrap();
+            for (found, every) in [(by_content, 1000), (by_path, 7000)] {
+                let mut ids: Vec<(i64, i64)> =
+                    found.iter().flat_map(|(c, f)| f.iter().map(move |f| (f.id, c.id))).collect();
+                ids.sort();
+                let want: Vec<(i64, i64)> = (probe..n)
+                    .step_by(every)
+                    .map(|i| (i as i64 + 1, if (i / 3000) % 2 == 0 { a } else { b }))
+                    .collect();
+                assert_eq!(ids, want, "probe {probe}, every {every}");
+            }
+        }
+        assert_eq!(s.files_of(a).unwrap().len() + s.files_of(b).unwrap().len(), n as usize);
+        assert!(s.files_of(b).unwrap().iter().all(|f| f.command_id == b));
+    }
+
+    #[test]
+    fn queries_use_the_indexes() {
+        let dir = TempDir::new("plan");
+        let s = open(&dir);
+        let plan = |sql: &str| -> String {
+            let mut st = s.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let n = st.parameter_count();
+            let rows: Vec<String> = st
+                .query_map(rusqlite::params_from_iter(vec![1i64; n]), |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            rows.join("; ")
+        };
+        // Each event's run and command are seeks, never scans.
+        let joins = |p: &str| {
+            p.contains("SEARCH r USING INTEGER PRIMARY KEY (rowid=?)")
+                && p.contains("SEARCH event_runs USING INTEGER PRIMARY KEY (rowid<?)")
+                && p.contains("SEARCH c USING INTEGER PRIMARY KEY (rowid=?)")
+                // Only the list of index keys to probe (one per epoch) is scanned.
+                && p.replace("SCAN k", "").replace("SCAN CONSTANT ROW", "").find("SCAN").is_none()
+                && p.contains("SEARCH file_events")
+        };
+        let p = plan(&by_content_sql());
+        assert!(p.contains("SEARCH f USING INDEX file_events_content (<expr>=?)") && joins(&p), "{p}");
+        let p = plan(&by_path_sql());
+        assert!(p.contains("SEARCH f USING INDEX file_events_path (<expr>=?)") && joins(&p), "{p}");
+        let p = plan(&files_of_sql());
+        assert!(
+            p.contains("SEARCH r USING INDEX event_runs_command (command_id=?)")
+                && p.contains("SEARCH f USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
+                && p.contains("SEARCH c USING INTEGER PRIMARY KEY (rowid=?)")
+                && !p.contains("SCAN"),
+            "{p}"
+        );
+        let p = plan(&command_sql(HISTORY_TAIL));
+        assert!(p.contains("SCAN c USING INDEX commands_start") && !p.contains("TEMP B-TREE"), "{p}");
+        let p = plan("SELECT id FROM dirs WHERE parent = ?1 AND name = ?2");
+        assert!(p.contains("USING COVERING INDEX sqlite_autoindex_dirs_1"), "{p}");
+        // add_events: the next id and the newest run, without a scan.
+        let p = plan("SELECT coalesce(max(id), 0) + 1 FROM file_events");
+        assert!(p.contains("SEARCH file_events"), "{p}");
+        let p = plan("SELECT id FROM commands WHERE uuid = ?1");
+        assert!(p.contains("USING COVERING INDEX sqlite_autoindex_commands_1"), "{p}");
+    }
 }

@@ -213,6 +213,41 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{begin, open, TempDir, T};
+    use crate::Store;
+
+    #[test]
+    fn migrations_twice_are_idempotent() {
+        let dir = TempDir::new("migrate");
+        let mut s = open(&dir);
+        let id = s.begin_command(&begin("u1", 1)).unwrap();
+        drop(s);
+        let mut s = open(&dir);
+        crate::schema::migrate(&mut s.conn, &dir.db()).unwrap();
+        assert_eq!(crate::schema::user_version(&s.conn, &dir.db()).unwrap(), SCHEMA_VERSION);
+        assert_eq!(s.command(id).unwrap().unwrap().uuid, "u1");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = TempDir::new("newer");
+        drop(open(&dir));
+        Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
+            assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)), "{msg}");
+            assert!(msg.contains(&dir.db().display().to_string()), "{msg}");
+        }
+    }
+
+    #[test]
+    fn read_only_open_migrates_an_empty_database() {
+        let dir = TempDir::new("empty");
+        std::fs::write(dir.db(), b"").unwrap();
+        let s = Store::open_read_only(&dir.db()).unwrap();
+        assert!(s.history(None).unwrap().is_empty());
+    }
 
     #[test]
     fn versions_are_consecutive_from_one() {

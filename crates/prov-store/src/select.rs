@@ -553,3 +553,253 @@ pub struct Stats {
     pub last_ns: Option<i64>,
     pub hosts: Vec<(String, u64)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{begin, event, open, TempDir};
+    use prov_model::CommandEnd;
+
+    /// Three commands in two sessions and two directories:
+    /// 1 `make a` in /p (session s1) writes /p/out/a.txt (10 B) and reads /p/in.csv;
+    /// 2 `sort b` in /p/sub (session s2) fails, writes /p/out/b.txt (5000 B);
+    /// 3 `make c` in /q (session s1, other host) reads /q/x.sh.
+    fn fixture(dir: &TempDir) -> (Store, [i64; 3]) {
+        let mut s = open(dir);
+        let mut b1 = begin("u1", 1_000);
+        b1.text = b"make a".to_vec();
+        b1.cwd = b"/p".to_vec();
+        b1.session = "s1-aaaa".into();
+        let c1 = s.begin_command(&b1).unwrap();
+        s.add_events(c1, &[event(Access::Write, b"/p/out/a.txt", 1, 10), event(Access::Read, b"/p/in.csv", 2, 20)])
+            .unwrap();
+        s.end_command(c1, &CommandEnd { end_ns: 1_500, exit_status: 0, text: None }).unwrap();
+        let mut b2 = begin("u2", 2_000);
+        b2.text = b"sort b".to_vec();
+        b2.cwd = b"/p/sub".to_vec();
+        b2.session = "s2-bbbb".into();
+        let c2 = s.begin_command(&b2).unwrap();
+        s.add_events(c2, &[event(Access::Write, b"/p/out/b.txt", 3, 5000)]).unwrap();
+        s.end_command(c2, &CommandEnd { end_ns: 2_500, exit_status: 2, text: None }).unwrap();
+        let mut b3 = begin("u3", 3_000);
+        b3.text = b"make c".to_vec();
+        b3.cwd = b"/q".to_vec();
+        b3.session = "s1-aaaa".into();
+        b3.host = "other".into();
+        let c3 = s.begin_command(&b3).unwrap();
+        s.add_events(c3, &[event(Access::Read, b"/q/x.sh", 4, 30)]).unwrap();
+        (s, [c1, c2, c3])
+    }
+
+    fn ids(s: &Store, sel: Selection) -> Vec<i64> {
+        s.select(&sel).unwrap().into_iter().map(|(c, _)| c.id).collect()
+    }
+
+    fn cmd(f: CommandFilter) -> Selection {
+        Selection { command: f, ..Default::default() }
+    }
+
+    fn file(f: FileFilter) -> Selection {
+        Selection { file: f, ..Default::default() }
+    }
+
+    #[test]
+    fn command_filters_combine() {
+        let dir = TempDir::new("select-cmd");
+        let (s, [c1, c2, c3]) = fixture(&dir);
+        assert_eq!(ids(&s, Selection::default()), vec![c3, c2, c1], "newest first");
+        assert_eq!(
+            ids(&s, cmd(CommandFilter { text_contains: vec![b"make".to_vec()], ..Default::default() })),
+            vec![c3, c1]
+        );
+        assert_eq!(ids(&s, cmd(CommandFilter { text_glob: Some("sort *".into()), ..Default::default() })), vec![c2]);
+        assert_eq!(ids(&s, cmd(CommandFilter { cwd: Some(b"/p/".to_vec()), ..Default::default() })), vec![c1]);
+        assert_eq!(ids(&s, cmd(CommandFilter { cwd_below: Some(b"/p".to_vec()), ..Default::default() })), vec![c2, c1]);
+        // A sibling with the same prefix is not below.
+        assert!(ids(&s, cmd(CommandFilter { cwd_below: Some(b"/p/su".to_vec()), ..Default::default() })).is_empty());
+        assert_eq!(
+            ids(&s, cmd(CommandFilter { since_ns: Some(2_000), until_ns: Some(3_000), ..Default::default() })),
+            vec![c2]
+        );
+        assert_eq!(ids(&s, cmd(CommandFilter { session: Some("s1".into()), ..Default::default() })), vec![c3, c1]);
+        assert_eq!(ids(&s, cmd(CommandFilter { host: Some("other".into()), ..Default::default() })), vec![c3]);
+        assert_eq!(ids(&s, cmd(CommandFilter { failed: true, ..Default::default() })), vec![c2]);
+        assert_eq!(ids(&s, cmd(CommandFilter { exit_status: vec![(CmpOp::Eq, 0)], ..Default::default() })), vec![c1]);
+        assert_eq!(
+            ids(
+                &s,
+                cmd(CommandFilter {
+                    text_contains: vec![b"make".to_vec()],
+                    session: Some("s1".into()),
+                    host: Some("host".into()),
+                    ..Default::default()
+                })
+            ),
+            vec![c1]
+        );
+        assert_eq!(ids(&s, Selection { limit: Some(2), ..Default::default() }), vec![c3, c2]);
+    }
+
+    #[test]
+    fn file_filters_select_commands_and_return_matching_events() {
+        let dir = TempDir::new("select-file");
+        let (s, [c1, c2, c3]) = fixture(&dir);
+        let found = s.select(&file(FileFilter { dir: Some(b"/p/out".to_vec()), ..Default::default() })).unwrap();
+        let got: Vec<(i64, Vec<Vec<u8>>)> =
+            found.into_iter().map(|(c, f)| (c.id, f.into_iter().map(|f| f.path).collect())).collect();
+        assert_eq!(got, vec![(c2, vec![b"/p/out/b.txt".to_vec()]), (c1, vec![b"/p/out/a.txt".to_vec()])]);
+        assert_eq!(ids(&s, file(FileFilter { access: Some(Access::Read), ..Default::default() })), vec![c3, c1]);
+        assert_eq!(
+            ids(&s, file(FileFilter { name: Some(NamePattern::Glob("*.sh".into())), ..Default::default() })),
+            vec![c3]
+        );
+        assert_eq!(
+            ids(&s, file(FileFilter { name: Some(NamePattern::Exact(b"a.txt".to_vec())), ..Default::default() })),
+            vec![c1]
+        );
+        assert_eq!(ids(&s, file(FileFilter { size: vec![(CmpOp::Gt, 1024)], ..Default::default() })), vec![c2]);
+        assert_eq!(
+            ids(&s, file(FileFilter { size: vec![(CmpOp::Ge, 10), (CmpOp::Le, 20)], ..Default::default() })),
+            vec![c1]
+        );
+        assert_eq!(ids(&s, file(FileFilter { hash: Some(4), ..Default::default() })), vec![c3]);
+        assert!(ids(&s, file(FileFilter { dir: Some(b"/never".to_vec()), ..Default::default() })).is_empty());
+        // Command and file filters together.
+        assert_eq!(
+            ids(
+                &s,
+                Selection {
+                    command: CommandFilter { session: Some("s1".into()), ..Default::default() },
+                    file: FileFilter { access: Some(Access::Write), ..Default::default() },
+                    ..Default::default()
+                }
+            ),
+            vec![c1]
+        );
+    }
+
+    #[test]
+    fn many_candidates_use_the_event_scan_with_the_same_answers() {
+        let dir = TempDir::new("select-scan");
+        let mut s = open(&dir);
+        let mut want = Vec::new();
+        for i in 0..(crate::select::select_scan_threshold() + 50) {
+            let c = s.begin_command(&begin(&format!("m{i}"), i as i64 * 10)).unwrap();
+            let name = if i % 97 == 0 { "hit.dat" } else { "miss.dat" };
+            s.add_events(c, &[event(Access::Write, format!("/d/{i}/{name}").as_bytes(), i as u64, 1)]).unwrap();
+            if i % 97 == 0 {
+                want.push(c);
+            }
+        }
+        want.reverse();
+        let sel = file(FileFilter { name: Some(NamePattern::Exact(b"hit.dat".to_vec())), ..Default::default() });
+        assert_eq!(ids(&s, sel.clone()), want);
+        assert_eq!(ids(&s, Selection { limit: Some(3), ..sel }), want[..3].to_vec());
+    }
+
+    #[test]
+    fn delete_removes_commands_with_their_events() {
+        let dir = TempDir::new("select-delete");
+        let (mut s, [c1, c2, c3]) = fixture(&dir);
+        // As `prov delete` does: the selected ids, then the deletion.
+        let selected = ids(&s, cmd(CommandFilter { text_contains: vec![b"make".to_vec()], ..Default::default() }));
+        let (commands, events) = s.delete_commands(&selected).unwrap();
+        assert_eq!((commands, events), (2, 3));
+        assert_eq!(ids(&s, Selection::default()), vec![c2]);
+        assert!(s.command(c1).unwrap().is_none() && s.command(c3).unwrap().is_none());
+        assert_eq!(s.files_of(c2).unwrap().len(), 1);
+        let stats = s.stats().unwrap();
+        assert_eq!((stats.commands, stats.events, stats.sessions), (1, 1, 1));
+        // Still findable by path after the others are gone.
+        assert_eq!(s.find_file_events(Access::Write, &[], Some(b"/p/out/b.txt"), None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn sessions_and_stats() {
+        let dir = TempDir::new("select-sessions");
+        let (s, _) = fixture(&dir);
+        let sessions = s.sessions(&CommandFilter::default(), None).unwrap();
+        let got: Vec<(&str, u64)> = sessions.iter().map(|r| (r.session.as_str(), r.commands)).collect();
+        assert_eq!(got, vec![("s1-aaaa", 2), ("s2-bbbb", 1)]);
+        assert_eq!((sessions[0].first_ns, sessions[0].last_ns), (1_000, 3_000));
+        let st = s.stats().unwrap();
+        assert_eq!((st.commands, st.events, st.sessions, st.running), (3, 4, 2, 1));
+        assert_eq!(st.hosts, vec![("host".to_string(), 2), ("other".to_string(), 1)]);
+        assert_eq!((st.first_ns, st.last_ns), (Some(1_000), Some(3_000)));
+    }
+
+    /// Enough commands without matches to take the event-scan path.
+    fn fillers(s: &mut Store, from: i64) {
+        for i in 0..(crate::select::select_scan_threshold() + 10) {
+            let c = s.begin_command(&begin(&format!("filler{i}"), from + i as i64)).unwrap();
+            s.add_events(c, &[event(Access::Write, format!("/f/{i}.tmp").as_bytes(), 7, 1)]).unwrap();
+        }
+    }
+
+    #[test]
+    fn event_scan_ranks_by_start_not_by_storage_order() {
+        let dir = TempDir::new("select-order");
+        let mut s = open(&dir);
+        fillers(&mut s, 0);
+        // `late` started last but its event was stored before `early`'s.
+        let early = s.begin_command(&begin("early", 1_000_000)).unwrap();
+        let late = s.begin_command(&begin("late", 2_000_000)).unwrap();
+        s.add_events(late, &[event(Access::Write, b"/w/x", 1, 1)]).unwrap();
+        s.add_events(early, &[event(Access::Write, b"/w/x", 2, 1)]).unwrap();
+        let sel = file(FileFilter { name: Some(NamePattern::Exact(b"x".to_vec())), ..Default::default() });
+        assert_eq!(ids(&s, Selection { limit: Some(1), ..sel.clone() }), vec![late]);
+        assert_eq!(ids(&s, sel), vec![late, early]);
+    }
+
+    #[test]
+    fn both_paths_keep_the_same_capped_events() {
+        let dir = TempDir::new("select-cap");
+        let mut s = open(&dir);
+        let big = s.begin_command(&begin("big", 5)).unwrap();
+        let events: Vec<_> = (0..30).map(|i| event(Access::Write, format!("/src/f{i}.c").as_bytes(), i, 1)).collect();
+        s.add_events(big, &events).unwrap();
+        let sel = |session: Option<&str>| Selection {
+            command: CommandFilter { session: session.map(Into::into), ..Default::default() },
+            file: FileFilter { name: Some(NamePattern::Glob("*.c".into())), ..Default::default() },
+            limit: None,
+            events_per_command: Some(10),
+        };
+        let per_command = s.select(&sel(Some("session-1"))).unwrap();
+        fillers(&mut s, 1_000);
+        let scanned = s.select(&sel(None)).unwrap();
+        let paths = |r: &[crate::Selected]| -> Vec<Vec<u8>> { r[0].1.iter().map(|f| f.path.clone()).collect() };
+        assert_eq!(paths(&per_command).len(), 10);
+        assert_eq!(paths(&per_command), paths(&scanned));
+        assert_eq!(paths(&scanned)[0], b"/src/f0.c".to_vec(), "the first events by id");
+        // A cap of 0 still selects the command.
+        let zero = Selection { events_per_command: Some(0), ..sel(None) };
+        assert_eq!(s.select(&zero).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn directory_filter_covers_the_subtree_only_also_read_only() {
+        let dir = TempDir::new("select-dir");
+        let mut s = open(&dir);
+        let deep = s.begin_command(&begin("deep", 1)).unwrap();
+        s.add_events(deep, &[event(Access::Write, b"/h/u/proj/a/b/c/out", 1, 1)]).unwrap();
+        let sibling = s.begin_command(&begin("sibling", 2)).unwrap();
+        s.add_events(sibling, &[event(Access::Write, b"/h/u/project/out", 2, 1)]).unwrap();
+        let top = s.begin_command(&begin("top", 3)).unwrap();
+        s.add_events(top, &[event(Access::Write, b"/h/u/proj/out", 3, 1)]).unwrap();
+        let below = |d: &[u8]| ids(&s, file(FileFilter { dir: Some(d.to_vec()), ..Default::default() }));
+        assert_eq!(below(b"/h/u/proj"), vec![top, deep]);
+        assert_eq!(below(b"/h/u/proj/"), vec![top, deep]);
+        assert_eq!(below(b"/h/u/proj/a/b"), vec![deep]);
+        assert_eq!(below(b"/h"), vec![top, sibling, deep]);
+        assert_eq!(below(b"/"), vec![top, sibling, deep]);
+        assert!(below(b"/h/u/pro").is_empty());
+        // Queries open the database read-only; the subtree's TEMP table works there too.
+        drop(s);
+        let ro = Store::open_read_only(&dir.db()).unwrap();
+        assert_eq!(
+            ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj".to_vec()), ..Default::default() })),
+            vec![top, deep]
+        );
+        assert_eq!(ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj/a".to_vec()), ..Default::default() })), vec![deep]);
+    }
+}

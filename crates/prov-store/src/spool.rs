@@ -319,3 +319,195 @@ fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEn
         .ctx(w.path, "recording an ingested spool file")?;
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+
+    use prov_model::{Access, CommandEnd, Completeness};
+
+    use crate::testutil::{begin, event, TempDir, T};
+    use crate::{spool, SpoolEntry, SpoolWriter, Store, StoreError};
+
+    /// Writes the same record directly and through the spool.
+    fn sample_record() -> Vec<SpoolEntry> {
+        let mut b = begin("0190a1b2-0000-7000-8000-000000000001", 500);
+        b.text = b"sort \xff > out".to_vec();
+        vec![
+            SpoolEntry::Begin(b),
+            SpoolEntry::Events(vec![event(Access::Read, b"/in/\xfe", 1, 2), event(Access::Write, b"/out", 3, 4)]),
+            SpoolEntry::Events(vec![event(Access::Write, b"/out2", 5, 6)]),
+            SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
+            SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1, text: None }),
+        ]
+    }
+
+    fn apply_directly(s: &mut Store, entries: &[SpoolEntry]) -> i64 {
+        let mut id = 0;
+        for e in entries {
+            match e {
+                SpoolEntry::Begin(b) => id = s.begin_command(b).unwrap(),
+                SpoolEntry::Events(ev) => s.add_events(id, ev).unwrap(),
+                SpoolEntry::Completeness(c) => s.set_completeness(id, c).unwrap(),
+                SpoolEntry::End(e) => s.end_command(id, e).unwrap(),
+                SpoolEntry::Archive(files) => s.add_archived(id, files).unwrap(),
+            }
+        }
+        id
+    }
+
+    fn dump(s: &Store) -> Vec<(crate::CommandRow, Vec<crate::FileRow>)> {
+        s.history(None)
+            .unwrap()
+            .into_iter()
+            .map(|c| {
+                let f = s.files_of(c.id).unwrap();
+                (c, f)
+            })
+            .collect()
+    }
+
+    fn spool_uuid(entries: &[SpoolEntry]) -> &str {
+        match &entries[0] {
+            SpoolEntry::Begin(b) => &b.uuid,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn spooled_record_equals_direct_write() {
+        let dir = TempDir::new("spool");
+        let record = sample_record();
+        let mut direct = Store::open(&dir.path().join("direct.db"), T).unwrap();
+        apply_directly(&mut direct, &record);
+
+        let spool_dir = dir.path().join("state/spool");
+        let mut w = SpoolWriter::create(&spool_dir, spool_uuid(&record)).unwrap();
+        for e in &record {
+            w.append(e).unwrap();
+        }
+        let file = w.path().to_owned();
+        drop(w);
+        let mut via = Store::open(&dir.path().join("via.db"), T).unwrap();
+        assert_eq!(via.ingest_spool(&spool_dir).unwrap(), 1);
+        assert!(!file.exists());
+        assert_eq!(dump(&via), dump(&direct));
+        assert_eq!(via.ingest_spool(&spool_dir).unwrap(), 0);
+    }
+
+    #[test]
+    fn locked_spool_file_is_skipped_until_released() {
+        let dir = TempDir::new("spool-locked");
+        let record = sample_record();
+        let mut w = SpoolWriter::create(dir.path(), spool_uuid(&record)).unwrap();
+        w.append(&record[0]).unwrap();
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 0);
+        assert!(w.path().exists());
+        assert!(s.history(None).unwrap().is_empty());
+        for e in &record[1..] {
+            w.append(e).unwrap();
+        }
+        drop(w);
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 1);
+        assert_eq!(dump(&s).len(), 1);
+        assert_eq!(dump(&s)[0].1.len(), 3);
+    }
+
+    #[test]
+    fn torn_line_is_ignored_and_garbage_is_set_aside() {
+        let dir = TempDir::new("spool-bad");
+        let record = sample_record();
+        let mut w = SpoolWriter::create(dir.path(), spool_uuid(&record)).unwrap();
+        w.append(&record[0]).unwrap();
+        w.append(&record[1]).unwrap();
+        let good = w.path().to_owned();
+        drop(w);
+        // A crash in the middle of the third line.
+        let line = serde_json::to_vec(&record[2]).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&good).unwrap();
+        std::io::Write::write_all(&mut f, &line[..line.len() / 2]).unwrap();
+        std::fs::write(dir.path().join("garbage.jsonl"), b"not json\n{\"Begin\":1}\n").unwrap();
+        std::fs::write(dir.path().join("orphan.jsonl"), serde_json::to_string(&record[1]).unwrap() + "\n").unwrap();
+
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        let err = s.ingest_spool(dir.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2), "{msg}");
+        assert!(msg.contains("garbage.jsonl") && msg.contains("orphan.jsonl"), "{msg}");
+        assert!(dir.path().join("garbage.jsonl.bad").exists());
+        assert!(dir.path().join("orphan.jsonl.bad").exists());
+        assert!(!good.exists());
+        let rows = dump(&s);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].1.len(), 2);
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_bad_spool_line_is_reported_in_one_line() {
+        // Found by fuzz/ (spool_ingest): serde_json quotes a bad key as decoded,
+        // so an escaped newline or terminal escape in a spool file reached the
+        // report and the collector's log as it was.
+        for (content, quoted) in [(&b"{\"Ev\\nts\":1}\n"[..], "Ev\\nts"), (b"\n{\"\\u001b[2J\":1}\n", "\\u{1b}[2J")] {
+            let why = spool::parse(content).unwrap_err();
+            assert!(why.starts_with("line "), "{why}");
+            assert!(!why.chars().any(char::is_control), "{why:?}");
+            assert!(why.contains(quoted), "{why:?} quotes {quoted:?}");
+        }
+    }
+
+    #[test]
+    fn writer_cuts_a_torn_tail_before_appending() {
+        let dir = TempDir::new("spool-tail");
+        let record = sample_record();
+        let mut w = SpoolWriter::create(dir.path(), "x").unwrap();
+        w.append(&record[0]).unwrap();
+        let path = w.path().to_owned();
+        drop(w);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut f, b"{\"Events\":[{\"acc").unwrap();
+        let mut w = SpoolWriter::create(dir.path(), "x").unwrap();
+        w.append(&record[4]).unwrap();
+        let content = std::fs::read(&path).unwrap();
+        assert_eq!(spool::parse(&content).unwrap(), vec![record[0].clone(), record[4].clone()]);
+        assert!(SpoolWriter::create(dir.path(), "../escape").is_err());
+    }
+
+    #[test]
+    fn spool_tail_without_begin_joins_its_command() {
+        let dir = TempDir::new("spool-tail-only");
+        let record = sample_record();
+        let mut direct = Store::open(&dir.path().join("direct.db"), T).unwrap();
+        apply_directly(&mut direct, &record);
+        // The database took the beginning, the spool got the rest.
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        apply_directly(&mut s, &record[..2]);
+        let mut w = SpoolWriter::create(&dir.path().join("spool"), spool_uuid(&record)).unwrap();
+        for e in &record[2..] {
+            w.append(e).unwrap();
+        }
+        drop(w);
+        assert_eq!(s.ingest_spool(&dir.path().join("spool")).unwrap(), 1);
+        assert_eq!(dump(&s), dump(&direct));
+    }
+
+    #[test]
+    fn a_spool_file_is_applied_once_even_if_its_deletion_was_lost() {
+        let dir = TempDir::new("spool-once");
+        let record = sample_record();
+        let mut w = SpoolWriter::create(dir.path(), spool_uuid(&record)).unwrap();
+        for e in &record {
+            w.append(e).unwrap();
+        }
+        let path = w.path().to_owned();
+        drop(w);
+        let content = std::fs::read(&path).unwrap();
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 1);
+        // As if the process had died between the commit and the unlink.
+        std::fs::write(&path, &content).unwrap();
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 1);
+        assert!(!path.exists());
+        assert_eq!(dump(&s)[0].1.len(), 3);
+    }
+}

@@ -2,8 +2,19 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use prov_model::{Access, CommandBegin, FileEvent, HashParams};
+
+use crate::{FileRow, Store};
+
+/// The busy timeout of the tests' stores.
+pub(crate) const T: Duration = Duration::from_secs(5);
+
+/// The store of `dir`, opened for writing.
+pub(crate) fn open(dir: &TempDir) -> Store {
+    Store::open(&dir.db(), T).unwrap()
+}
 
 /// A directory under the system temp dir, removed on drop.
 pub(crate) struct TempDir(PathBuf);
@@ -44,6 +55,19 @@ pub(crate) fn begin(uuid: &str, start_ns: i64) -> CommandBegin {
         user: "u".into(),
         shell: "bash".into(),
         start_ns,
+    }
+}
+
+/// A stored event as the event it was stored from.
+pub(crate) fn event_of(f: &FileRow) -> FileEvent {
+    FileEvent {
+        access: f.access,
+        path: f.path.clone(),
+        size: f.size,
+        mtime_ns: f.mtime_ns,
+        hash: f.hash,
+        hash_params: f.hash_params,
+        pid: f.pid,
     }
 }
 

@@ -335,3 +335,145 @@ pub(crate) fn access_code(a: Access) -> i64 {
 fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+
+    use prov_model::{Access, CommandEnd, Completeness, FileEvent, HashParams};
+
+    use crate::testutil::{begin, event, event_of, open, TempDir};
+    use crate::StoreError;
+
+    #[test]
+    fn command_round_trip() {
+        let dir = TempDir::new("roundtrip");
+        let mut s = open(&dir);
+        let b = begin("u1", 1_000);
+        let id = s.begin_command(&b).unwrap();
+        let running = s.command(id).unwrap().unwrap();
+        assert_eq!((running.end_ns, running.exit_status), (None, None));
+        assert!(running.completeness.is_complete());
+
+        let mut unreadable = event(Access::Read, b"/data/in.csv", 0, 12);
+        unreadable.hash = None;
+        unreadable.pid = None;
+        unreadable.hash_params = HashParams { chunk_size: 4096, chunks: 5 };
+        let events = vec![
+            event(Access::Write, b"/data/out.csv", u64::MAX, u64::MAX),
+            unreadable,
+            event(Access::Read, b"/top", 1 << 63, 0),
+        ];
+        s.add_events(id, &events).unwrap();
+        let c = Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
+        s.set_completeness(id, &Completeness { unreadable: 9, ..Default::default() }).unwrap();
+        s.set_completeness(id, &c).unwrap();
+        s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130, text: Some(b"typed later".to_vec()) })
+            .unwrap();
+
+        let row = s.command(id).unwrap().unwrap();
+        assert_eq!((row.id, &row.uuid, &row.session, row.seq, &row.cwd), (id, &b.uuid, &b.session, b.seq, &b.cwd));
+        assert_eq!(row.text, b"typed later", "a text given at the end replaces the begin's");
+        assert_eq!((&row.host, &row.user, &row.shell, row.start_ns), (&b.host, &b.user, &b.shell, b.start_ns));
+        assert_eq!((row.end_ns, row.exit_status, row.completeness), (Some(2_000), Some(130), c));
+
+        let files = s.files_of(id).unwrap();
+        let back: Vec<FileEvent> = files.iter().map(event_of).collect();
+        // Reads first, each access by path.
+        assert_eq!(back, vec![events[1].clone(), events[2].clone(), events[0].clone()]);
+        assert!(files.iter().all(|f| f.command_id == id));
+        assert_eq!(
+            s.hash_params_in_use().unwrap(),
+            vec![HashParams::default(), HashParams { chunk_size: 4096, chunks: 5 }]
+        );
+    }
+
+    #[test]
+    fn unknown_command_is_an_error() {
+        let dir = TempDir::new("unknown");
+        let mut s = open(&dir);
+        let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0, text: None }).unwrap_err();
+        assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
+        assert!(s.add_events(99, &[event(Access::Read, b"/x", 1, 1)]).is_err());
+        assert_eq!(s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(), 0);
+    }
+
+    #[test]
+    fn non_utf8_bytes_round_trip_exactly() {
+        let dir = TempDir::new("bytes");
+        let mut s = open(&dir);
+        let mut b = begin("u1", 1);
+        b.text = b"cat \xff\xfe\n\0x".to_vec();
+        b.cwd = b"/home/\xe9t\xe9".to_vec();
+        let id = s.begin_command(&b).unwrap();
+        let paths: Vec<&[u8]> = vec![b"/home/\xe9t\xe9/\x80\x81 name\n", b"/\xff", b"/a/\xc3\x28/b\xa0\xa1"];
+        let events: Vec<FileEvent> = paths.iter().map(|p| event(Access::Write, p, 5, 5)).collect();
+        s.add_events(id, &events).unwrap();
+        let row = s.command(id).unwrap().unwrap();
+        assert_eq!((row.text, row.cwd), (b.text, b.cwd));
+        let mut got: Vec<Vec<u8>> = s.files_of(id).unwrap().into_iter().map(|f| f.path).collect();
+        let mut want: Vec<Vec<u8>> = paths.iter().map(|p| p.to_vec()).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        for p in paths {
+            let found = s.find_file_events(Access::Write, &[], Some(p), None).unwrap();
+            assert_eq!(found.len(), 1);
+            assert_eq!(found[0].1[0].path, p);
+        }
+    }
+
+    #[test]
+    fn extreme_values_round_trip() {
+        // mtime and pid are stored relative to per-command bases; they must
+        // come back exactly whatever the distance to the base.
+        let dir = TempDir::new("extremes");
+        let mut s = open(&dir);
+        let mut events = Vec::new();
+        for (k, (mtime_ns, pid)) in [
+            (i64::MIN, None),
+            (i64::MAX, Some(u32::MAX)),
+            (0, Some(0)),
+            (-1, Some(1)),
+            (i64::MIN + 1, Some(u32::MAX - 1)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut e = event(Access::Write, format!("/x/{k}").as_bytes(), u64::MAX - k as u64, 0);
+            e.mtime_ns = mtime_ns;
+            e.pid = pid;
+            e.size = u64::MAX - k as u64;
+            events.push(e);
+        }
+        let mut unhashed = event(Access::Read, b"/x/none", 0, 1);
+        unhashed.hash = None;
+        events.push(unhashed);
+        for (uuid, start_ns) in [("max", i64::MAX), ("min", i64::MIN), ("zero", 0)] {
+            let id = s.begin_command(&begin(uuid, start_ns)).unwrap();
+            // In two batches: the pid base is set by the first event with a pid.
+            s.add_events(id, &events[..1]).unwrap();
+            s.add_events(id, &events[1..]).unwrap();
+            let mut got: Vec<FileEvent> = s.files_of(id).unwrap().iter().map(event_of).collect();
+            got.sort_by(|a, b| a.path.cmp(&b.path));
+            let mut want = events.clone();
+            want.sort_by(|a, b| a.path.cmp(&b.path));
+            assert_eq!(got, want, "command starting at {start_ns}");
+        }
+        for e in &events[..5] {
+            let found =
+                s.find_file_events(Access::Write, &[(e.hash.unwrap(), e.size, e.hash_params)], None, None).unwrap();
+            assert_eq!(found.len(), 3, "{e:?}");
+            assert!(found.iter().all(|(_, f)| f.len() == 1 && f[0].path == e.path));
+        }
+    }
+
+    #[test]
+    fn begin_command_is_idempotent_by_uuid() {
+        let dir = TempDir::new("idem");
+        let mut s = open(&dir);
+        let id = s.begin_command(&begin("same", 1)).unwrap();
+        assert_eq!(s.begin_command(&begin("same", 999)).unwrap(), id);
+        assert_eq!(s.history(None).unwrap().len(), 1);
+        assert_eq!(s.command(id).unwrap().unwrap().start_ns, 1);
+    }
+}
