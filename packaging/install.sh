@@ -76,7 +76,7 @@ fi
 #   (execve's path and argv, strftime's format), which -Werror makes fatal.
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
     -Wall -Wextra -Werror -Wmissing-prototypes -Wno-nonnull-compare \
-    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" -ldl
+    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" -ldl
 
 getent group prov >/dev/null || groupadd --system prov
 

@@ -59,7 +59,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bash_history.h"
 #include "shim_parse.h"
+#include "shim_util.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define CTL_PREFIX "/.prov-shim-ctl/"
@@ -72,8 +74,6 @@
  * missed it once is not waited for again: a hanging helper may cost the user
  * one pause, never one per command. */
 #define PREPARE_WAIT_MS 2000
-/* Texts longer than this are cut: one control datagram must hold them. */
-#define MAX_TEXT 60000
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -169,66 +169,6 @@ static void warn_once(const char *why)
     if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
 }
 
-static void u64_to_str(uint64_t v, char *out)
-{
-    char tmp[24];
-    int i = 0;
-    do { tmp[i++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (i) *out++ = tmp[--i];
-    *out = 0;
-}
-
-/* Appends to a growing buffer made with mmap (no malloc: also used where
- * the shell might be between fork and exec). */
-struct buf { char *p; size_t len, cap; };
-
-static int buf_reserve(struct buf *b, size_t more)
-{
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) cap *= 2;
-    char *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return -1;
-    if (b->p) { memcpy(p, b->p, b->len); munmap(b->p, b->cap); }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_add(struct buf *b, const void *data, size_t n)
-{
-    if (buf_reserve(b, n)) return -1;
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    return 0;
-}
-
-static int buf_str(struct buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
-
-static int buf_hex(struct buf *b, const unsigned char *data, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    if (buf_reserve(b, n * 2)) return -1;
-    for (size_t i = 0; i < n; i++) {
-        b->p[b->len++] = digits[data[i] >> 4];
-        b->p[b->len++] = digits[data[i] & 15];
-    }
-    return 0;
-}
-
-static int buf_u64(struct buf *b, uint64_t v)
-{
-    char s[24];
-    u64_to_str(v, s);
-    return buf_str(b, s);
-}
-
-static void buf_free(struct buf *b)
-{
-    if (b->p) munmap(b->p, b->cap);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
 
 /* ------------------------------------------------------- preparation */
 
@@ -418,217 +358,6 @@ static int new_capture(int *slot)
     return fcntl(*slot, F_DUPFD_CLOEXEC, 0);
 }
 
-/* ------------------------------------------------------ bash history */
-
-/* bash has no preexec hook that is given the line, so the text of a command
- * is taken from bash's own history list, from inside the shell, when PS0
- * starts the command (see bash_line_text). So that every line gets an
- * entry, the integration neutralises HISTCONTROL, HISTIGNORE and HISTSIZE=0
- * while a line is read, and hands the user's values over with `line-start`;
- * the shim then applies them itself, the way bash would have, and deletes
- * the entries bash would not have kept before the command runs (so a
- * hang-up during the command saves no line bash would have kept out).
- *
- * With history switched off (`set +o history`) bash adds nothing, and puts
- * remember_on_history back after PROMPT_COMMAND, so no prompt hook can
- * switch it on: the shim sets it after each read that returned input and
- * clears it while bash waits for input (pselect) and when the command
- * starts, so a hang-up at the prompt finds it clear and bash saves no
- * history it would not have saved; the line's entries are deleted.
- *
- * bash exports these for loadable builtins; a bash that does not cannot be
- * asked (the integration then records commands without text). */
-struct hist_entry { char *line; char *timestamp; void *data; };
-static struct {
-    int ready;
-    struct hist_entry *(*get)(int);     /* history_get(history_base + i) */
-    struct hist_entry *(*remove)(int);  /* remove_history(i) */
-    void *(*free_entry)(struct hist_entry *);
-    void (*delete_histent)(int);        /* bash >= 5.0: remove + bookkeeping */
-    int *length, *base, *lines_this_session, *remember, *enable_list;
-    int next;                   /* number the line being read starts at */
-    int rules;                  /* memfd: HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
-    int keep_line;              /* history off: keep the line being read */
-    int started;                /* the first line-start set `next` */
-    int mark_pending;           /* set `next` when the line editor waits */
-    char **rl_line_buffer;      /* readline's line, as edited */
-    int *rl_readline_state;
-    int reading;                /* between the mark and the command's start */
-    struct buf typed;           /* the lines as typed, newline-terminated */
-} H = { .rules = -1 };
-
-static int bash_history_ready(void)
-{
-    if (!H.ready && !strcmp(S.shell, "bash")) {
-        H.get = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "history_get");
-        H.remove = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "remove_history");
-        H.free_entry = (void *(*)(struct hist_entry *))dlsym(RTLD_DEFAULT, "free_history_entry");
-        H.delete_histent = (void (*)(int))dlsym(RTLD_DEFAULT, "bash_delete_histent");
-        H.length = (int *)dlsym(RTLD_DEFAULT, "history_length");
-        H.base = (int *)dlsym(RTLD_DEFAULT, "history_base");
-        H.lines_this_session = (int *)dlsym(RTLD_DEFAULT, "history_lines_this_session");
-        H.remember = (int *)dlsym(RTLD_DEFAULT, "remember_on_history");
-        H.enable_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
-        H.rl_line_buffer = (char **)dlsym(RTLD_DEFAULT, "rl_line_buffer");
-        H.rl_readline_state = (int *)dlsym(RTLD_DEFAULT, "rl_readline_state");
-        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list;
-    }
-    return H.ready;
-}
-
-/* Removes entry i of the list. `added` is an entry bash added only because
- * the settings were neutralised: bash's count of this session's lines
- * (what `history -a` appends) goes back down with it. An older copy removed
- * for erasedups does not change that count, as in bash's own erasedups. */
-static void delete_entry(int i, int added)
-{
-    if (added && H.delete_histent) { H.delete_histent(i); return; }
-    struct hist_entry *e = H.remove(i);
-    if (e) {
-        H.free_entry(e);
-        if (added && H.lines_this_session && *H.lines_this_session > 0) (*H.lines_this_session)--;
-    }
-}
-
-static const char *line_at(int i)
-{
-    struct hist_entry *e = i >= 0 && i < *H.length ? H.get(*H.base + i) : NULL;
-    return e && e->line ? e->line : NULL;
-}
-
-/* The user's settings, as handed over with line-start, parsed into `r`
- * (pointing into `data`). */
-static void read_rules(struct hist_rules *r, struct buf *data)
-{
-    static char none[3];
-    parse_hist_rules(r, none);
-    struct stat st;
-    if (H.rules < 0 || fstat(H.rules, &st) < 0 || buf_reserve(data, (size_t)st.st_size + 3)) return;
-    ssize_t n = pread(H.rules, data->p, (size_t)st.st_size, 0);
-    if (n < 0) return;
-    memset(data->p + n, 0, 3);
-    parse_hist_rules(r, data->p);
-}
-
-/* A multi-line command is one history entry joined with `;` (bash's
- * default cmdhist, without lithist). The lines as typed are what
- * readline's buffer holds when the key that ends a line is read (readline
- * reads one byte at a time): kept from the mark on, and used as the text
- * when they are the entry's words, in the same order. */
-static void typed_reset(void) { buf_free(&H.typed); }
-
-/* readline reads more input inside a command (a bracketed paste, a quoted
- * insert): such a newline does not end the line. */
-#define RL_STATE_MOREINPUT 0x0000040
-
-static void typed_key(const char *key, ssize_t got)
-{
-    if (got == 1 && H.reading && (*key == '\n' || *key == '\r') && H.rl_line_buffer && *H.rl_line_buffer
-        && H.rl_readline_state && !(*H.rl_readline_state & RL_STATE_MOREINPUT) && getpid() == S.shell_pid) {
-        if (buf_str(&H.typed, *H.rl_line_buffer) == 0) buf_add(&H.typed, "\n", 1);
-    }
-}
-
-/* The same words: equal but for blanks, newlines and semicolons. */
-static int same_words(const char *a, size_t a_len, const char *b, size_t b_len)
-{
-    size_t i = 0, k = 0;
-    for (;;) {
-        while (i < a_len && strchr(" \t\n;", a[i])) i++;
-        while (k < b_len && strchr(" \t\n;", b[k])) k++;
-        if (i == a_len || k == b_len) return i == a_len && k == b_len;
-        if (a[i++] != b[k++]) return 0;
-    }
-}
-
-/* The entries bash added for the line just read (several with `shopt -u
- * cmdhist`), joined by newlines into `text`; those the user's settings
- * would have kept out are deleted, as are all of them with history off. */
-static void bash_line_text(struct buf *text)
-{
-    if (!H.started) return;
-    struct hist_rules r;
-    struct buf rules = {0};
-    read_rules(&r, &rules);
-    int first = H.next - *H.base;
-    if (first < 0) first = 0;
-    for (int i = first; i < *H.length; i++) {
-        const char *line = line_at(i);
-        if (!line) continue;
-        if (text->len) buf_add(text, "\n", 1);
-        buf_str(text, line);
-    }
-    /* bash applies the settings to a command's first line; its other lines
-     * (one entry each with `shopt -u cmdhist`) follow that decision. */
-    const char *head = line_at(first), *previous = line_at(first - 1);
-    int drop = H.keep_line || r.size == 0
-        || (head && ((r.ignorespace && head[0] == ' ') || (r.ignoredups && previous && !strcmp(head, previous))
-                     || ignored_by_pattern(&r, head, previous)));
-    if (drop) {
-        for (int i = *H.length - 1; i >= first; i--) delete_entry(i, 1);
-    } else if (head && r.erasedups) {
-        /* Older copies go; this one, now the newest, stays. */
-        for (int k = first - 1; k >= 0; k--) {
-            const char *older = line_at(k);
-            if (older && !strcmp(older, head)) delete_entry(k, 0);
-        }
-    }
-    /* The Enter that ended the line (and a here-doc's) is not text. */
-    while (text->len && text->p[text->len - 1] == '\n') text->len--;
-    size_t typed_len = H.typed.len;
-    while (typed_len && H.typed.p[typed_len - 1] == '\n') typed_len--;
-    /* Only for more than one line (typed, or pasted as one). */
-    if (typed_len && memchr(H.typed.p, '\n', typed_len) && same_words(text->p, text->len, H.typed.p, typed_len)) {
-        text->len = 0;
-        buf_add(text, H.typed.p, typed_len);
-    }
-    typed_reset();
-    H.reading = 0;
-    if (text->len > MAX_TEXT) text->len = MAX_TEXT;
-    buf_free(&rules);
-    H.next = *H.base + *H.length;
-}
-
-/* `line-start`, from the first prompt hook: the lines read since the last
- * command started that never started one (empty, a comment) are settled
- * with the settings they were read under, then the next line's settings
- * arrive in the returned memfd. */
-static int bash_line_start(void)
-{
-    if (!bash_history_ready()) {
-        errno = ENOENT;
-        return -1;
-    }
-    if (H.started) {
-        struct buf leftover = {0};
-        bash_line_text(&leftover);
-        buf_free(&leftover);
-    }
-    H.started = 1;
-    /* Again when the line editor first waits: a shared-history prompt hook
-     * after this one (`history -a; history -n`) may still change the list. */
-    H.next = *H.base + *H.length;
-    H.mark_pending = 1;
-    H.keep_line = *H.enable_list == 0;
-    return new_capture(&H.rules);
-}
-
-static void keep_line(int on)
-{
-    if (H.keep_line && getpid() == S.shell_pid) *H.remember = on;
-}
-
-/* bash's line editor waits for input: the lines read from now on are the
- * next command's. */
-static void mark_line_start(void)
-{
-    if (H.mark_pending && getpid() == S.shell_pid) {
-        H.mark_pending = 0;
-        H.next = *H.base + *H.length;
-        typed_reset();
-        H.reading = 1;
-    }
-}
 
 /* A prompt tool's hook that bash runs between the start of a command and
  * the command itself (a DEBUG trap: bash-preexec's preexec functions,
@@ -658,7 +387,7 @@ static int control(const char *cmd)
     }
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4); return null_fd(); }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
-    if (!strcmp(cmd, "line-start")) return bash_line_start();
+    if (!strcmp(cmd, "line-start")) return bash_line_start() < 0 ? -1 : new_capture(bash_history_rules_fd());
     if (!strcmp(cmd, "pause")) return pause_observation(1);
     if (!strcmp(cmd, "resume")) return pause_observation(0);
     if (!strcmp(cmd, "captured")) {
@@ -763,22 +492,6 @@ EXPORT int __open64_2(const char *path, int flags)
     return do_open(real_open64 ? real_open64 : real_open, path, flags, 0);
 }
 
-static int fopen_flags(const char *mode)
-{
-    int flags;
-    switch (mode[0]) {
-    case 'r': flags = O_RDONLY; break;
-    case 'w': flags = O_WRONLY | O_CREAT | O_TRUNC; break;
-    case 'a': flags = O_WRONLY | O_CREAT | O_APPEND; break;
-    default: return -1;
-    }
-    for (const char *m = mode + 1; *m && *m != ','; m++) {
-        if (*m == '+') flags = (flags & ~O_ACCMODE) | O_RDWR;
-        else if (*m == 'e') flags |= O_CLOEXEC;
-        else if (*m == 'x') flags |= O_EXCL;
-    }
-    return flags;
-}
 
 static FILE *do_fopen(FILE *(*real)(const char *, const char *), const char *path, const char *mode)
 {
@@ -810,7 +523,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
     resolve_real();
     int *ours[] = { &S.ns_root, &S.ctl, &S.tracker, &S.r_ns_root, &S.r_ctl, &S.r_tracker,
-                    &S.prep_sock, &S.capture, &H.rules };
+                    &S.prep_sock, &S.capture, bash_history_rules_fd() };
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) {
         if (*ours[i] == newfd && newfd != oldfd) {
             int inherit = (ours[i] == &S.tracker && observing());
@@ -918,8 +631,8 @@ EXPORT ssize_t read(int fd, void *buf, size_t count)
     ssize_t got = real_read(fd, buf, count);
     if (got > 0) {
         int saved = errno;
-        keep_line(1);
-        typed_key(buf, got);
+        bash_keep_line(1);
+        bash_typed_key(buf, got);
         errno = saved;
     }
     return got;
@@ -929,8 +642,8 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 {
     resolve_real();
     prepare_if_pending(-1);
-    mark_line_start();
-    keep_line(0);
+    bash_mark_line_start();
+    bash_keep_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
 }
 
@@ -938,10 +651,8 @@ EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm 
 {
     resolve_real();
     if (S.loaded && format && !strcmp(format, BEGIN_FORMAT)) {
-        keep_line(0);
         struct buf text = {0};
-        bash_line_text(&text);
-        H.keep_line = 0;
+        bash_command_text(&text);
         begin_observation(&text);
         buf_free(&text);
         if (max) s[0] = 0;
@@ -1033,5 +744,6 @@ __attribute__((constructor)) static void prov_shim_init(void)
     void *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared != MAP_FAILED) dead_holder_reported = shared;
     S.shell_pid = getpid();
+    bash_history_init(!strcmp(S.shell, "bash"), S.shell_pid);
     S.loaded = 1;
 }

@@ -16,7 +16,7 @@
  * pid>[ skip-space]" or "E<reason>", NUL-terminated. Returns 'R' with the
  * holder and the setting filled in, 'E' (the reason follows the tag), or 0
  * for anything else, an R whose pid is not a pid included. */
-static int parse_prepared(const char *msg, int *holder, int *skip_space)
+static __attribute__((unused)) int parse_prepared(const char *msg, int *holder, int *skip_space)
 {
     if (msg[0] == 'E') return 'E';
     if (msg[0] != 'R' || msg[1] < '1' || msg[1] > '9') return 0;
@@ -36,7 +36,7 @@ struct hist_rules { int ignorespace, ignoredups, erasedups, size; const char *ig
 /* `data` is what the integration wrote, HISTCONTROL\0HISTIGNORE\0HISTSIZE\0,
  * followed by three NULs of ours (so that a short or NUL-less input reads as
  * empty fields). The patterns are unescaped in place. */
-static void parse_hist_rules(struct hist_rules *r, char *data)
+static __attribute__((unused)) void parse_hist_rules(struct hist_rules *r, char *data)
 {
     memset(r, 0, sizeof *r);
     r->size = -1;
@@ -69,7 +69,7 @@ static void parse_hist_rules(struct hist_rules *r, char *data)
 
 /* Whether HISTIGNORE keeps `line` out: a pattern matches the whole line;
  * `&` is the previous history line. */
-static int ignored_by_pattern(const struct hist_rules *r, const char *line, const char *previous)
+static __attribute__((unused)) int ignored_by_pattern(const struct hist_rules *r, const char *line, const char *previous)
 {
     for (const char *pattern = r->ignore; pattern < r->ignore + r->ignore_len;
          pattern += strlen(pattern) + 1) {

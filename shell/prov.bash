@@ -27,7 +27,7 @@ if [[ $- == *i* ]]; then
                 if [[ $__prov_hs =~ ^0+$ ]]; then __prov_hs0=1; else __prov_hs0=0; fi
             }
             __prov_user_values
-            # Can the shim read bash's history list (see prov_preload.c)?
+            # Can the shim read bash's history list (see preload/bash_history.h)?
             __prov_texts=1
             if ! { printf '' >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
                 __prov_texts=

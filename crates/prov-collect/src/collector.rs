@@ -85,40 +85,28 @@ struct State {
 }
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
-    let ready = ToCaller::Ready {
-        holder_pid: h.holder_pid,
-        unmarked_mounts: h.unmarked_mounts,
-        reports_fd_errors: h.reports_fd_errors,
-    };
-    ipc::send_json(h.ctl.as_fd(), &ready, &[h.ns_root.as_raw_fd(), h.tracker_for_command.as_raw_fd()])
-        .map_err(CollectorError::Caller)?;
+    handshake(&h)?;
     // Only the command's processes may hold the tracker's other end, or its
     // hang-up would never come.
     drop(h.tracker_for_command);
-    let ns_root = h.ns_root;
-
     // Started after Ready, so the command does not wait for it.
-    let writer = WriterLink::start();
-    let fd_budget = fd_budget();
-    let mut st = State {
-        reader: Reader::with_fd_budget(fd_budget),
-        resolver: None,
-        identity: None,
-        begun: false,
-        held_begin: None,
-        held_until: None,
-        backlog: VecDeque::new(),
-        backlog_limit: fd_budget.min(BACKLOG_MAX),
-        raw: Vec::new(),
-        batch: Vec::new(),
-        unobserved_setuid: 0,
-        unmarked_mounts: u64::from(h.unmarked_mounts),
-        writer,
+    let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    let mut observation = Observation {
+        group: &h.group,
+        ctl: &h.ctl,
+        tracker: &h.tracker,
+        ns_root: Some(h.ns_root),
+        check_access,
+        ctl_open: true,
+        tracker_open: true,
+        ended: false,
     };
-    let result = observe(&mut st, &h.group, &h.ctl, &h.tracker, ns_root, check_access);
+    let result = observation.run(&mut st);
     if let Err(e) = &result {
         st.writer.log(format!("stopped early, the record may be incomplete or lost: {e}"));
     }
+    // The namespace's root, if Prepare never took it, is closed first.
+    drop(observation);
     // The writer stores what it got, then exits.
     drop(st);
     drop(h.holder_pipe);
@@ -129,43 +117,73 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     result
 }
 
-/// The observation's loop, until the last process of the command is gone
-/// and its record is stored.
-fn observe(
-    st: &mut State,
-    group: &OwnedFd,
-    ctl: &OwnedFd,
-    tracker: &OwnedFd,
-    ns_root: OwnedFd,
-    check_access: bool,
-) -> Result<(), CollectorError> {
-    let mut ns_root = Some(ns_root);
-    let mut ctl_open = true;
-    let mut tracker_open = true;
-    let mut ended = false;
+/// Tells the caller the observation is set up, handing over the namespace's
+/// root and the tracker the command's processes hold.
+fn handshake(h: &Handover) -> Result<(), CollectorError> {
+    let ready = ToCaller::Ready {
+        holder_pid: h.holder_pid,
+        unmarked_mounts: h.unmarked_mounts,
+        reports_fd_errors: h.reports_fd_errors,
+    };
+    ipc::send_json(h.ctl.as_fd(), &ready, &[h.ns_root.as_raw_fd(), h.tracker_for_command.as_raw_fd()])
+        .map_err(CollectorError::Caller)
+}
 
-    loop {
-        let busy = st.resolver.is_some() && !st.backlog.is_empty();
-        let mut timeout = if busy {
-            PollTimeout::ZERO
-        } else if st.batch.is_empty() || !st.begun {
-            PollTimeout::NONE
-        } else {
-            PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
-        };
-        if let Some(due) = st.held_until {
-            let left =
-                PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
-            if timeout == PollTimeout::NONE || left < timeout {
-                timeout = left;
+/// The three sources the collector waits on and what it knows about them.
+struct Observation<'a> {
+    /// The fanotify group: the command's file events.
+    group: &'a OwnedFd,
+    /// The caller's control socket: Prepare, Begin, End.
+    ctl: &'a OwnedFd,
+    /// Held by every process of the command; hangs up when the last is gone.
+    tracker: &'a OwnedFd,
+    /// Until Prepare hands it to the resolver.
+    ns_root: Option<OwnedFd>,
+    check_access: bool,
+    ctl_open: bool,
+    tracker_open: bool,
+    ended: bool,
+}
+
+/// Which sources poll() found ready.
+struct ReadySources {
+    events: bool,
+    ctl: bool,
+    tracker: bool,
+}
+
+impl Observation<'_> {
+    /// The observation's loop, until the last process of the command is gone
+    /// and its record is stored.
+    fn run(&mut self, st: &mut State) -> Result<(), CollectorError> {
+        loop {
+            let busy = st.resolver.is_some() && !st.backlog.is_empty();
+            let Some(ready) = self.wait(st, busy)? else { continue };
+            if ready.events || busy {
+                st.pump(self.group)?;
+            }
+            if ready.tracker {
+                self.read_tracker(st);
+            }
+            if ready.ctl {
+                self.read_control(st)?;
+            }
+            if !self.tracker_open && (self.ended || !self.ctl_open) {
+                return self.finish(st);
             }
         }
-        let mut fds = vec![PollFd::new(group.as_fd(), PollFlags::POLLIN)];
-        if ctl_open {
-            fds.push(PollFd::new(ctl.as_fd(), PollFlags::POLLIN));
+    }
+
+    /// Waits for a source to be ready, or until a partly filled batch or a
+    /// held start is due (then written). None when interrupted by a signal.
+    fn wait(&self, st: &mut State, busy: bool) -> Result<Option<ReadySources>, CollectorError> {
+        let timeout = poll_timeout(st, busy);
+        let mut fds = vec![PollFd::new(self.group.as_fd(), PollFlags::POLLIN)];
+        if self.ctl_open {
+            fds.push(PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN));
         }
-        if tracker_open {
-            fds.push(PollFd::new(tracker.as_fd(), PollFlags::POLLIN));
+        if self.tracker_open {
+            fds.push(PollFd::new(self.tracker.as_fd(), PollFlags::POLLIN));
         }
         match poll(&mut fds, timeout) {
             Ok(0) if !busy => {
@@ -175,72 +193,121 @@ fn observe(
                 }
             }
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EINTR) => return Ok(None),
             Err(e) => return Err(CollectorError::Poll(e)),
         }
         let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
-        let (fan_ready, ctl_ready, tracker_ready) =
-            (ready(0), ctl_open && ready(1), tracker_open && ready(if ctl_open { 2 } else { 1 }));
-        drop(fds);
+        Ok(Some(ReadySources {
+            events: ready(0),
+            ctl: self.ctl_open && ready(1),
+            tracker: self.tracker_open && ready(if self.ctl_open { 2 } else { 1 }),
+        }))
+    }
 
-        if fan_ready || busy {
-            st.pump(group)?;
+    /// A message on the tracker counts a setuid program that ran unobserved;
+    /// its hang-up means the command's last process is gone.
+    fn read_tracker(&mut self, st: &mut State) {
+        match ipc::recv(self.tracker.as_fd()) {
+            Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => self.tracker_open = false,
         }
-        if tracker_ready {
-            match ipc::recv(tracker.as_fd()) {
-                Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => tracker_open = false,
+    }
+
+    /// One control message, in the order Prepare, Begin, End; anything else
+    /// ends the observation.
+    fn read_control(&mut self, st: &mut State) -> Result<(), CollectorError> {
+        let msg = match ipc::recv(self.ctl.as_fd()) {
+            Ok(Some((msg, _))) => msg,
+            Ok(None) | Err(_) => {
+                self.ctl_open = false;
+                return Ok(());
             }
-        }
-        if ctl_ready {
-            match ipc::recv(ctl.as_fd()) {
-                Ok(Some((msg, _))) => match serde_json::from_slice::<ToCollector>(&msg) {
-                    Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
-                        let root = ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
-                        st.writer.send(ToWriter::Setup {
-                            database: settings.database.clone(),
-                            spool_dir: settings.spool_dir.clone(),
-                            busy_timeout_ms: settings.busy_timeout_ms,
-                        });
-                        st.resolver = Some(Resolver::new(settings, check_access, root));
-                        st.identity = Some(identity);
-                    }
-                    Ok(ToCollector::Begin(start)) if !st.begun => {
-                        let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
-                        let text_known = !start.text.is_empty();
-                        st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
-                        st.begun = true;
-                        if text_known {
-                            st.held_until = Some(Instant::now() + HOLD_BEGIN);
-                        }
-                    }
-                    Ok(ToCollector::End(end)) if st.begun && !ended => {
-                        ended = true;
-                        // All processes gone (`prov run` ends after its
-                        // command): the reply must include their last events.
-                        if !tracker_open {
-                            st.settle(group)?;
-                        }
-                        let report = st.drain_and_sync(group, Some(end))?;
-                        let _ = ipc::send_json(ctl.as_fd(), &ToCaller::Stored(report), &[]);
-                    }
-                    _ => return Err(CollectorError::Protocol("out of order")),
-                },
-                Ok(None) | Err(_) => ctl_open = false,
+        };
+        match serde_json::from_slice::<ToCollector>(&msg) {
+            Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
+                let root = self.ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
+                st.writer.send(ToWriter::Setup {
+                    database: settings.database.clone(),
+                    spool_dir: settings.spool_dir.clone(),
+                    busy_timeout_ms: settings.busy_timeout_ms,
+                });
+                st.resolver = Some(Resolver::new(settings, self.check_access, root));
+                st.identity = Some(identity);
             }
-        }
-        if !tracker_open && (ended || !ctl_open) {
-            if st.begun {
-                st.settle(group)?;
-                st.drain_and_sync(group, None)?;
+            Ok(ToCollector::Begin(start)) if !st.begun => {
+                let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
+                let text_known = !start.text.is_empty();
+                st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
+                st.begun = true;
+                if text_known {
+                    st.held_until = Some(Instant::now() + HOLD_BEGIN);
+                }
             }
-            return Ok(());
+            Ok(ToCollector::End(end)) if st.begun && !self.ended => {
+                self.ended = true;
+                // All processes gone (`prov run` ends after its command):
+                // the reply must include their last events.
+                if !self.tracker_open {
+                    st.settle(self.group)?;
+                }
+                let report = st.drain_and_sync(self.group, Some(end))?;
+                let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &[]);
+            }
+            _ => return Err(CollectorError::Protocol("out of order")),
         }
+        Ok(())
+    }
+
+    /// The last process is gone: the events still queued are stored.
+    fn finish(&self, st: &mut State) -> Result<(), CollectorError> {
+        if st.begun {
+            st.settle(self.group)?;
+            st.drain_and_sync(self.group, None)?;
+        }
+        Ok(())
     }
 }
 
+/// How long poll() may wait: not at all while resolving, until the idle
+/// flush while a batch waits, and no longer than a held start is held.
+fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
+    let mut timeout = if busy {
+        PollTimeout::ZERO
+    } else if st.batch.is_empty() || !st.begun {
+        PollTimeout::NONE
+    } else {
+        PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
+    };
+    if let Some(due) = st.held_until {
+        let left = PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
+        if timeout == PollTimeout::NONE || left < timeout {
+            timeout = left;
+        }
+    }
+    timeout
+}
+
 impl State {
+    fn new(writer: WriterLink, unmarked_mounts: u64) -> State {
+        let fd_budget = fd_budget();
+        State {
+            reader: Reader::with_fd_budget(fd_budget),
+            resolver: None,
+            identity: None,
+            begun: false,
+            held_begin: None,
+            held_until: None,
+            backlog: VecDeque::new(),
+            backlog_limit: fd_budget.min(BACKLOG_MAX),
+            raw: Vec::new(),
+            batch: Vec::new(),
+            unobserved_setuid: 0,
+            unmarked_mounts,
+            writer,
+        }
+    }
+
     /// One read() of the kernel's queue into the backlog, as far as the
     /// backlog has room; false when the queue was empty.
     fn fill(&mut self, group: &OwnedFd) -> Result<bool, CollectorError> {

@@ -1,0 +1,114 @@
+/*
+ * Pure helpers both files of the shim use (prov_preload.c, bash_history.c):
+ * the mmap-backed buffer, number formatting, fopen's mode as open flags and
+ * the word comparison of bash's multi-line entries. No state, no hooks: so
+ * that preload/tests/unit.c can test them without loading the shim.
+ * Static and marked unused: each file compiles in the ones it uses, without
+ * -Wunused-function complaining about the others (not `inline`: GCC then
+ * inlines buf_reserve into read_capture and -Wnonnull sees a path that
+ * cannot happen).
+ */
+#ifndef PROV_SHIM_UTIL_H
+#define PROV_SHIM_UTIL_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+/* Texts longer than this are cut: one control datagram must hold them. */
+#define MAX_TEXT 60000
+
+static __attribute__((unused)) void u64_to_str(uint64_t v, char *out)
+{
+    char tmp[24];
+    int i = 0;
+    do { tmp[i++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (i) *out++ = tmp[--i];
+    *out = 0;
+}
+
+/* Appends to a growing buffer made with mmap (no malloc: also used where
+ * the shell might be between fork and exec). */
+struct buf { char *p; size_t len, cap; };
+
+static __attribute__((unused)) int buf_reserve(struct buf *b, size_t more)
+{
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    char *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    if (b->p) { memcpy(p, b->p, b->len); munmap(b->p, b->cap); }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static __attribute__((unused)) int buf_add(struct buf *b, const void *data, size_t n)
+{
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    return 0;
+}
+
+static __attribute__((unused)) int buf_str(struct buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
+
+static __attribute__((unused)) int buf_hex(struct buf *b, const unsigned char *data, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    if (buf_reserve(b, n * 2)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        b->p[b->len++] = digits[data[i] >> 4];
+        b->p[b->len++] = digits[data[i] & 15];
+    }
+    return 0;
+}
+
+static __attribute__((unused)) int buf_u64(struct buf *b, uint64_t v)
+{
+    char s[24];
+    u64_to_str(v, s);
+    return buf_str(b, s);
+}
+
+static __attribute__((unused)) void buf_free(struct buf *b)
+{
+    if (b->p) munmap(b->p, b->cap);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* fopen's mode string as open(2) flags; -1 for a mode fopen rejects. */
+static __attribute__((unused)) int fopen_flags(const char *mode)
+{
+    int flags;
+    switch (mode[0]) {
+    case 'r': flags = O_RDONLY; break;
+    case 'w': flags = O_WRONLY | O_CREAT | O_TRUNC; break;
+    case 'a': flags = O_WRONLY | O_CREAT | O_APPEND; break;
+    default: return -1;
+    }
+    for (const char *m = mode + 1; *m && *m != ','; m++) {
+        if (*m == '+') flags = (flags & ~O_ACCMODE) | O_RDWR;
+        else if (*m == 'e') flags |= O_CLOEXEC;
+        else if (*m == 'x') flags |= O_EXCL;
+    }
+    return flags;
+}
+
+/* The same words: equal but for blanks, newlines and semicolons. */
+static __attribute__((unused)) int same_words(const char *a, size_t a_len, const char *b, size_t b_len)
+{
+    size_t i = 0, k = 0;
+    for (;;) {
+        while (i < a_len && strchr(" \t\n;", a[i])) i++;
+        while (k < b_len && strchr(" \t\n;", b[k])) k++;
+        if (i == a_len || k == b_len) return i == a_len && k == b_len;
+        if (a[i++] != b[k++]) return 0;
+    }
+}
+
+#endif

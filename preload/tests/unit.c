@@ -1,0 +1,146 @@
+/*
+ * Unit tests of the shim's pure helpers (preload/shim_util.h,
+ * preload/shim_parse.h): the buffer, fopen's mode as open flags, the word
+ * comparison of bash's multi-line entries, the history settings and
+ * HISTIGNORE matching. Built and run by tests/shim_unit.rs (under ASan and
+ * UBSan); any failed check prints it and exits 1.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../shim_parse.h"
+#include "../shim_util.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+static void test_buffer(void)
+{
+    struct buf b = {0};
+    CHECK(buf_str(&b, "seq=") == 0);
+    CHECK(buf_u64(&b, 18446744073709551615ULL) == 0);
+    CHECK(buf_add(&b, " ", 1) == 0);
+    CHECK(buf_hex(&b, (const unsigned char *)"\x00\xab\xff", 3) == 0);
+    CHECK(b.len == strlen("seq=18446744073709551615 00abff"));
+    CHECK(memcmp(b.p, "seq=18446744073709551615 00abff", b.len) == 0);
+    /* Growing past the first mapping keeps what was written. */
+    char block[5000];
+    memset(block, 'x', sizeof block);
+    CHECK(buf_add(&b, block, sizeof block) == 0);
+    CHECK(b.cap >= b.len && b.len == 31 + sizeof block);
+    CHECK(memcmp(b.p, "seq=", 4) == 0 && b.p[b.len - 1] == 'x');
+    buf_free(&b);
+    CHECK(b.p == NULL && b.len == 0 && b.cap == 0);
+
+    char s[24];
+    u64_to_str(0, s);
+    CHECK(!strcmp(s, "0"));
+    u64_to_str(1234567890, s);
+    CHECK(!strcmp(s, "1234567890"));
+}
+
+static void test_fopen_flags(void)
+{
+    CHECK(fopen_flags("r") == O_RDONLY);
+    CHECK(fopen_flags("w") == (O_WRONLY | O_CREAT | O_TRUNC));
+    CHECK(fopen_flags("a") == (O_WRONLY | O_CREAT | O_APPEND));
+    CHECK(fopen_flags("r+") == O_RDWR);
+    CHECK(fopen_flags("w+x") == (O_RDWR | O_CREAT | O_TRUNC | O_EXCL));
+    CHECK(fopen_flags("ae") == (O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC));
+    CHECK(fopen_flags("rb") == O_RDONLY);
+    /* glibc's ",ccs=" tail is not flags. */
+    CHECK(fopen_flags("r,ccs=x+e") == O_RDONLY);
+    CHECK(fopen_flags("x") == -1);
+    CHECK(fopen_flags("") == -1);
+}
+
+static int same(const char *a, const char *b) { return same_words(a, strlen(a), b, strlen(b)); }
+
+static void test_same_words(void)
+{
+    CHECK(same("for i in 1 2; do echo $i; done", "for i in 1 2\ndo echo $i\ndone"));
+    CHECK(same("a ;b", "a\n\tb"));
+    CHECK(same("", " ;\n"));
+    /* Blanks are not compared at all: only the order of the other bytes. */
+    CHECK(same("echo ab", "echo a b"));
+    CHECK(!same("echo ab", "echo ba"));
+    CHECK(!same("echo a", "echo a b"));
+    CHECK(!same("echo a b", "echo a"));
+}
+
+/* Rules from the three fields as the integration writes them. */
+static struct hist_rules rules(char *data, const char *control, const char *ignore, const char *size)
+{
+    size_t n = 0;
+    for (const char *f[] = {control, ignore, size}, **p = f; p < f + 3; p++) {
+        strcpy(data + n, *p);
+        n += strlen(*p) + 1;
+    }
+    memset(data + n, 0, 3);
+    struct hist_rules r;
+    parse_hist_rules(&r, data);
+    return r;
+}
+
+static void test_hist_rules(void)
+{
+    char data[256];
+    struct hist_rules r = rules(data, "ignoreboth:erasedups", "", "500");
+    CHECK(r.ignorespace && r.ignoredups && r.erasedups && r.size == 500);
+    r = rules(data, "ignorespacex:ignoredups", "", "");
+    CHECK(!r.ignorespace && r.ignoredups && !r.erasedups && r.size == -1);
+    r = rules(data, "", "", "0");
+    CHECK(r.size == 0);
+
+    /* HISTIGNORE: whole-line patterns, `\:` a colon, `&` the previous line. */
+    r = rules(data, "", "ls:cd *:a\\:b:&:@(x|y)", "");
+    CHECK(ignored_by_pattern(&r, "ls", NULL));
+    CHECK(!ignored_by_pattern(&r, "ls -l", NULL));
+    CHECK(ignored_by_pattern(&r, "cd /tmp", NULL));
+    CHECK(ignored_by_pattern(&r, "a:b", NULL));
+    CHECK(!ignored_by_pattern(&r, "a", NULL));
+    CHECK(ignored_by_pattern(&r, "make", "make"));
+    CHECK(!ignored_by_pattern(&r, "make", "make test"));
+    CHECK(!ignored_by_pattern(&r, "make", NULL));
+    CHECK(ignored_by_pattern(&r, "y", NULL));
+    r = rules(data, "", "", "");
+    CHECK(!ignored_by_pattern(&r, "", NULL) && !ignored_by_pattern(&r, "ls", "ls"));
+}
+
+static void test_prepared(void)
+{
+    int holder = 0, skip = 0;
+    CHECK(parse_prepared("R42 skip-space", &holder, &skip) == 'R' && holder == 42 && skip);
+    CHECK(parse_prepared("R7", &holder, &skip) == 'R' && holder == 7 && !skip);
+    CHECK(parse_prepared("Eno helper", &holder, &skip) == 'E');
+    CHECK(parse_prepared("R0", &holder, &skip) == 0);
+    CHECK(parse_prepared("R-1", &holder, &skip) == 0);
+    CHECK(parse_prepared("R99999999999", &holder, &skip) == 0);
+    CHECK(parse_prepared("R12x", &holder, &skip) == 0);
+    CHECK(parse_prepared("", &holder, &skip) == 0);
+}
+
+int main(void)
+{
+    test_buffer();
+    test_fopen_flags();
+    test_same_words();
+    test_hist_rules();
+    test_prepared();
+    if (failures) {
+        fprintf(stderr, "preload/tests/unit: %d checks failed\n", failures);
+        return 1;
+    }
+    printf("preload/tests/unit: all checks passed\n");
+    return 0;
+}
