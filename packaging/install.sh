@@ -64,8 +64,18 @@ else
 fi
 
 # The preload shim is C: tiny, no Rust runtime in the user's shell.
+# Its hooks replace functions glibc declares __nonnull (open, fopen, execve,
+# strftime, ...), yet programs do pass NULL there, and the shim must then
+# behave like the real function (EFAULT; Linux runs execve with a NULL argv),
+# not crash the user's shell. So it tests those arguments for NULL:
+# - -fno-delete-null-pointer-checks: GCC would otherwise drop NULL tests it
+#   deems redundant because of the __nonnull declarations or an earlier use.
+#   (GCC 12 still folds a test of the hook's own __nonnull parameter, e.g.
+#   execve's `!path`, measured in its assembly: this flag is no full guarantee.)
+# - -Wno-nonnull-compare: those tests are deliberate, and GCC warns on each
+#   (execve's path and argv, strftime's format), which -Werror makes fatal.
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
-    -Wall -Wextra -Werror -Wno-nonnull-compare \
+    -Wall -Wextra -Werror -Wmissing-prototypes -Wno-nonnull-compare \
     -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" -ldl
 
 getent group prov >/dev/null || groupadd --system prov

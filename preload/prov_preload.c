@@ -475,7 +475,11 @@ EXPORT int open64(const char *path, int flags, ...)
 }
 
 /* The fortified open of _FORTIFY_SOURCE builds (zsh's zsh/system module
- * calls it): never O_CREAT, so no mode. */
+ * calls it): never O_CREAT, so no mode. glibc declares them only in such
+ * builds (bits/fcntl2.h), hence the prototypes (-Wmissing-prototypes). */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+
 EXPORT int __open_2(const char *path, int flags)
 {
     resolve_real();

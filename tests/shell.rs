@@ -177,7 +177,7 @@ fn interrupt_cd_and_nested_shells(shell: &str) {
     sh.run("cd ..");
     sh.run("bash -c 'echo nested > nested.txt'");
     // A nested interactive shell records its own commands.
-    sh.session.send_line(&format!("{shell} -i")).unwrap();
+    sh.session.send_line(format!("{shell} -i")).unwrap();
     sh.wait_prompt();
     sh.run("echo inner > inner.txt");
     sh.run("exit");
@@ -425,7 +425,7 @@ fn rc_twice_exec_and_disown(shell: &str) {
     sh.run("sleep 1 && echo gone > disowned.txt & disown");
     // exec replaces the shell while the disowned job still runs; the new
     // shell sets itself up again from its rc.
-    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.session.send_line(format!("exec {shell} -i")).unwrap();
     sh.wait_prompt();
     sh.run("echo after-exec > exec.txt");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -488,7 +488,7 @@ fn startup_modes_nounset_and_exec(shell: &str) {
     }
     // exec replaces the shell: that command ends there, and the new shell
     // (set up again by its rc) lives outside every observation.
-    sh.session.send_line(&format!("exec {shell} -i")).unwrap();
+    sh.session.send_line(format!("exec {shell} -i")).unwrap();
     sh.wait_prompt();
     sh.assert_outside_observations();
     sh.run("echo after > after.txt");

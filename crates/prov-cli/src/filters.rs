@@ -122,7 +122,7 @@ impl FilterArgs {
     /// The store's selection of these filters. Directories are made
     /// absolute like the recorder saw them (symlinks resolved).
     pub fn selection(&self, limit: Option<usize>) -> Selection {
-        let dir = |d: &Option<OsString>| d.as_ref().map(|d| dir_bytes(d));
+        let dir = |d: &Option<OsString>| d.as_ref().map(dir_bytes);
         let command = CommandFilter {
             ids: (!self.ids.is_empty()).then(|| self.ids.clone()),
             text_contains: self.text.iter().map(|t| t.as_bytes().to_vec()).collect(),

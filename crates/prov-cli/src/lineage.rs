@@ -6,34 +6,51 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use anyhow::Result;
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 use prov_export::lineage::{self, Direction, Target};
-use prov_export::{ExportOptions, Format, Output};
+use prov_export::{ExportOptions, Format};
 use prov_model::escape::escape;
 use prov_model::hash::hash_path;
 
+use crate::export;
 use crate::query::{absolute, open_store, output_stream};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--format` of `prov query lineage`: the lineage's own views, or an
+/// export of its commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LineageFormat {
-    /// An indented tree for people.
     Tree,
-    /// One JSON document: commands, files and the links between them.
     Json,
-    /// A Graphviz digraph (`dot -Tsvg`).
+    /// The lineage's own digraph: it marks FILE, unlike the export's.
     Dot,
-    /// W3C PROV-JSON.
-    ProvJson,
-    /// An RO-Crate directory (Process Run Crate profile); needs --output DIR.
-    RoCrate,
-    /// A GNU Makefile that rebuilds FILE by re-running its commands.
-    Makefile,
-    /// A Snakefile that rebuilds FILE by re-running its commands.
-    Snakemake,
-    /// The predecessor's (shournal's) JSON lines.
-    ShournalJson,
+    Export(Format),
+}
+
+impl ValueEnum for LineageFormat {
+    /// The views, then every export but the records' DOT (the lineage's
+    /// own replaces it).
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: LazyLock<Vec<LineageFormat>> = LazyLock::new(|| {
+            let exports = Format::ALL.into_iter().filter(|&f| f != Format::Dot).map(LineageFormat::Export);
+            [LineageFormat::Tree, LineageFormat::Json, LineageFormat::Dot].into_iter().chain(exports).collect()
+        });
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            LineageFormat::Tree => PossibleValue::new("tree").help("An indented tree for people"),
+            LineageFormat::Json => {
+                PossibleValue::new("json").help("One JSON document: commands, files and the links between them")
+            }
+            LineageFormat::Dot => PossibleValue::new("dot").help("A Graphviz digraph (`dot -Tsvg`)"),
+            LineageFormat::Export(format) => export::possible_value(*format),
+        })
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -54,8 +71,9 @@ pub struct LineageArgs {
 }
 
 pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
-    if args.format == LineageFormat::RoCrate && args.output.is_none() {
-        anyhow::bail!("--format ro-crate writes a directory: give --output DIR");
+    // Before the walk: a usage error needs no records.
+    if let LineageFormat::Export(format) = args.format {
+        export::require_output(format, args.output.as_deref())?;
     }
     let path = absolute(Path::new(file))?;
     let Some(store) = open_store()? else {
@@ -90,24 +108,17 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         title: Some(format!("prov: {} of {}", direction.as_str(), path.display())),
         read_files_dir: None,
     };
-    let export = |format: Format, out: Output<'_>| prov_export::export(format, &records, &opts, out);
-    if args.format == LineageFormat::RoCrate {
-        let dir = args.output.as_deref().unwrap_or(Path::new("."));
-        export(Format::RoCrate, Output::Directory(dir))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-
+    let view: fn(&lineage::Lineage, &mut dyn Write) -> prov_export::Result<()> = match args.format {
+        LineageFormat::Tree => prov_export::tree::write_tree,
+        LineageFormat::Json => prov_export::json::write_lineage,
+        LineageFormat::Dot => prov_export::dot::write_dot,
+        LineageFormat::Export(format) => {
+            export::write(format, &records, &opts, args.output.as_deref())?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let mut out = output_stream(args.output.as_deref())?;
-    match args.format {
-        LineageFormat::Tree => prov_export::tree::write_tree(&walked, &mut out)?,
-        LineageFormat::Json => prov_export::json::write_lineage(&walked, &mut out)?,
-        LineageFormat::Dot => prov_export::dot::write_dot(&walked, &mut out)?,
-        LineageFormat::ProvJson => export(Format::ProvJson, Output::Stream(&mut out))?,
-        LineageFormat::Makefile => export(Format::Makefile, Output::Stream(&mut out))?,
-        LineageFormat::Snakemake => export(Format::Snakemake, Output::Stream(&mut out))?,
-        LineageFormat::ShournalJson => export(Format::ShournalJson, Output::Stream(&mut out))?,
-        LineageFormat::RoCrate => unreachable!("handled above"),
-    }
+    view(&walked, &mut out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

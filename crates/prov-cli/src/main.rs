@@ -5,6 +5,7 @@
 mod admin;
 mod config;
 mod doctor;
+mod export;
 mod filters;
 mod lineage;
 mod observe;
@@ -185,7 +186,7 @@ pub struct QueryOpts {
     /// Export the commands found (with all their files) instead of listing
     /// them.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    pub format: Option<prov_export::Format>,
+    pub format: Option<export::ExportFormat>,
     /// Write the export to PATH (a new file; for ro-crate a directory)
     /// instead of standard output.
     #[arg(short = 'o', long, value_name = "PATH", requires = "format")]
@@ -201,7 +202,7 @@ impl QueryOpts {
             files: self.files,
             all_files: self.all_files,
             stat: self.stat,
-            export: self.format.map(|format| (format, self.output.clone())),
+            export: self.format.map(|format| (format.0, self.output.clone())),
             // From the configuration, once it is read.
             files_shown: 0,
         }

@@ -59,7 +59,7 @@ fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdenti
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| format!("socketpair: {e}"))?;
-    let mut cmd = Command::new(&helper);
+    let mut cmd = Command::new(helper);
     cmd.args(["observe", "3"]).stdin(Stdio::null()).stdout(Stdio::null());
     if std::env::var_os("PROV_DEBUG").is_none() {
         cmd.stderr(Stdio::null());

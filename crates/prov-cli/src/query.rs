@@ -224,14 +224,7 @@ fn export(store: &Store, found: &[Selected], format: prov_export::Format, output
     for (command, _) in found.iter().rev() {
         records.push((command.clone(), store.files_of(command.id)?));
     }
-    let opts = prov_export::ExportOptions::default();
-    if format == prov_export::Format::RoCrate {
-        let Some(dir) = output else { anyhow::bail!("--format ro-crate writes a directory: give --output DIR") };
-        return prov_export::export(format, &records, &opts, prov_export::Output::Directory(dir));
-    }
-    let mut out = output_stream(output)?;
-    prov_export::export(format, &records, &opts, prov_export::Output::Stream(&mut out))?;
-    Ok(out.flush()?)
+    crate::export::write(format, &records, &prov_export::ExportOptions::default(), output)
 }
 
 /// Standard output, or a new file at `path` (an existing file is never

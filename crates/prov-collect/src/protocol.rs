@@ -25,6 +25,9 @@ pub enum ToCaller {
 /// command starts: the shell prepares the next observation while the prompt
 /// idles), `Begin` when the command starts, `End` when its own process has
 /// finished.
+// Boxing `Settings` would buy nothing: one message of each kind per command,
+// decoded from a datagram and consumed at once, never stored in bulk.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToCollector {
     Prepare { settings: Settings, identity: RecordIdentity },

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow};
 

@@ -12,7 +12,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use prov_store::{CommandRow, FileRow};
 use serde_json::{json, Map, Value};
 

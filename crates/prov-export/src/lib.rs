@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod dot;
+mod error;
 pub mod json;
 pub mod lineage;
 pub mod makefile;
@@ -22,24 +23,76 @@ pub mod tree;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use std::str::FromStr;
+
+pub use error::{ExportError, Result};
 use prov_store::{CommandRow, FileRow};
 
-/// The exchange formats of a list of records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The exchange formats of a list of records. Each one's name and
+/// description are in [`Format::name`] and [`Format::description`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// The predecessor's (shournal's) JSON lines, for its converters.
     ShournalJson,
-    /// W3C PROV-JSON.
     ProvJson,
-    /// An RO-Crate (Process Run Crate profile) directory; needs --output DIR.
     RoCrate,
-    /// A GNU Makefile that re-runs the commands to rebuild their files.
     Makefile,
-    /// A Snakefile that re-runs the commands to rebuild their files.
     Snakemake,
-    /// A Graphviz digraph of the commands and their files.
     Dot,
+}
+
+impl Format {
+    /// Every format, in the order they are listed to users.
+    pub const ALL: [Format; 6] =
+        [Format::ShournalJson, Format::ProvJson, Format::RoCrate, Format::Makefile, Format::Snakemake, Format::Dot];
+
+    /// The format's name, as users type it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Format::ShournalJson => "shournal-json",
+            Format::ProvJson => "prov-json",
+            Format::RoCrate => "ro-crate",
+            Format::Makefile => "makefile",
+            Format::Snakemake => "snakemake",
+            Format::Dot => "dot",
+        }
+    }
+
+    /// One line for a list of formats.
+    pub const fn description(self) -> &'static str {
+        match self {
+            Format::ShournalJson => "The predecessor's (shournal's) JSON lines, for its converters",
+            Format::ProvJson => "W3C PROV-JSON",
+            Format::RoCrate => "An RO-Crate (Process Run Crate profile) directory",
+            Format::Makefile => "A GNU Makefile that re-runs the commands to rebuild their files",
+            Format::Snakemake => "A Snakefile that re-runs the commands to rebuild their files",
+            Format::Dot => "A Graphviz digraph of the commands and their files",
+        }
+    }
+
+    /// Whether it writes a directory ([`Output::Directory`]) rather than a
+    /// stream.
+    pub const fn writes_directory(self) -> bool {
+        matches!(self, Format::RoCrate)
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// No format has this name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown export format {0:?}")]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(name: &str) -> std::result::Result<Self, Self::Err> {
+        Format::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| UnknownFormat(name.to_string()))
+    }
 }
 
 /// Where an export goes: a stream, or (RO-Crate) a directory.
@@ -75,8 +128,8 @@ pub fn export(
             let title = opts.title.clone().unwrap_or_else(|| "prov: recorded commands".into());
             ro_crate::write_ro_crate(records, &title, dir)
         }
-        (Format::RoCrate, Output::Stream(_)) => bail!("--format ro-crate writes a directory: give --output DIR"),
-        (_, Output::Directory(dir)) => bail!("{} is a directory; this format writes a file", dir.display()),
+        (Format::RoCrate, Output::Stream(_)) => Err(ExportError::NeedsDirectory(format)),
+        (_, Output::Directory(dir)) => Err(ExportError::NeedsStream(dir.to_path_buf())),
         (Format::ShournalJson, Output::Stream(w)) => {
             shournal::write_shournal(records, opts.read_files_dir.as_deref(), w)
         }
@@ -84,5 +137,18 @@ pub fn export(
         (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, targets, w),
         (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, targets, w),
         (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_parses_from_its_name() {
+        for format in Format::ALL {
+            assert_eq!(format.name().parse::<Format>(), Ok(format));
+        }
+        assert_eq!("tree".parse::<Format>(), Err(UnknownFormat("tree".into())));
     }
 }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
-use anyhow::Result;
+use crate::Result;
 use prov_model::{Access, HashParams};
 use prov_store::{CommandRow, FileRow, Store};
 

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Result};
+use crate::{ExportError, Result};
 use prov_store::{CommandRow, FileRow};
 
 use crate::plan::{plan, rerun_line};
@@ -19,7 +19,7 @@ fn make_word(path: &[u8]) -> Result<Vec<u8>> {
     for &b in path {
         match b {
             b'\n' | b'\r' => {
-                bail!("cannot write a Makefile rule for a file whose name has a line break: {:?}", lossy(path))
+                return Err(ExportError::LineBreakInMakeWord(lossy(path)));
             }
             b'$' => w.extend_from_slice(b"$$"),
             b' ' | b'\t' | b'#' | b'%' | b':' | b';' | b'=' | b'*' | b'?' | b'[' | b']' | b'\\' => {

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use prov_model::record::bytes_as_hex;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow};

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use crate::{ExportError, Result};
 use chrono::{DateTime, SecondsFormat, Utc};
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow};
@@ -73,12 +73,11 @@ fn file_ids(records: &[(CommandRow, Vec<FileRow>)]) -> HashMap<(Vec<u8>, Option<
 /// there is not overwritten). `title` names the crate.
 pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: &Path) -> Result<()> {
     let metadata = dir.join(METADATA);
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| ExportError::Create { path: dir.to_path_buf(), source })?;
     let mut file = match std::fs::File::create_new(&metadata) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            bail!("{} already exists; choose another --output directory", metadata.display())
-        }
-        other => other.with_context(|| format!("cannot create {}", metadata.display()))?,
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(ExportError::CrateExists(metadata)),
+        Err(source) => return Err(ExportError::Create { path: metadata, source }),
     };
 
     let ids = file_ids(records);
@@ -199,7 +198,7 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
         "@graph": all,
     });
     let text = serde_json::to_string_pretty(&doc)? + "\n";
-    file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", metadata.display()))?;
+    file.write_all(text.as_bytes()).map_err(|source| ExportError::Write { path: metadata, source })?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use base64::Engine;
 use chrono::{DateTime, Local, Utc};
 use prov_model::Access;

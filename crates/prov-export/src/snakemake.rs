@@ -10,7 +10,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use prov_store::{CommandRow, FileRow};
 
 use crate::plan::{plan, rerun_line};

@@ -57,16 +57,6 @@ pub fn file_uri(path: &[u8]) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_uris_encode_every_odd_byte() {
-        assert_eq!(file_uri(b"/a b/caf\xe9#1"), "file:///a%20b/caf%E9%231");
-    }
-}
-
 /// `bytes` as one single-quoted shell word.
 pub fn shell_quote(bytes: &[u8]) -> Vec<u8> {
     let mut q = vec![b'\''];
@@ -79,4 +69,14 @@ pub fn shell_quote(bytes: &[u8]) -> Vec<u8> {
     }
     q.push(b'\'');
     q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_encode_every_odd_byte() {
+        assert_eq!(file_uri(b"/a b/caf\xe9#1"), "file:///a%20b/caf%E9%231");
+    }
 }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 
-use anyhow::Result;
+use crate::Result;
 use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
 

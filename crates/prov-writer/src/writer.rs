@@ -84,7 +84,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                         let _ = store.ingest_spool(&w.spool_dir);
                         w.sink = Sink::Database { store, id };
                     }
-                    Err(e) => w.to_spool(e.to_string()),
+                    Err(e) => w.switch_to_spool(e.to_string()),
                 }
             }
             ToWriter::Events(mut events) => {
@@ -172,7 +172,7 @@ impl Writer {
                 }
                 // The transaction rolled back: this entry goes to the spool
                 // together with the command's begin, which ingest merges by uuid.
-                Err(e) => self.to_spool(e.to_string()),
+                Err(e) => self.switch_to_spool(e.to_string()),
             }
         }
         if let Sink::Spool(spool) = &mut self.sink {
@@ -183,7 +183,7 @@ impl Writer {
         }
     }
 
-    fn to_spool(&mut self, why: String) {
+    fn switch_to_spool(&mut self, why: String) {
         let uuid = self.begin.as_ref().map_or_else(|| "?".to_string(), |b| b.uuid.clone());
         crate::log::line(&format!("record {uuid} goes to the spool: {why}"));
         self.report.spooled.get_or_insert(why);

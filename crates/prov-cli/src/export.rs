@@ -1,0 +1,89 @@
+//! The command line of the exports: `--format` values over
+//! [`prov_export::Format`] (named and described once, there), and where an
+//! export goes (`--output`).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::LazyLock;
+
+use anyhow::{bail, Result};
+use clap::builder::PossibleValue;
+use clap::ValueEnum;
+use prov_export::{ExportError, ExportOptions, Format, Output};
+use prov_store::{CommandRow, FileRow};
+
+use crate::query::output_stream;
+
+/// `--format FORMAT` of `prov query`: any export format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportFormat(pub Format);
+
+impl ValueEnum for ExportFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: LazyLock<[ExportFormat; Format::ALL.len()]> = LazyLock::new(|| Format::ALL.map(ExportFormat));
+        &*ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(possible_value(self.0))
+    }
+}
+
+/// `format` as a `--format` value, with its help line.
+pub fn possible_value(format: Format) -> PossibleValue {
+    let value = PossibleValue::new(format.name());
+    if format.writes_directory() {
+        value.help(format!("{}; needs --output DIR", format.description()))
+    } else {
+        value.help(format.description())
+    }
+}
+
+/// A format that writes a directory has no default place: it needs --output.
+pub fn require_output(format: Format, output: Option<&Path>) -> Result<()> {
+    if format.writes_directory() && output.is_none() {
+        bail!("--format {format} writes a directory: give --output DIR");
+    }
+    Ok(())
+}
+
+/// Writes `records` as `format` to `output`: a new file or directory, or
+/// standard output.
+pub fn write(
+    format: Format,
+    records: &[(CommandRow, Vec<FileRow>)],
+    opts: &ExportOptions,
+    output: Option<&Path>,
+) -> Result<()> {
+    require_output(format, output)?;
+    let written = match output {
+        Some(dir) if format.writes_directory() => prov_export::export(format, records, opts, Output::Directory(dir)),
+        _ => {
+            let mut out = output_stream(output)?;
+            prov_export::export(format, records, opts, Output::Stream(&mut out)).and_then(|()| Ok(out.flush()?))
+        }
+    };
+    written.map_err(|e| match e {
+        ExportError::CrateExists(path) => {
+            anyhow::anyhow!("{} already exists; choose another --output directory", path.display())
+        }
+        e => e.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lineage::LineageFormat;
+
+    #[test]
+    fn every_export_is_a_format_value_of_query_and_lineage() {
+        for format in Format::ALL {
+            assert_eq!(ExportFormat::from_str(format.name(), false), Ok(ExportFormat(format)));
+        }
+        // `lineage --format dot` is the lineage's own digraph, not the export.
+        assert_eq!(LineageFormat::from_str("dot", false), Ok(LineageFormat::Dot));
+        assert_eq!(LineageFormat::from_str("ro-crate", false), Ok(LineageFormat::Export(Format::RoCrate)));
+        assert_eq!(LineageFormat::value_variants().len(), 3 + Format::ALL.len() - 1);
+    }
+}
