@@ -69,16 +69,19 @@ fn wait_for(path: &Path, what: &str) {
 /// directory) exists; returns the child and the collector's pid. The
 /// helper's `observe` becomes the collector, a child of `prov run`.
 fn running_observation(case: &Case, stop: &str) -> (Child, u32) {
-    let script = format!("while [ ! -e {stop} ]; do sleep 0.05; done");
-    let child = case
-        .command(case.inst.prov())
-        .args(["run", "--", "sh", "-c", &script])
+    let child = spawn_prov_run(case, &format!("while [ ! -e {stop} ]; do sleep 0.05; done"));
+    let collector = child_named(child.id(), "prov-collector");
+    (child, collector)
+}
+
+/// `prov run -- sh -c SCRIPT` as the user, its output captured.
+fn spawn_prov_run(case: &Case, script: &str) -> Child {
+    case.command(case.inst.prov())
+        .args(["run", "--", "sh", "-c", script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    let collector = child_named(child.id(), "prov-collector");
-    (child, collector)
+        .unwrap()
 }
 
 // --------------------------------------------------------- 1. chroot jail
@@ -396,13 +399,7 @@ fn stopped_collector_leaves_a_bounded_queue_and_an_incomplete_record() {
     let script = format!(
         "while [ ! -e go ]; do sleep 0.05; done; mkdir many; i=0; while [ $i -lt {files} ]; do : > many/f$i; i=$((i+1)); done; : > created; exit 7"
     );
-    let child = case
-        .command(case.inst.prov())
-        .args(["run", "--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_prov_run(&case, &script);
     let go = case.work.join("go");
     let _go = OnDrop(|| drop(std::fs::write(&go, "")));
     let collector = child_named(child.id(), "prov-collector");
