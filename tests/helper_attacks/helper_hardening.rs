@@ -36,7 +36,7 @@ fn status_field(pid: u32, name: &str) -> Option<String> {
 }
 
 /// The child of `parent` named `name`, waited for.
-fn child_named(parent: u32, name: &str) -> u32 {
+pub(super) fn child_named(parent: u32, name: &str) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some((pid, _)) = children_of(parent).into_iter().find(|(_, n)| n == name) {
@@ -75,7 +75,7 @@ fn running_observation(case: &Case, stop: &str) -> (Child, u32) {
 }
 
 /// `prov run -- sh -c SCRIPT` as the user, its output captured.
-fn spawn_prov_run(case: &Case, script: &str) -> Child {
+pub(super) fn spawn_prov_run(case: &Case, script: &str) -> Child {
     case.command(case.inst.prov())
         .args(["run", "--", "sh", "-c", script])
         .stdout(Stdio::piped())

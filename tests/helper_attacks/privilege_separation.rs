@@ -6,30 +6,12 @@
 //! user's own process) costs the record, never a hang.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use prov_e2e::*;
 
-/// The first process whose parent is `parent` and whose name is `comm`,
-/// waited for up to 5 s.
-fn child_named(parent: u32, comm: &str) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        for (pid, name) in super::processes_of(installation().uid) {
-            if name == comm && ppid(pid) == Some(parent) {
-                return pid;
-            }
-        }
-        assert!(Instant::now() < deadline, "no {comm} under {parent}: {:?}", super::processes_of(installation().uid));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn ppid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("PPid:")).and_then(|v| v.trim().parse().ok())
-}
+use super::helper_hardening::{child_named, spawn_prov_run};
 
 /// (descriptor number, link target, open flags in octal) of a process, as root sees them.
 fn descriptors(pid: u32) -> Vec<(u32, String, u32)> {
@@ -75,13 +57,7 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
     let case = Case::new("privsep");
     case.write("in.txt", b"input\n");
     let data_dir = case.home.join(".local/share/prov");
-    let run = case
-        .command(case.inst.prov())
-        .args(["run", "--", "sh", "-c", "cat in.txt > out.txt; sleep 3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = spawn_prov_run(&case, "cat in.txt > out.txt; sleep 3");
     // setpriv execs prov, which starts the helper that becomes the collector.
     let collector = child_named(run.id(), "prov-collector");
     let writer = child_named(collector, "prov-writer");
@@ -128,13 +104,7 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
 #[test]
 fn a_killed_writer_costs_the_record_not_a_hang() {
     let case = Case::new("privsep-kill");
-    let run = case
-        .command(case.inst.prov())
-        .args(["run", "--", "sh", "-c", "echo a > a.txt; sleep 2; echo b > b.txt; exit 3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = spawn_prov_run(&case, "echo a > a.txt; sleep 2; echo b > b.txt; exit 3");
     let started = Instant::now();
     let collector = child_named(run.id(), "prov-collector");
     let writer = child_named(collector, "prov-writer");
