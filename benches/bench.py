@@ -25,7 +25,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(REPO, "benches")
-BASE = "/var/tmp/prov-bench"
+BASE = os.environ.get("PROV_BENCH_BASE", "/var/tmp/prov-bench")
 CACHE = os.path.join(BASE, "cache")
 USER = "provbench"
 KERNEL_XZ = "/usr/src/linux-source-6.1.tar.xz"
@@ -42,8 +42,12 @@ GOALS = {
     "total_ratio_disk": 1.03,    # prov run wall incl. storing, disk workloads
     "total_ratio_tmpfs": 1.3,    # same, tmpfs kernel copy and tar extract
     "store_eps": 300_000,        # file events stored per second
-    "prompt_builtin_ms": 1.0,    # added median prompt latency
-    "prompt_external_ms": 2.0,
+    # added median prompt latency (issue 15): pasted lines, and typed after a pause
+    "prompt_builtin_ms": 1.0,
+    "prompt_external_ms": 1.5,
+    "prompt_builtin_paced_ms": 0.5,
+    "prompt_external_paced_ms": 1.0,
+    "fixed_added_ms": 2.0,       # prov run -- /bin/true: 3 ms wall for a 1 ms command
     "bytes_per_event": 80,
     "query_kernel_ms": 20,
     "query_1m_ms": 50,
@@ -62,8 +66,12 @@ def sh(cmd, **kw):
 
 # --------------------------------------------------------------- setup ----
 
-def ensure_packages(quick):
+def ensure_packages(quick, only=None):
     missing = [p for p in APT_PACKAGES if not dpkg_installed(p)]
+    if only is not None:
+        # Only what the chosen workloads use.
+        needs = {"linux-source-6.1": {"kernel_copy", "tar_extract", "git_checkout", "query"}, "postmark": {"postmark"}}
+        missing = [p for p in missing if p not in needs or needs[p] & set(only)]
     if quick:
         # The smoke run needs no kernel source and must work offline.
         missing = [p for p in missing if p not in ("linux-source-6.1",)]
@@ -360,7 +368,7 @@ def read_report(path):
     if len(lines) != 1:
         return {"invalid": f"{len(lines)} report lines, expected 1"}
     r = lines[0]
-    out = {"command_s": r["command_ns"] / 1e9, "total_s": r["total_ns"] / 1e9,
+    out = {"command_s": r["command_ns"] / 1e9, "total_s": r["total_ns"] / 1e9, "begun_s": r.get("begun_ns", 0) / 1e9,
            "collector_cpu_s": r["collector_cpu_ns"] / 1e9, "events": r["events"],
            "incomplete": r.get("incomplete") or {}, "spooled": r.get("spooled")}
     why = []
@@ -382,9 +390,11 @@ def db_stats(ctx, home):
             "c=sqlite3.connect(db)\n"
             "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
             "w,r=c.execute('select sum(access=1),sum(access=0) from file_events').fetchone()\n"
+            "try: p,pa=c.execute('select count(*),coalesce(sum(args is not null),0) from processes').fetchone()\n"
+            "except sqlite3.Error: p=pa=None\n"
             "c.close()\n"
             "size=sum(os.path.getsize(p) for p in (db,db+'-wal') if os.path.exists(p))\n"
-            "print(json.dumps({'writes':w or 0,'reads':r or 0,'db_bytes':size}))\n")
+            "print(json.dumps({'writes':w or 0,'reads':r or 0,'db_bytes':size,'processes':p,'processes_with_args':pa}))\n")
     out = subprocess.run(ctx.as_user(home, ["python3", "-c", code, ctx.db_path(home)]),
                          capture_output=True, text=True, cwd="/")
     try:
@@ -534,6 +544,49 @@ class Compile(Workload):
 
     def command(self, st):
         return "make clean >/dev/null; make -j2 >/dev/null"
+
+
+# The venv tests/run sets up; PROV_BENCH_SNAKEMAKE names another (the bench
+# user must be able to run it: a venv made from root's own Python is not).
+SNAKEMAKE = os.environ.get("PROV_BENCH_SNAKEMAKE", "/opt/prov-test-venv/bin/snakemake")
+
+
+class Snakemake(Workload):
+    """A Snakemake workflow of a few rules, each job a shell and a tool or
+    a Python step: what the process table's coverage is measured on."""
+    name = "snakemake"
+    file_heavy = False
+    what = "snakemake --cores 2 of 4 rules over 8 samples (sort, wc, a Python step, cat), 25 jobs"
+
+    def prepare(self, fsdir):
+        if not os.path.exists(SNAKEMAKE):
+            log(f"snakemake: {SNAKEMAKE} missing (tests/run sets it up); skipped")
+            return None
+        cwd = self.user_dir(os.path.join(fsdir, "snakemake"))
+        with open(os.path.join(cwd, "Snakefile"), "w") as f:
+            f.write('SAMPLES = [f"s{i}" for i in range(8)]\n'
+                    'rule all:\n    input: "summary.txt"\n'
+                    'rule make_input:\n    output: "data/{s}.txt"\n'
+                    '    shell: "seq 1 2000 | sort -r > {output}"\n'
+                    'rule sort:\n    input: "data/{s}.txt"\n    output: "sorted/{s}.txt"\n'
+                    '    shell: "sort -n {input} > {output}"\n'
+                    'rule count:\n    input: "sorted/{s}.txt"\n    output: "counts/{s}.txt"\n'
+                    '    shell: "python3 -c \'import sys; print(len(open(sys.argv[1]).readlines()))\' {input} > {output}"\n'
+                    'rule summary:\n    input: expand("counts/{s}.txt", s=SAMPLES)\n    output: "summary.txt"\n'
+                    '    shell: "cat {input} > {output}"\n')
+        chown_tree(cwd, self.ctx.uid, self.ctx.gid)
+        return {"cwd": cwd}
+
+    def reset(self, st):
+        for d in ("data", "sorted", "counts", ".snakemake"):
+            shutil.rmtree(os.path.join(st["cwd"], d), ignore_errors=True)
+        try:
+            os.remove(os.path.join(st["cwd"], "summary.txt"))
+        except FileNotFoundError:
+            pass
+
+    def command(self, st):
+        return f"XDG_CACHE_HOME=$HOME/.cache {SNAKEMAKE} --cores 2 --quiet all >/dev/null 2>&1"
 
 
 class ExecLoop(Workload):
@@ -760,7 +813,84 @@ def add_prov_stats(m, ss, base):
     bpe = [s["bytes_per_event"] for s in ok if "bytes_per_event" in s]
     if bpe:
         m["bytes_per_event"] = statistics.median(bpe)
+    # The process table's coverage: the share of processes recorded with
+    # their arguments (the rest were gone before they could be read).
+    cov = [s["processes_with_args"] / s["processes"] for s in ok if s.get("processes")]
+    if cov:
+        m["process_args_share"] = statistics.median(cov)
+        m["processes"] = statistics.median(s["processes"] for s in ok if s.get("processes"))
     m["invalid"] = sorted({s["invalid"] for s in ss if s.get("invalid")})
+
+
+# ------------------------------------------------------- fixed cost -------
+
+FIXED_COMMANDS = {"/bin/true": ["/bin/true"], "sh -c true": ["sh", "-c", "true"]}
+
+
+def run_fixed(ctx, results):
+    """The fixed cost of one command: `prov run -- CMD` against `CMD`, both
+    started the same way (setpriv + env), interleaved; one HOME for all prov
+    runs, so its database is a used one, as a user's is (not created anew)."""
+    n = 10 if ctx.args.quick else ctx.args.fixed_runs
+    home = ctx.fresh_home("fixed")
+    cwd = home
+    for label, cmd in FIXED_COMMANDS.items():
+        log(f"fixed cost: {label}, {n} runs per mode")
+        walls = {"untraced": [], "prov": []}
+        reports = []
+        for i in range(n + 5):          # the first 5 are warm-up
+            for mode in rotate(("untraced", "prov"), i):
+                if os.path.exists(ctx.report(home)):
+                    os.unlink(ctx.report(home))
+                argv = ctx.as_user(home, ctx.mode_prefix(mode) + cmd)
+                t0 = time.perf_counter()
+                p = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+                wall = time.perf_counter() - t0
+                if p.returncode != 0 or p.stderr.strip():
+                    log(f"fixed cost {label} {mode}: exit {p.returncode}: {p.stderr.decode(errors='replace')[:200]}")
+                if i < 5:
+                    continue
+                walls[mode].append(wall * 1e3)
+                if mode == "prov":
+                    reports.append(read_report(ctx.report(home)))
+        ok = [r for r in reports if "total_s" in r]
+        row = {"command": label, "n": n,
+               "untraced_ms": spread(walls["untraced"]), "prov_ms": spread(walls["prov"]),
+               "added_ms": statistics.median(walls["prov"]) - statistics.median(walls["untraced"]),
+               "begun_ms": spread([r["begun_s"] * 1e3 for r in ok]),
+               "command_ms": spread([r["command_s"] * 1e3 for r in ok]),
+               "total_ms": spread([r["total_s"] * 1e3 for r in ok]),
+               "collector_cpu_ms": spread([r["collector_cpu_s"] * 1e3 for r in ok]),
+               "invalid": sorted({r["invalid"] for r in reports if r.get("invalid")})}
+        results["fixed"].append(row)
+        log(f"fixed cost {label}: untraced {row['untraced_ms']['median']:.2f} ms, "
+            f"prov run {row['prov_ms']['median']:.2f} ms")
+
+
+def fixed_table(results):
+    out = ["## Fixed cost of one command (`prov run -- CMD` against `CMD`)", "",
+           "| command | n | untraced wall ms | prov run wall ms | added (median) | prov run: start to confirmed "
+           "| start to end of command | start to stored | collector CPU ms | validity |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["fixed"]:
+        valid = "INVALID: " + "; ".join(r["invalid"]) if r["invalid"] else "valid"
+        out.append(f"| `{r['command']}` | {r['n']} | {fmt_spread(r['untraced_ms'], '')} | {fmt_spread(r['prov_ms'], '')} "
+                   f"| {r['added_ms']:+.2f} ms | {fmt_spread(r['begun_ms'], '')} | {fmt_spread(r['command_ms'], '')} "
+                   f"| {fmt_spread(r['total_ms'], '')} "
+                   f"| {fmt_spread(r['collector_cpu_ms'], '')} | {valid} |")
+    out += ["", "Both modes are started as the bench user through setpriv and env (a few ms, the same in both). "
+            "prov run's own report: from just before the record's start is sent to the command's end, and to the "
+            "record being stored (the helper, collector and writer start before that).", ""]
+    return out
+
+
+# ------------------------------------------------------------ load --------
+
+def start_busy():
+    """A CPU burner for one of the machine's cores (the other core busy, as
+    on a loaded machine): `--busy`."""
+    return subprocess.Popen(["sh", "-c", "while :; do :; done"])
 
 
 # ---------------------------------------------------------- prompts -------
@@ -921,6 +1051,7 @@ def query_set(wrote, read, pattern):
         ("history --failed", ["prov", "query", "history", "--failed", "--json"]),
         ("session (list)", ["prov", "query", "session", "--json"]),
         ("stats", ["prov", "stats", "--json"]),
+        ("browse: first screen", ["prov", "browse", "--first-screen"]),
     ]
 
 
@@ -1048,11 +1179,14 @@ def total_goal(row):
 def markdown(results):
     out = [f"# prov benchmarks — {results['started']}", "",
            f"Machine: {results['machine']}. prov {results['prefix']}; runs {results['runs']} "
-           f"after {results['warmup']} warm-up, modes interleaved. Times: median (min–max).", ""]
+           f"after {results['warmup']} warm-up, modes interleaved. Times: median (min–max)."
+           + (" One core kept busy by a shell loop throughout (--busy)." if results.get("busy") else ""), ""]
     if results["workloads"]:
         out += workload_table(results)
-    if results["workloads"] or results["prompts"] or results["queries"]:
+    if results["workloads"] or results.get("fixed") or results["prompts"] or results["queries"]:
         out += goal_table(results)
+    if results.get("fixed"):
+        out += fixed_table(results)
     if results["prompts"]:
         out += prompt_table(results)
     if results["queries"]:
@@ -1064,8 +1198,8 @@ def workload_table(results):
     out = ["## Workloads", "",
            "| workload | fs | untraced wall | prov command time | prov run wall (incl. storing) | strace wall "
            "| floor ratio | cmd ratio | prov ratio | strace ratio | collector CPU | workload CPU untraced / prov "
-           "| events | B/event | validity |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| events | B/event | processes (with arguments) | validity |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["workloads"]:
         u, p, s = r["modes"].get("untraced"), r["modes"].get("prov", {}), r["modes"].get("strace")
         fl = r["modes"].get("floor")
@@ -1074,13 +1208,15 @@ def workload_table(results):
         cpu = f"{fmt_spread(u['tree_cpu'])} / {fmt_spread(p.get('tree_cpu'))}" if u else "-"
         ev = p.get("events")
         bpe = f"{p['bytes_per_event']:.0f}" if "bytes_per_event" in p else "-"
+        procs = (f"{p['processes']:.0f} ({100 * p['process_args_share']:.0f} %)"
+                 if "process_args_share" in p else "-")
         out.append(
             f"| {r['workload']} | {r['fs']} | {fmt_spread(u['wall'] if u else None)} | {fmt_spread(p.get('command'))} "
             f"| {fmt_spread(p.get('total'))} | {fmt_spread(s['wall']) if s else '-'} "
             f"| {ratio(fl.get('wall_ratio') if fl else None)} "
             f"| {ratio(p.get('command_ratio'))} | {ratio(p.get('total_ratio'))} "
             f"| {ratio(s.get('wall_ratio') if s else None)} | {fmt_spread(p.get('collector_cpu'))} | {cpu} "
-            f"| {int(ev['median']) if ev else '-'} | {bpe} | {valid} |")
+            f"| {int(ev['median']) if ev else '-'} | {bpe} | {procs} | {valid} |")
     out += ["", "floor ratio: untraced wall while a minimal fanotify reader (benches/fanotify_floor.c: reads "
             "and closes each close event of the workload's mount, nothing else) runs / untraced wall, the kernel's "
             "part of any fanotify tracer's cost; "
@@ -1123,9 +1259,14 @@ def goal_table(results):
                        f"| {goal_cell(p['bytes_per_event'], GOALS['bytes_per_event'], True, ' B')} |")
     for pr in results["prompts"]:
         if "added_ms" in pr and pr["kind"] in ("builtin", "external"):
-            g = GOALS["prompt_builtin_ms"] if pr["kind"] == "builtin" else GOALS["prompt_external_ms"]
+            paced = "_paced" if pr.get("pacing") == "paused" else ""
+            g = GOALS[f"prompt_{pr['kind']}{paced}_ms"]
             out.append(f"| prompt latency added ≤ +{g:g} ms | {pr['shell']} `{pr['command']}`, {pacing_label(pr)} "
                        f"| {goal_cell(pr['added_ms'], g, True, ' ms')} |")
+    for r in results.get("fixed", []):
+        if r["command"] == "/bin/true":
+            out.append(f"| `prov run -- /bin/true` adds ≤ +{GOALS['fixed_added_ms']:g} ms wall (3 ms for a 1 ms "
+                       f"command) | fixed | {goal_cell(r['added_ms'], GOALS['fixed_added_ms'], True, ' ms')} |")
     for q in results["queries"]:
         g = GOALS["query_kernel_ms"] if q["db"] == "kernel_copy" else GOALS["query_1m_ms"]
         cell = "INVALID (query failed)" if q.get("invalid") else goal_cell(q["ms"]["median"], g, True, " ms")
@@ -1173,13 +1314,13 @@ def query_table(results):
 
 # ------------------------------------------------------------- main -------
 
-WORKLOADS = ["kernel_copy", "tar_extract", "git_checkout", "compile", "exec_loop", "builtin_loop",
-             "postmark", "create", "prompt", "query"]
+WORKLOADS = ["kernel_copy", "tar_extract", "git_checkout", "compile", "snakemake", "exec_loop", "builtin_loop",
+             "postmark", "create", "fixed", "prompt", "query"]
 
 
 def make_workload(ctx, name, quick):
     simple = {"kernel_copy": KernelCopy, "tar_extract": TarExtract, "git_checkout": GitCheckout,
-              "compile": Compile, "exec_loop": ExecLoop, "builtin_loop": BuiltinLoop, "postmark": Postmark}
+              "compile": Compile, "snakemake": Snakemake, "exec_loop": ExecLoop, "builtin_loop": BuiltinLoop, "postmark": Postmark}
     if name in simple:
         return [simple[name](ctx, quick)]
     if name == "create":
@@ -1198,6 +1339,9 @@ def parse_args():
     ap.add_argument("--no-disk", action="store_true")
     ap.add_argument("--no-tmpfs", action="store_true")
     ap.add_argument("--prefix", help="use prov already installed in this prefix (skips install.sh)")
+    ap.add_argument("--fixed-runs", type=int, default=50, help="runs per mode of each command in the fixed-cost test")
+    ap.add_argument("--busy", action="store_true",
+                    help="keep one core busy (a shell loop) for the whole run: figures under load")
     ap.add_argument("--prompt-commands", type=int, default=500, help="lines per command kind, mode and pacing")
     ap.add_argument("--prompt-pause-ms", type=float, default=100.0,
                     help="pause between a prompt and the next line in the paced prompt test")
@@ -1232,7 +1376,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("bench: run as root (it installs packages and prov, and mounts a tmpfs)")
     os.makedirs(CACHE, exist_ok=True)
-    ensure_packages(args.quick)
+    ensure_packages(args.quick, args.only)
     if not args.prefix:
         args.prefix = os.path.join(BASE, "prefix")
         install_prov(args.prefix)
@@ -1244,12 +1388,16 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {"started": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "prefix": args.prefix,
                "quick": args.quick, "runs": args.runs, "warmup": args.warmup, "goals": GOALS,
-               "workloads": [], "prompts": [], "prompts_recorded": {}, "queries": []}
+               "workloads": [], "fixed": [], "prompts": [], "prompts_recorded": {}, "queries": [],
+               "busy": args.busy}
     if "tmpfs" in ctx.fsdirs:
         mount_tmpfs(ctx.fsdirs["tmpfs"])
+    busy = start_busy() if args.busy else None
     try:
         for name in args.only:
-            if name == "prompt":
+            if name == "fixed":
+                run_fixed(ctx, results)
+            elif name == "prompt":
                 run_prompts(ctx, results)
             elif name == "query":
                 run_queries(ctx, results)
@@ -1257,6 +1405,9 @@ def main():
                 for wl in make_workload(ctx, name, args.quick):
                     run_workload(ctx, wl, results)
     finally:
+        if busy:
+            busy.kill()
+            busy.wait()
         write_results(args, results, started)
         if "tmpfs" in ctx.fsdirs:
             umount_tmpfs(ctx.fsdirs["tmpfs"])

@@ -26,8 +26,11 @@
  *
  * The next observation is prepared in the background while the prompt idles
  * (`prov __prepare`, which runs the helper and hands back the descriptors),
- * started by the shell's first read() or pselect() after a command ended: the
- * line editor waiting for the next line, once the prompt is out.
+ * asked for by the shell's first read() or pselect() after a command ended: the
+ * line editor waiting for the next line, once the prompt is out. The preparer
+ * is started once and then waits on its socket for each next request (when
+ * requests come faster than it can prepare, as pasted lines do, it keeps one
+ * more observation ready ahead); it exits when the shell is gone.
  *
  * Rules for hooks: resolve real symbols lazily (a hook may run before the
  * constructor), keep errno, never allocate in code that runs after fork, and
@@ -74,6 +77,9 @@
  * missed it once is not waited for again: a hanging helper may cost the user
  * one pause, never one per command. */
 #define PREPARE_WAIT_MS 2000
+/* How long a command's start waits for the previous command's record to be
+ * stored (see wait_stored). */
+#define STORED_WAIT_MS 2000
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -100,6 +106,7 @@ static struct {
     int active;              /* a command is being observed */
     int paused;              /* ... but prompt tools' hooks run (see pause) */
     int ns_root, ctl, tracker, holder;        /* the active observation */
+    int storing;             /* control socket of the ended one, until Stored */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
     int prep_sock;           /* our end of the running preparer's socket */
@@ -113,7 +120,7 @@ static struct {
     char session[40], shell[16];
     char last_warning[256];
 } S = {
-    .ns_root = -1, .ctl = -1, .tracker = -1,
+    .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
     .prep_sock = -1, .capture = -1,
 };
@@ -181,6 +188,16 @@ static void spawn_preparer(void)
 {
     S.prepare_pending = 0;
     if (S.preparing || S.r_ctl >= 0 || !S.loaded) return;
+    /* The preparer of this shell waits for the next request: no process
+     * start. One that is gone (or never started) is started anew. */
+    if (S.prep_sock >= 0) {
+        if (send(S.prep_sock, "P", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+            S.preparing = 1;
+            S.preparer_late = 0;
+            return;
+        }
+        close_fd(&S.prep_sock);
+    }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return;
     int peer = move_high(sv[1], 1); /* never 3 itself: dup2 onto 3 must clear CLOEXEC */
@@ -219,7 +236,7 @@ static void spawn_preparer(void)
  * "E<reason>". */
 static void take_prepared(int wait_ms)
 {
-    if (S.r_ctl >= 0 || S.prep_sock < 0) return;
+    if (S.r_ctl >= 0 || S.prep_sock < 0 || !S.preparing) return;
     struct pollfd p = { .fd = S.prep_sock, .events = POLLIN };
     int64_t deadline = now_ns() + (int64_t)wait_ms * 1000000;
     for (;;) {
@@ -236,7 +253,8 @@ static void take_prepared(int wait_ms)
     struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.space, .msg_controllen = sizeof c.space };
     ssize_t n = recvmsg(S.prep_sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     S.preparing = 0;
-    close_fd(&S.prep_sock);
+    /* The preparer stays for the next request; one that hung up is gone. */
+    if (n <= 0) close_fd(&S.prep_sock);
     if (n <= 0) {
         warn_once("the observation could not be prepared (prov __prepare failed)");
         return;
@@ -293,6 +311,70 @@ static void drop_active(void)
     S.active = 0;
 }
 
+/* Before prov itself runs (a query), the previous command's record is
+ * stored (the collector answers End with Stored, or hangs up): a query typed
+ * right after a command, even in the same pasted block, finds it. Neither
+ * the prompt nor any other program waits (waiting at every command's start
+ * cost 30-45 ms per pasted line, benches/README.md); a query typed by hand
+ * finds the wait long over. A collector that does not answer in time costs
+ * one wait, then is left. */
+static void wait_stored(void)
+{
+    if (S.storing < 0) return;
+    struct pollfd p = { .fd = S.storing, .events = POLLIN };
+    int64_t deadline = now_ns() + (int64_t)STORED_WAIT_MS * 1000000;
+    for (;;) {
+        int left = (int)((deadline - now_ns()) / 1000000);
+        int r = poll(&p, 1, left < 0 ? 0 : left);
+        if (r >= 0 || errno != EINTR) break;
+    }
+    close_fd(&S.storing);
+}
+
+/* Sends Begin; a long text goes in a memfd attached to it. */
+static int send_begin(const struct buf *text, const char *cwd)
+{
+    int memfd = -1;
+    if (text->len > INLINE_TEXT_MAX) {
+        memfd = (int)syscall(SYS_memfd_create, "prov-text", MFD_CLOEXEC);
+        if (memfd < 0) return -1;
+        size_t done = 0;
+        while (done < text->len) {
+            ssize_t w = write(memfd, text->p + done, text->len - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) { close(memfd); return -1; }
+            done += (size_t)w;
+        }
+    }
+    struct buf msg = {0};
+    int bad = buf_str(&msg, "{\"Begin\":{\"seq\":") || buf_u64(&msg, ++S.seq) || buf_str(&msg, ",\"text\":\"")
+        || (memfd < 0 && buf_hex(&msg, (unsigned char *)text->p, text->len))
+        || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
+        || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
+        || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
+        || buf_str(&msg, "}}");
+    int rc = -1;
+    if (!bad) {
+        struct iovec iov = { .iov_base = msg.p, .iov_len = msg.len };
+        union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } c;
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (memfd >= 0) {
+            memset(&c, 0, sizeof c);
+            m.msg_control = c.space;
+            m.msg_controllen = sizeof c.space;
+            struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &memfd, sizeof(int));
+        }
+        rc = sendmsg(S.ctl, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+    }
+    if (memfd >= 0) close(memfd);
+    buf_free(&msg);
+    return rc;
+}
+
 static void begin_observation(const struct buf *text)
 {
     if (S.active || !S.loaded) return;
@@ -310,14 +392,9 @@ static void begin_observation(const struct buf *text)
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
 
-    struct buf msg = {0};
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-    int bad = buf_str(&msg, "{\"Begin\":{\"seq\":") || buf_u64(&msg, ++S.seq)
-        || buf_str(&msg, ",\"text\":\"") || buf_hex(&msg, (unsigned char *)text->p, text->len)
-        || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
-        || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns()) || buf_str(&msg, "}}");
-    if (bad || send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL) < 0) {
+    if (send_begin(text, cwd) < 0) {
         warn_once("the collector is gone");
         drop_active();
     } else {
@@ -327,7 +404,6 @@ static void begin_observation(const struct buf *text)
         S.active = 1;
         S.last_warning[0] = 0;
     }
-    buf_free(&msg);
 }
 
 static void end_observation(const char *status)
@@ -337,10 +413,16 @@ static void end_observation(const char *status)
         int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
             || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
             || buf_str(&msg, "}}");
-        /* The prompt never waits for storing: send and forget. */
-        if (!bad) { ssize_t r = send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT); (void)r; }
+        /* The prompt never waits for storing: the next command's start
+         * does (wait_stored), if it comes before the answer. */
+        int sent = !bad && send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0;
         buf_free(&msg);
+        int ctl = S.ctl;
+        S.ctl = -1;
         drop_active();
+        close_fd(&S.storing);
+        if (sent) S.storing = ctl;
+        else close(ctl);
     }
     /* Not now: starting the preparer (a vfork and exec, then three
      * processes setting up) would delay the prompt. The shell's next read is
@@ -557,9 +639,21 @@ static int environment_fd(char *const envp[])
  * once, not once per process of a pipeline. */
 static volatile int *dead_holder_reported;
 
+/* prov itself: the installed path, or any program named prov. */
+static int is_prov(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    return !strcmp(path, S.prov) || !strcmp(base ? base + 1 : path, "prov");
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     resolve_real();
+    if (S.storing >= 0 && path && is_prov(path)) {
+        int saved = errno;
+        wait_stored();
+        errno = saved;
+    }
     if (!observing() || S.tracker < 0 || !path) return real_execve(path, argv, envp);
     int saved = errno;
     if (getpid() == S.shell_pid) {
@@ -746,4 +840,14 @@ __attribute__((constructor)) static void prov_shim_init(void)
     S.shell_pid = getpid();
     bash_history_init(!strcmp(S.shell, "bash"), S.shell_pid);
     S.loaded = 1;
+}
+
+/* The shell exiting right after its last command (a typed `exit`, a
+ * container whose first process is the shell: its end kills every process
+ * of the container, collector and writer included) waits, bounded, until
+ * that command's record is stored. Only the shell itself: its subshells
+ * exit all the time and must never wait. */
+__attribute__((destructor)) static void prov_shim_fini(void)
+{
+    if (S.loaded && getpid() == S.shell_pid) wait_stored();
 }

@@ -17,8 +17,11 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 
-/* Texts longer than this are cut: one control datagram must hold them. */
-#define MAX_TEXT 60000
+/* Texts longer than this are cut (the collector keeps at most 64 MiB). */
+#define MAX_TEXT (64u << 20)
+/* Longer texts travel in a memfd attached to Begin: one control datagram
+ * holds a few hundred KiB, and the JSON doubles a text as hex. */
+#define INLINE_TEXT_MAX 16384
 
 static __attribute__((unused)) void u64_to_str(uint64_t v, char *out)
 {

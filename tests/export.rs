@@ -229,6 +229,20 @@ r.raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=200, headers=dict(r.h
 requests_cache.CachedSession(cache_name=sys.argv[1], backend="sqlite", expire_after=-1).cache.save_response(r)
 "#;
 
+/// The crate in `dir` checked by roc-validator (its HTTP cache seeded under
+/// `cache`): it must pass; returns its metadata.
+fn validated_crate(case: &Case, dir: &Path, cache: &str) -> Value {
+    let cache = case.inst.root.join(cache);
+    python(SEED_CONTEXT, &[&cache]);
+    let out = validate_crate(dir, &cache);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    let report: Value =
+        serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(report["passed"], true, "{report:#}");
+    serde_json::from_slice(&std::fs::read(dir.join("ro-crate-metadata.json")).unwrap()).unwrap()
+}
+
 fn validate_crate(crate_dir: &Path, cache: &Path) -> Output {
     Command::new(format!("{VENV}/rocrate-validator"))
         .args(["-y", "--disable-color", "validate", "--offline", "--cache-path"])
@@ -244,17 +258,7 @@ fn ro_crate_passes_the_process_run_crate_profile() {
     let case = pipeline("rocrate");
     let dir = case.work.join("crate");
     lineage(&case, &["result.txt", "--format", "ro-crate", "--output", dir.to_str().unwrap()]);
-    let cache = case.inst.root.join("rocrate-http-cache");
-    python(SEED_CONTEXT, &[&cache]);
-
-    let out = validate_crate(&dir, &cache);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", describe(&out));
-    let report: Value =
-        serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
-    assert_eq!(report["passed"], true, "{report:#}");
-
-    let meta: Value = serde_json::from_slice(&std::fs::read(dir.join("ro-crate-metadata.json")).unwrap()).unwrap();
+    let meta = validated_crate(&case, &dir, "rocrate-http-cache");
     let graph = meta["@graph"].as_array().unwrap();
     let actions: Vec<&Value> = graph.iter().filter(|e| e["@type"] == "CreateAction").collect();
     assert_eq!(actions.len(), 3);
@@ -272,7 +276,7 @@ fn ro_crate_passes_the_process_run_crate_profile() {
     std::fs::create_dir(&broken).unwrap();
     let without_instrument = serde_json::to_string(&meta).unwrap().replace("\"instrument\"", "\"instrumentGone\"");
     std::fs::write(broken.join("ro-crate-metadata.json"), without_instrument).unwrap();
-    let out = validate_crate(&broken, &cache);
+    let out = validate_crate(&broken, &case.inst.root.join("rocrate-http-cache"));
     let text = String::from_utf8_lossy(&out.stdout);
     let report: Value =
         serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {text}"));
@@ -450,4 +454,51 @@ fn odd_names_survive_lineage_and_rebuilds() {
             );
         }
     }
+}
+
+/// A `make` of two steps, recorded as one command with its processes.
+fn make_pipeline(name: &str) -> Case {
+    let case = Case::new(name);
+    let rows: String = (0..100_000).map(|i| format!("{}\n", (i * 7919) % 100_000)).collect();
+    case.write("data.txt", rows.as_bytes());
+    case.write(
+        "Makefile",
+        b"report.txt: sorted.txt\n\tpython3 -c 'import sys; open(sys.argv[2], \"w\").write(str(len(open(sys.argv[1]).readlines())))' sorted.txt report.txt\n\
+          sorted.txt: data.txt\n\tsort -n -o sorted.txt data.txt\n",
+    );
+    let out = case.run(["make", "report.txt"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    case
+}
+
+#[test]
+fn process_steps_are_activities_in_prov_json_and_actions_in_a_valid_ro_crate() {
+    let case = make_pipeline("process-steps");
+    let path = case.work.join("steps.provjson");
+    lineage(
+        &case,
+        &["report.txt", "--steps", "processes", "--format", "prov-json", "--output", path.to_str().unwrap()],
+    );
+    let report = python(CHECK_PROV, &[&path]);
+    let labels: Vec<&str> = report.lines().skip(1).collect();
+    assert_eq!(labels.len(), 2, "one activity per process step, not `make report.txt`: {report}");
+    assert!(labels.iter().any(|l| l.contains("sort") && l.contains("data.txt")), "{report}");
+    assert!(labels.iter().any(|l| l.contains("python3") && l.contains("report.txt")), "{report}");
+
+    let dir = case.work.join("crate");
+    lineage(&case, &["report.txt", "--steps", "processes", "--format", "ro-crate", "--output", dir.to_str().unwrap()]);
+    let meta = validated_crate(&case, &dir, "rocrate-http-cache-steps");
+    let actions = meta["@graph"].as_array().unwrap().iter().filter(|e| e["@type"] == "CreateAction").count();
+    assert_eq!(actions, 2, "{meta:#}");
+
+    // DOT draws the steps: a box per process, valid for graphviz.
+    let dot = String::from_utf8(lineage(&case, &["report.txt", "--steps", "processes", "--format", "dot"])).unwrap();
+    let boxes: Vec<&str> = dot.lines().filter(|l| l.contains("shape=box")).collect();
+    assert_eq!(boxes.len(), 2, "one box per process step, not `make report.txt`: {dot}");
+    assert!(boxes.iter().any(|l| l.contains("process ") && l.contains("sort") && l.contains("data.txt")), "{dot}");
+    assert!(boxes.iter().any(|l| l.contains("python3") && l.contains("report.txt")), "{dot}");
+    assert!(dot.contains("peripheries=2"), "the target is marked: {dot}");
+    let path = case.work.join("steps.dot");
+    std::fs::write(&path, &dot).unwrap();
+    ok(Command::new("dot").arg("-Tsvg").arg(&path).output().unwrap(), "dot -Tsvg");
 }

@@ -15,6 +15,9 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod container;
+pub mod postgres;
+pub mod processes;
 pub mod pty;
 
 /// The unprivileged user the tests act as.
@@ -50,17 +53,30 @@ pub fn installation() -> &'static Installation {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let prefix = root.join("prefix");
-        let out = Command::new(repo.join("packaging/install.sh"))
-            .arg("--prefix")
-            .arg(&prefix)
-            .output()
-            .expect("run packaging/install.sh");
-        assert!(out.status.success(), "install.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let prefix = match std::env::var_os(INSTALLED_PREFIX) {
+            // Machines without a toolchain (the kernel matrix's VMs) test prov
+            // as installed there from the release artifacts or the package.
+            Some(installed) => PathBuf::from(installed),
+            None => install_from_checkout(&repo, &root.join("prefix")),
+        };
         ensure_user();
         let (uid, gid) = user_ids();
         Installation { root, prefix, uid, gid }
     })
+}
+
+/// Names the prefix of an existing installation to test instead of
+/// installing one from the checkout (tests/kernels/run sets it in its VMs).
+pub const INSTALLED_PREFIX: &str = "PROV_E2E_INSTALLED";
+
+fn install_from_checkout(repo: &Path, prefix: &Path) -> PathBuf {
+    let out = Command::new(repo.join("packaging/install.sh"))
+        .arg("--prefix")
+        .arg(prefix)
+        .output()
+        .expect("run packaging/install.sh");
+    assert!(out.status.success(), "install.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    prefix.to_path_buf()
 }
 
 fn unsafe_geteuid() -> u32 {
@@ -231,6 +247,20 @@ impl Case {
         self.query(["history", "-n", "1"]).pop().expect("a record in history")
     }
 
+    /// The newest record once it has an end: `prov run` does not wait more
+    /// than a few seconds for a collector that is slow to store (a stopped
+    /// one, a long backlog), which then ends the record in the background.
+    pub fn last_command_ended(&self) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let cmd = self.last_command();
+            if !cmd["end_ns"].is_null() || std::time::Instant::now() > deadline {
+                return cmd;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// The one command that wrote `file` (by query), with all its files.
     pub fn writer_of(&self, file: impl AsRef<OsStr>) -> Value {
         let mut found = self.query([OsStr::new("wrote"), file.as_ref()]);
@@ -240,6 +270,23 @@ impl Case {
 
     /// The collector log and the spool's contents: what to show when a
     /// record is missing.
+    /// Waits (up to 20 s) until no writer has the case's database open:
+    /// SQLite removes -wal and -shm when the last connection closes (unless
+    /// that is a read-only query's, so only where nothing queried since).
+    pub fn wait_until_closed(&self) {
+        let db = self.database();
+        let side = |suffix: &str| PathBuf::from(format!("{}{suffix}", db.display()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while side("-wal").exists() || side("-shm").exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer keeps the database open: {}",
+                self.collector_state()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     pub fn collector_state(&self) -> String {
         let state = self.home.join(".local/state/prov");
         let log = std::fs::read_to_string(state.join("collector.log")).unwrap_or_default();
@@ -271,6 +318,14 @@ impl Case {
 
     pub fn database(&self) -> PathBuf {
         self.home.join(".local/share/prov/prov.db")
+    }
+
+    /// Writes the acting user's prov configuration (`~/.config/prov/config.toml`).
+    pub fn write_config(&self, toml: &str) {
+        let dir = self.home.join(".config/prov");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), toml).unwrap();
+        self.chown_tree(&self.home);
     }
 }
 
@@ -363,4 +418,60 @@ pub fn mount_tmpfs(dir: &Path) -> TmpfsMount {
         .unwrap();
     assert!(st.success(), "mount tmpfs on {}", dir.display());
     TmpfsMount { path: dir.to_path_buf() }
+}
+
+/// Another process holding the user's database locked (a Python sqlite3
+/// connection in a transaction of `mode`: "IMMEDIATE" or "EXCLUSIVE") until
+/// `release`; held once `lock_database` returns.
+pub struct DatabaseLock {
+    holder: std::process::Child,
+    release: PathBuf,
+}
+
+pub fn lock_database(case: &Case, mode: &str) -> DatabaseLock {
+    let ready = case.work.join("locked.ready");
+    let release = case.work.join("locked.release");
+    let holder = case
+        .command("/usr/bin/python3")
+        .args([
+            "-c",
+            &format!(
+                "import os, sqlite3, sys, time\n\
+                 c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+                 c.execute('BEGIN {mode}')\n\
+                 open(sys.argv[2], 'w').close()\n\
+                 end = time.time() + 60\n\
+                 while not os.path.exists(sys.argv[3]) and time.time() < end: time.sleep(0.02)\n"
+            ),
+        ])
+        .arg(case.database())
+        .arg(&ready)
+        .arg(&release)
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    DatabaseLock { holder, release }
+}
+
+impl DatabaseLock {
+    pub fn release(mut self) {
+        std::fs::write(&self.release, "").unwrap();
+        self.holder.wait().unwrap();
+    }
+}
+
+/// Sets the mode of `dir` and of every file in it. A file that goes
+/// meanwhile is fine: SQLite removes -wal and -shm when the last connection
+/// closes, which may be a collector's writer finishing at that moment.
+pub fn set_modes_in(dir: &Path, dir_mode: u32, file_mode: u32) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        match std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file_mode)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("chmod {}: {e}", path.display()),
+            _ => {}
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode)).unwrap();
 }

@@ -16,6 +16,21 @@ mod root_with_user_env;
 #[path = "helper_attacks/terminal_escapes.rs"]
 mod terminal_escapes;
 
+/// Two tests use up root's own quotas for a moment (mount namespaces,
+/// fanotify groups); a test that makes a namespace or a fanotify group as
+/// root meanwhile would fail. Those take `root_quota_shared`, the two take
+/// `root_quota_used_up`. (Test binaries run one after another: only this
+/// one's tests overlap.)
+static ROOT_QUOTA: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn root_quota_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    ROOT_QUOTA.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn root_quota_used_up() -> std::sync::RwLockWriteGuard<'static, ()> {
+    ROOT_QUOTA.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn helper(case: &Case) -> Command {
     case.command(case.inst.helper())
 }
@@ -104,11 +119,12 @@ fn prov_gid() -> u32 {
 
 /// The fanotify group counts against the user's fs.fanotify.max_user_groups,
 /// not root's: with root's quota used up, the user is still traced. Root's
-/// own `prov run` is the control showing the quota binds. No other test of
-/// this file runs prov as root.
+/// own `prov run` is the control showing the quota binds. Tests that act as
+/// root wait meanwhile (`root_quota_shared`).
 #[test]
 fn fanotify_group_is_charged_to_the_user_not_root() {
     use std::os::fd::{FromRawFd, OwnedFd};
+    let _quota = root_quota_used_up();
     let user = Case::new("quota");
     let root = Case::new_as("quota-root", As::Root);
     let max: usize = std::fs::read_to_string("/proc/sys/fs/fanotify/max_user_groups").unwrap().trim().parse().unwrap();
@@ -137,7 +153,11 @@ fn fanotify_group_is_charged_to_the_user_not_root() {
     assert!(control.status.success(), "{}", describe(&control));
     assert_eq!(control.stdout, b"ran\n");
     let err = String::from_utf8_lossy(&control.stderr);
-    assert!(err.lines().any(|l| l.contains("not tracing") && l.contains("fanotify groups")), "{}", describe(&control));
+    assert!(
+        err.lines().any(|l| l.contains("not tracing") && l.contains("fs.fanotify.max_user_groups")),
+        "{}",
+        describe(&control)
+    );
 }
 
 #[test]
@@ -155,6 +175,11 @@ fn garbage_argv_is_refused_with_usage() {
         &["join", "+12", "0", "-", "/bin/true", "true"],
         &["join", "0", "0", "-", "/bin/true", "true"],
         &["frobnicate", "1", "2", "3", "4", "5"],
+        &["mark"],
+        &["mark", "12"],
+        &["mark", "12", "0"],
+        &["mark", "abc", "3"],
+        &["mark", "12", "3", "4"],
     ];
     for args in attempts {
         let out = helper(&case).args(*args).output().unwrap();
@@ -412,20 +437,8 @@ fn setuid_descendants_never_leak_root_files() {
 fn collector_and_holder_cannot_be_inspected_by_the_user() {
     let case = Case::new("nodump");
     let mut cmd = case.command(case.inst.prov()).args(["run", "--", "sleep", "3"]).spawn().unwrap();
-    let uid = case.inst.uid;
-    let mut ours = Vec::new();
-    for _ in 0..100 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        ours = processes_of(uid)
-            .into_iter()
-            .filter(|(_, comm)| comm == "prov-collector" || comm == "prov-helper")
-            .collect();
-        if ours.len() >= 2 {
-            break;
-        }
-    }
-    assert!(ours.iter().any(|(_, c)| c == "prov-collector"), "collector running: {ours:?}");
-    assert!(ours.iter().any(|(_, c)| c == "prov-helper"), "holder running: {ours:?}");
+    let (collector, holder) = observation_processes(case.inst.uid);
+    let ours = [(collector, "prov-collector"), (holder, "prov-helper")];
     for (pid, comm) in &ours {
         for attempt in
             [format!("ls /proc/{pid}/fd"), format!("cat /proc/{pid}/environ"), format!("cat /proc/{pid}/mem")]
@@ -437,20 +450,119 @@ fn collector_and_holder_cannot_be_inspected_by_the_user() {
     assert!(cmd.wait().unwrap().success());
 }
 
-/// (pid, comm) of the processes whose real uid is `uid`.
-fn processes_of(uid: u32) -> Vec<(u32, String)> {
+/// The pids of the user's running collector and of its holder: the
+/// prov-helper that is the collector's child, not a joining prov-helper of
+/// a moment that becomes the command by the time it is looked at. Waits up
+/// to 2 s for both.
+fn observation_processes(uid: u32) -> (u32, u32) {
+    let mut found = (None, None);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let all = processes_of(uid);
+        let collector = all.iter().find(|(_, _, comm)| comm == "prov-collector").map(|(pid, _, _)| *pid);
+        let holder = all
+            .iter()
+            .find(|(_, ppid, comm)| comm == "prov-helper" && Some(*ppid) == collector)
+            .map(|(pid, _, _)| *pid);
+        found = (collector, holder);
+        if let (Some(collector), Some(holder)) = found {
+            return (collector, holder);
+        }
+    }
+    panic!("collector and holder running: {found:?}");
+}
+
+/// `prov-helper mark HOLDER FD` marks an observation's mounts on the group
+/// FD names; the user could hand it a group of their own (unprivileged
+/// fanotify, FAN_REPORT_FID), on which the kernel lets root put mount marks:
+/// it would then learn what every process of the observed namespace opens,
+/// setuid programs included. The helper refuses any group but one made with
+/// privilege, and no event reaches the user's group; and any caller but the
+/// observation's own collector.
+#[test]
+fn mark_gives_a_users_own_fanotify_group_nothing() {
+    // Root makes a fanotify group below.
+    let _quota = root_quota_shared();
+    let case = Case::new("markown");
+    let script = "for i in $(seq 1 40); do echo $i > written.txt; sleep 0.05; done";
+    let mut cmd = case.command(case.inst.prov()).args(["run", "--", "sh", "-c", script]).spawn().unwrap();
+    let (_, holder) = observation_processes(case.inst.uid);
+    // A group of the user's, inherited by the helper; after the helper has
+    // marked, its events are read for a second while the command writes.
+    let python = format!(
+        r#"
+import ctypes, os, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+FAN_NONBLOCK, FAN_REPORT_FID = 0x2, 0x200
+fd = libc.fanotify_init(FAN_NONBLOCK | FAN_REPORT_FID, os.O_RDONLY)
+if fd < 0:
+    sys.exit("fanotify_init: " + os.strerror(ctypes.get_errno()))
+run = subprocess.run(["{helper}", "mark", "{holder}", str(fd)], pass_fds=(fd,), capture_output=True, text=True)
+out = run.stdout + run.stderr + "exit=%d" % run.returncode
+time.sleep(1)
+events = 0
+try:
+    events = len(os.read(fd, 65536))
+except BlockingIOError:
+    pass
+print(out.strip())
+print("event bytes", events)
+"#,
+        helper = case.inst.helper().display()
+    );
+    let out = case.command("python3").args(["-c", &python]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(said.contains("exit=2") && said.contains("that reports descriptors"), "{said}");
+    assert!(said.contains("event bytes 0"), "the user's own group got events: {said}");
+    assert!(cmd.wait().unwrap().success());
+    assert!(files(&case.writer_of("written.txt")).iter().any(|(a, _)| a == "write"), "the collector saw the writes");
+
+    // A group made with privilege that some other program let slip to the
+    // user (root makes one here and hands it over): refused all the same,
+    // for the user's real observation as for any other process, since only
+    // the observation's own collector may have it marked.
+    let mut observed = case.command(case.inst.prov()).args(["run", "--", "sleep", "5"]).spawn().unwrap();
+    let (_, holder) = observation_processes(case.inst.uid);
+    let mut sleeper = case.command("sleep").arg("30").spawn().unwrap();
+    for pid in [holder, sleeper.id()] {
+        let python = format!(
+            r#"
+import ctypes, os
+libc = ctypes.CDLL(None)
+fd = libc.fanotify_init(0x3, os.O_RDONLY)
+os.set_inheritable(fd, True)
+os.execvp("setpriv", ["setpriv", "--reuid={uid}", "--regid={gid}", "--init-groups", "{helper}", "mark", "{pid}", str(fd)])
+"#,
+            uid = case.inst.uid,
+            gid = case.inst.gid,
+            helper = case.inst.helper().display(),
+        );
+        let out = Command::new("python3").args(["-c", &python]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("only the observation's own collector"), "{}", describe(&out));
+    }
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(observed.wait().unwrap().success());
+}
+
+/// (pid, parent pid, comm) of the processes whose real uid is `uid`.
+fn processes_of(uid: u32) -> Vec<(u32, u32, String)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
-        let real_uid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|v| v.split_whitespace().next().map(str::to_string));
-        let comm =
-            status.lines().find_map(|l| l.strip_prefix("Name:")).map(|v| v.trim().to_string()).unwrap_or_default();
-        if real_uid.as_deref() == Some(&uid.to_string()) {
-            out.push((pid, comm));
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .map(str::to_string)
+        };
+        if field("Uid:").as_deref() == Some(&uid.to_string()) {
+            let ppid = field("PPid:").and_then(|p| p.parse().ok()).unwrap_or(0);
+            out.push((pid, ppid, field("Name:").unwrap_or_default()));
         }
     }
     out

@@ -30,10 +30,16 @@ fn prov_gid() -> u32 {
 fn install_runs_again_over_itself_and_tracing_works() {
     let case = Case::new("install-twice");
     let prefix = case.inst.root.join("prefix-twice");
+    let mut said = String::new();
     for round in 1..=2 {
         let out = install(&prefix, &[]);
         assert!(out.status.success(), "install.sh, run {round}: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("prov installed in"), "run {round}: {}", describe(&out));
+        said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(said.contains("prov installed in"), "run {round}: {}", describe(&out));
+        // It ends with the one line each user adds to their rc file.
+        let init = format!("eval \"$({}/bin/prov init bash)\"", prefix.display());
+        let last = said.lines().last().unwrap_or_default();
+        assert!(last.contains("~/.bashrc") && last.contains(&init) && last.contains("~/.zshrc"), "run {round}: {said}");
     }
     let helper = std::fs::metadata(prefix.join("libexec/prov/prov-helper")).unwrap();
     assert_eq!((helper.uid(), helper.gid()), (0, prov_gid()), "helper owned by root, group prov");
@@ -43,6 +49,21 @@ fn install_runs_again_over_itself_and_tracing_works() {
         assert_eq!(m.uid(), 0, "{file} owned by root");
         assert_eq!(m.mode() & 0o7022, 0, "{file}: no setuid, not writable by others");
     }
+    // The documentation travels with the program, where man, bash-completion,
+    // zsh and fish look; the last line says what to add to the rc file.
+    for file in [
+        "share/man/man1/prov.1",
+        "share/man/man1/prov-query-lineage.1",
+        "share/bash-completion/completions/prov",
+        "share/zsh/site-functions/_prov",
+        "share/fish/vendor_completions.d/prov.fish",
+        "share/doc/prov/README.md",
+    ] {
+        let m = std::fs::metadata(prefix.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o644), "{file}: root's, readable by all");
+    }
+    let rc_line = format!("eval \"$({}/bin/prov init bash)\"", prefix.display());
+    assert!(said.contains(&rc_line), "install.sh names the line for ~/.bashrc ({rc_line}): {said}");
     let collector = std::fs::metadata(prefix.join("libexec/prov/prov-collector")).unwrap();
     assert_eq!(collector.mode() & 0o7777, 0o711, "collector not readable by users, so it starts non-dumpable");
 

@@ -186,9 +186,14 @@ fn sessions_are_listed_and_shown_in_order() {
     let out = case.prov(["query", "session", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no session \"nope\""));
-    // Human listing names the sessions.
+    // Human listing names the sessions by their short form (the last 8
+    // characters), which the filters take too.
+    let alpha_short = sessions[1]["short"].as_str().unwrap();
+    assert_eq!(alpha_short, "pha-5555");
     let out = case.prov(["query", "session"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("alpha-5555"));
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listing.lines().any(|l| l.starts_with("pha-5555 ")), "{listing}");
+    assert_eq!(texts(&case.query(["session", alpha_short])), alpha);
 }
 
 #[test]

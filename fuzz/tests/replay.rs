@@ -106,7 +106,7 @@ fn writer_pipe_seeds() {
         ("events", ToWriter::Events(vec![event(Access::Read, b"/home/u/proj/data.csv", Some(0x1234_5678_9abc_def0)), event(Access::Write, b"/home/u/proj/\xffsorted.csv", None)])),
         ("archive", ToWriter::Archive(vec![ArchivedRead { path: b"/home/u/proj/run.sh".to_vec(), mode: 0o755, mtime_ns: 1, content: b"#!/bin/sh\nsort \"$1\"\n".to_vec() }])),
         ("completeness", ToWriter::Completeness(Completeness { queue_overflows: 1, denied: 2, ..Default::default() })),
-        ("end", ToWriter::End(CommandEnd { end_ns: 1_763_900_001_000_000_000, exit_status: 7, text: Some(b"late text".to_vec()) })),
+        ("end", ToWriter::End(CommandEnd { text: Some(b"late text".to_vec()), ..CommandEnd::with_status(1_763_900_001_000_000_000, 7) })),
         ("log", ToWriter::Log("record 0192c0de goes to the spool: database is locked".into())),
         ("sync", ToWriter::Sync),
     ];

@@ -1,6 +1,6 @@
 //! prov-helper: the setuid-root part of prov, and the only privileged code.
 //!
-//! It has exactly two jobs, chosen by the first argument:
+//! It has exactly three jobs, chosen by the first argument:
 //!
 //! * `observe CTL_FD` — make a new mount namespace, mark its mounts with
 //!   fanotify, fork a *holder* process that keeps the namespace verifiable,
@@ -14,7 +14,15 @@
 //!   A holder that fails verification is not joined: PATH then runs as the
 //!   plain user outside, with one line saying so.
 //!
-//! Both refuse a chrooted caller (see `Place`): a new or joined mount
+//! * `mark HOLDER_PID GROUP_FD` — verify HOLDER_PID as `join` does, enter
+//!   its namespace and mark every mount in it, as `observe` did at the start,
+//!   on the fanotify group GROUP_FD: mounts that appeared while the command
+//!   runs (autofs, a host mount propagated in, a FUSE mount). Only for the
+//!   observation's own collector (this helper's parent) and only on a group
+//!   made with privilege: the kernel would let root mark a group the user
+//!   made. Prints `unmarked` and the ids of the mounts it could not mark.
+//!
+//! All three refuse a chrooted caller (see `Place`): a new or joined mount
 //! namespace would give it the whole filesystem as its root.
 //!
 //! Nothing here reads an environment variable or a user-writable file. All
@@ -45,7 +53,7 @@ fn os_fail(what: &str, err: io::Error) -> Failure {
 }
 
 const USAGE: &str =
-    "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...]";
+    "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...] | prov-helper mark HOLDER_PID GROUP_FD";
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -61,6 +69,7 @@ fn main() {
             None => Err(usage("CTL_FD must be the number of a SOCK_SEQPACKET socket")),
         },
         (Some(b"join"), n) if n >= 6 => join(&args[1..]),
+        (Some(b"mark"), 3) => mark(&args[1..]),
         _ => Err(usage("unknown or incomplete command")),
     };
     if let Err(f) = result {
@@ -228,30 +237,7 @@ impl Place {
 
 /// Pseudo filesystems that carry no user data (or cannot be marked); the
 /// architecture excludes them from observation.
-const UNMARKED_FSTYPES: &[&[u8]] = &[
-    b"proc",
-    b"sysfs",
-    b"devpts",
-    b"devtmpfs",
-    b"cgroup",
-    b"cgroup2",
-    b"securityfs",
-    b"debugfs",
-    b"tracefs",
-    b"pstore",
-    b"bpf",
-    b"mqueue",
-    b"configfs",
-    b"fusectl",
-    b"binfmt_misc",
-    b"autofs",
-    b"hugetlbfs",
-    b"efivarfs",
-    b"selinuxfs",
-    b"nsfs",
-    b"rpc_pipefs",
-    b"nfsd",
-];
+const UNMARKED_FSTYPES: &[&[u8]] = include!("unmarked_fstypes.rs");
 
 fn observe(ctl: RawFd) -> Result<(), Failure> {
     let id = identity()?;
@@ -277,31 +263,7 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
         sys::make_mounts_slave().map_err(|e| os_fail("cannot make mounts slave", e))?;
         new_fanotify_group()
     })??;
-    let mounts = mounts::parse(
-        &std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
-    );
-    let mask = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE;
-    let mut unmarked = 0u32;
-    let ids: Vec<u64> = mounts.iter().map(|m| m.id).collect();
-    for m in mounts.iter().filter(|m| !UNMARKED_FSTYPES.contains(&m.fstype.as_slice())) {
-        // The mark goes on exactly the mount mountinfo names, reached without
-        // symlinks and checked by id: never on a mount of another namespace.
-        let target = sys::open_no_symlinks(&m.mount_point);
-        let reached = target.as_ref().ok().and_then(|fd| sys::mount_id(fd.as_fd()).ok());
-        match (target, reached) {
-            (Ok(fd), Some(id)) if id == m.id => {
-                // A user FUSE mount without allow_root refuses even root
-                // (EACCES): counted, and every record says so.
-                if sys::fanotify_mark_mount(group.as_fd(), mask, fd.as_fd()).is_err() {
-                    unmarked += 1;
-                }
-            }
-            // Covered by another mount of this namespace: no path reaches
-            // it; the covering mount is marked in its own turn.
-            (Ok(_), Some(id)) if ids.contains(&id) => {}
-            _ => unmarked += 1,
-        }
-    }
+    let unmarked = mark_mounts(group.as_fd(), id.uid)?.len() as u32;
 
     let ns_root =
         sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY).map_err(|e| os_fail("cannot open namespace root", e))?;
@@ -361,6 +323,51 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     Err(os_fail("cannot execute prov-collector", err))
 }
 
+/// What the collector is told of: a file closed, after writing or not (the
+/// file events), and a file executed (every process image with its
+/// executable: prov-collect's processes.rs).
+const MARK_MASK: u64 = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE | sys::FAN_OPEN_EXEC;
+
+/// Marks every mount of the current namespace that carries user data on
+/// `group`; returns the ids of those it could not mark. Marking a mount
+/// again only renews its mark.
+fn mark_mounts(group: BorrowedFd<'_>, caller: u32) -> Result<Vec<u64>, Failure> {
+    let mounts = mounts::parse(
+        &std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
+    );
+    let mut unmarked = Vec::new();
+    // A mount with another mounted on its very mount point, on top of it:
+    // no path reaches it; the covering mount is marked in its own turn.
+    let covered = |m: &mounts::Mount| mounts.iter().any(|n| n.parent_id == m.id && n.mount_point == m.mount_point);
+    for m in mounts.iter().filter(|m| !UNMARKED_FSTYPES.contains(&m.fstype.as_slice())) {
+        // Opening a path on a FUSE mount waits for its server's answer: one
+        // of another user's (allowed to others with allow_other) could hold
+        // the helper, and the observation, for good.
+        if m.fuse_owner.is_some_and(|owner| owner != caller && owner != 0) {
+            unmarked.push(m.id);
+            continue;
+        }
+        // The mark goes on exactly the mount mountinfo names, reached without
+        // symlinks and checked by id: never on a mount of another namespace.
+        let target = sys::open_no_symlinks(&m.mount_point);
+        let reached = target.as_ref().ok().and_then(|fd| sys::mount_id(fd.as_fd()).ok());
+        match (target, reached) {
+            (Ok(fd), Some(id)) if id == m.id => {
+                // A user FUSE mount without allow_root refuses even root
+                // (EACCES): counted, and every record says so.
+                if sys::fanotify_mark_mount(group, MARK_MASK, fd.as_fd()).is_err() {
+                    unmarked.push(m.id);
+                }
+            }
+            _ if covered(m) => {}
+            // Another mount reached (a directory on the way swapped), or
+            // none: counted, never marked elsewhere.
+            _ => unmarked.push(m.id),
+        }
+    }
+    Ok(unmarked)
+}
+
 /// Runs `create` with the *user* as effective uid and only CAP_SYS_ADMIN
 /// effective: the kernel charges what it creates to the effective uid, so the
 /// mount namespace (user.max_mnt_namespaces) and the fanotify group
@@ -403,7 +410,11 @@ fn new_fanotify_group() -> Result<(OwnedFd, bool), Failure> {
     result.map_err(|e| match e.raw_os_error() {
         Some(libc::ENOSYS) => fail("this kernel has no fanotify"),
         Some(libc::EMFILE) => {
-            fail("fanotify_init: too many fanotify groups for this user (fs.fanotify.max_user_groups)")
+            // Said so that an administrator knows what to raise and how.
+            fail(
+                "too many commands traced at once: each holds a fanotify group and fs.fanotify.max_user_groups is \
+                 reached; an administrator can raise it (sysctl -w fs.fanotify.max_user_groups=1024, kept in /etc/sysctl.d/)",
+            )
         }
         _ => os_fail("fanotify_init", e),
     })
@@ -476,6 +487,73 @@ fn run_holder(id: &Identity, until_closed: OwnedFd, ready: OwnedFd) -> ! {
     sys::exit(0)
 }
 
+// ------------------------------------------------------------------- mark
+
+fn mark(args: &[OsString]) -> Result<(), Failure> {
+    let holder =
+        parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
+    let group = parse_fd(&args[1])
+        .filter(|&fd| sys::fanotify_fdinfo(fd).is_some_and(|info| made_with_privilege(&info)))
+        .ok_or_else(|| usage("GROUP_FD must be the number of a fanotify group that reports descriptors"))?;
+    let id = identity()?;
+    if let Some(why) = Place::of_caller()?.why_jailed()? {
+        return Err(fail(format!("refusing to mark: {why}")));
+    }
+    verify_collector_caller(&id, holder as libc::pid_t)?;
+    enter_holder_namespace(&id, holder as libc::pid_t)?;
+    let unmarked = mark_mounts(sys::borrow_fd(group), id.uid)?;
+    drop_privileges(&id)?;
+    let ids: Vec<String> = unmarked.iter().map(u64::to_string).collect();
+    println!("unmarked {}", ids.join(" "));
+    Ok(())
+}
+
+/// Only the holder's collector may have its namespace marked: this
+/// helper's parent must be the holder's parent, and that process must run
+/// the prov-collector installed next to this helper. So a privileged
+/// fanotify group that some other program let slip to the user is of no use
+/// with `mark`.
+fn verify_collector_caller(id: &Identity, holder: libc::pid_t) -> Result<(), Failure> {
+    let refuse = || fail("refusing to mark: only the observation's own collector may");
+    let parent_of = |dir: BorrowedFd<'_>| -> Option<libc::pid_t> {
+        let stat = sys::read_at(dir, c"stat").ok()?;
+        // Field 4 (ppid), counted after the command name's closing paren.
+        let after = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+        let field = after.split(|&b| b == b' ').filter(|f| !f.is_empty()).nth(1)?;
+        std::str::from_utf8(field).ok()?.parse().ok()
+    };
+    let holder_dir = CString::new(format!("/proc/{holder}")).map_err(|_| refuse())?;
+    let holder_dir = sys::open(&holder_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
+    let collector = parent_of(holder_dir.as_fd()).filter(|&p| p > 1 && p == sys::getppid()).ok_or_else(refuse)?;
+    // The directory fd pins that process: its exe is checked, not a
+    // newcomer's with a reused pid.
+    let collector_dir = CString::new(format!("/proc/{collector}")).map_err(|_| refuse())?;
+    let collector_dir = sys::open(&collector_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
+    let runs = sys::openat(Some(collector_dir.as_fd()), c"exe", libc::O_PATH)
+        .and_then(|fd| sys::fstat(fd.as_fd()))
+        .map_err(|_| refuse())?;
+    let installed = sys::fstat(open_collector(id)?.as_fd()).map_err(|_| refuse())?;
+    if (runs.st_dev, runs.st_ino) != (installed.st_dev, installed.st_ino) {
+        return Err(refuse());
+    }
+    Ok(())
+}
+
+/// Whether a fanotify group (its /proc/self/fdinfo text) was made with
+/// CAP_SYS_ADMIN: it reports open descriptors, not file handles, which an
+/// unprivileged fanotify_init cannot ask for (fanotify_init(2)). The kernel
+/// lets root put a mount mark on any group, so without this check a user's
+/// own group would receive the observed namespace's events. Only the flags
+/// `new_fanotify_group` uses are accepted.
+fn made_with_privilege(fdinfo: &[u8]) -> bool {
+    let flags = fdinfo.split(|&b| b == b'\n').find_map(|line| line.strip_prefix(b"fanotify flags:")).and_then(|rest| {
+        let hex = rest.split(|&b| b == b' ').next()?;
+        u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    });
+    let ours = sys::FAN_CLOEXEC | sys::FAN_NONBLOCK | sys::FAN_REPORT_FD_ERROR;
+    flags.is_some_and(|f| f & !ours == 0)
+}
+
 // ------------------------------------------------------------------- join
 
 fn join(args: &[OsString]) -> Result<(), Failure> {
@@ -498,18 +576,26 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     // the helper reveals nothing the user could not stat.
     let privileged_target =
         with_user_euid(&id, || sys::stat(&path))?.is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
+    let mut untraced = None;
     if !privileged_target {
         // Refused or failed (the observation may simply be over): the
         // program still runs, as the user and outside, so a dying collector
         // never costs the user their command.
         if let Entry::Untraced(why) = enter_observation(&id, holder as libc::pid_t)? {
             sys::say(&format!("{}; running it untraced", why.message));
+            untraced = Some(why.message);
         }
     }
     drop_privileges(&id)?;
 
     // From here on the process is the user's and nothing more.
     let env = read_environment(env_fd)?;
+    // The collector marks the record untraced, with the reason.
+    if let (Some(why), Some(fd)) = (untraced, tracker_fd) {
+        let mut msg = b"X".to_vec();
+        msg.extend_from_slice(why.as_bytes());
+        let _ = sys::send(fd, &msg);
+    }
     if privileged_target {
         if let Some(fd) = tracker_fd {
             let mut msg = b"U".to_vec();
@@ -637,6 +723,20 @@ fn read_environment(fd: RawFd) -> Result<Vec<CString>, Failure> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_groups_reporting_descriptors_count_as_made_with_privilege() {
+        let info = |flags: &str| format!("pos:\t0\nflags:\t02004002\nfanotify flags:{flags} event-flags:8800\n");
+        assert!(super::made_with_privilege(info("3").as_bytes()));
+        assert!(super::made_with_privilege(info("2003").as_bytes()));
+        // FAN_REPORT_FID, DIR_FID, NAME: what an unprivileged group must use.
+        assert!(!super::made_with_privilege(info("202").as_bytes()));
+        assert!(!super::made_with_privilege(info("e00").as_bytes()));
+        // FAN_CLASS_CONTENT, or anything unreadable.
+        assert!(!super::made_with_privilege(info("7").as_bytes()));
+        assert!(!super::made_with_privilege(b"pos:\t0\n"));
+        assert!(!super::made_with_privilege(info("zz").as_bytes()));
+    }
+
     #[test]
     fn shown_paths_carry_no_terminal_controls() {
         let shown = super::shown("d\x1b]0;t\x07\u{9b}\u{202e}\u{2067}é\\x".as_bytes());

@@ -176,6 +176,8 @@ pub const FAN_MARK_ADD: libc::c_uint = 0x1;
 pub const FAN_MARK_MOUNT: libc::c_uint = 0x10;
 pub const FAN_CLOSE_WRITE: u64 = 0x8;
 pub const FAN_CLOSE_NOWRITE: u64 = 0x10;
+/// A file opened by execve (and the interpreters it loads): the process table.
+pub const FAN_OPEN_EXEC: u64 = 0x1000;
 
 pub fn fanotify_init(flags: libc::c_uint, event_f_flags: libc::c_uint) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall; the result is a new descriptor or -1.
@@ -417,6 +419,33 @@ pub fn is_seqpacket_socket(fd: RawFd) -> bool {
         libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut kind as *mut libc::c_int).cast(), &mut len)
     };
     r == 0 && kind == libc::SOCK_SEQPACKET
+}
+
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid takes no arguments and cannot fail.
+    unsafe { libc::getppid() }
+}
+
+/// The whole of a (small, kernel-made) file below an open directory.
+pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(openat(Some(dir), name, libc::O_RDONLY)?), &mut data)?;
+    Ok(data)
+}
+
+/// Whether `fd` is open and a fanotify group (its magic link names the
+/// anonymous inode fanotify groups share); then the text of its fdinfo.
+pub fn fanotify_fdinfo(fd: RawFd) -> Option<Vec<u8>> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    (link.as_os_str() == "anon_inode:[fanotify]").then(|| std::fs::read(format!("/proc/self/fdinfo/{fd}")).ok())?
+}
+
+/// Borrows a descriptor this process received open and keeps open until it
+/// exits (one `fanotify_fdinfo` checked).
+pub fn borrow_fd(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: callers pass only a number checked open, which nothing in this
+    // short-lived process closes before exit.
+    unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
 pub fn exit(code: i32) -> ! {

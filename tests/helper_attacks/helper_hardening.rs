@@ -9,43 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use prov_e2e::processes::{child_named, spawn_prov_run, status_field};
 use prov_e2e::*;
-
-// ------------------------------------------------------------ processes
-
-/// (pid, Name) of the children of `parent`.
-fn children_of(parent: u32) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // "pid (comm) S ppid …": comm may hold spaces and parentheses.
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            let name = status_field(pid, "Name").unwrap_or_default();
-            out.push((pid, name));
-        }
-    }
-    out
-}
-
-fn status_field(pid: u32, name: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_string())
-}
-
-/// The child of `parent` named `name`, waited for.
-pub(super) fn child_named(parent: u32, name: &str) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some((pid, _)) = children_of(parent).into_iter().find(|(_, n)| n == name) {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no {name} under process {parent}: {:?}", children_of(parent));
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// Runs a clean-up when dropped, whether the test passed or not: nothing it
 /// started may be left waiting.
@@ -72,16 +37,6 @@ fn running_observation(case: &Case, stop: &str) -> (Child, u32) {
     let child = spawn_prov_run(case, &format!("while [ ! -e {stop} ]; do sleep 0.05; done"));
     let collector = child_named(child.id(), "prov-collector");
     (child, collector)
-}
-
-/// `prov run -- sh -c SCRIPT` as the user, its output captured.
-pub(super) fn spawn_prov_run(case: &Case, script: &str) -> Child {
-    case.command(case.inst.prov())
-        .args(["run", "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 // --------------------------------------------------------- 1. chroot jail
@@ -130,6 +85,8 @@ impl Jail {
     /// Runs `script` with sh inside the jail as the user, from `cwd` (a path
     /// inside the jail).
     fn run(&self, cwd: &str, script: &str) -> Output {
+        // Root makes the jail's mount namespace.
+        let _quota = super::root_quota_shared();
         let inst = self.case.inst;
         let setup = r#"set -e
             j=$1 prefix=$2 shared=$3 user=$4 cwd=$5 script=$6
@@ -263,7 +220,7 @@ int main(void) {
             pid_t child = fork();
             if (child < 0) return perror("fork"), 2;
             if (child > 0) return hold(child), 0;
-            syscall(SYS_close_range, 4, ~0U, 0);
+            syscall(436 /* SYS_close_range, absent from glibc 2.31's headers */, 4, ~0U, 0);
             held = 0;
         }
         if (unshare(CLONE_NEWNS)) {
@@ -331,6 +288,7 @@ fn spare_uid() -> u32 {
 /// used up, their observation is refused while root still makes namespaces.
 #[test]
 fn mount_namespaces_are_charged_to_the_user_not_root() {
+    let _quota = super::root_quota_used_up();
     let case = Case::new("mntns-quota");
     let pinner = case.work.join("pin-mount-namespaces");
     std::fs::write(case.work.join("pinner.c"), PINNER_C).unwrap();
@@ -422,7 +380,7 @@ fn stopped_collector_leaves_a_bounded_queue_and_an_incomplete_record() {
     assert_eq!(out.status.code(), Some(7), "the command's status is kept: {}", describe(&out));
     assert_traced(&out);
 
-    let cmd = case.last_command();
+    let cmd = case.last_command_ended();
     assert_eq!(cmd["exit_status"], 7, "{cmd:#}");
     assert_eq!(cmd["complete"], false, "{files} files with the collector stopped: {cmd:#}");
     assert!(cmd["incomplete"]["queue_overflows"].as_u64().unwrap_or(0) > 0, "{cmd:#}");

@@ -6,12 +6,11 @@
 //! user's own process) costs the record, never a hang.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use prov_e2e::*;
 
-use super::helper_hardening::{child_named, spawn_prov_run};
+use prov_e2e::processes::{child_named, spawn_prov_run, wait_or_hang};
 
 /// (descriptor number, link target, open flags in octal) of a process, as root sees them.
 fn descriptors(pid: u32) -> Vec<(u32, String, u32)> {
@@ -36,20 +35,6 @@ fn prov_dirs(case: &Case) -> [PathBuf; 3] {
 
 fn within(target: &str, dirs: &[PathBuf]) -> bool {
     dirs.iter().any(|d| Path::new(target).starts_with(d))
-}
-
-/// Waits for `child` at most `limit`; kills it and fails otherwise.
-fn wait_at_most(mut child: Child, limit: Duration) -> std::process::Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("prov run still running after {limit:?}: {}", describe(&out));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -78,10 +63,15 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
     let inherited: Vec<_> = held.iter().filter(|(n, _, flags)| *n > 2 && flags & 0o2000000 == 0).collect();
     assert!(inherited.is_empty(), "collector descriptors without O_CLOEXEC: {inherited:?}");
 
-    // The writer: its two pipes, stderr (/dev/null) and prov's own files.
+    // The writer: its two pipes, stderr (/dev/null) and prov's own files
+    // (and, for a moment when it opens the database, its own mount table:
+    // whether the database is on a network filesystem).
     let held = descriptors(writer);
-    let foreign: Vec<_> =
-        held.iter().filter(|(_, t, _)| !(t.starts_with("pipe:[") || t == "/dev/null" || within(t, &dirs))).collect();
+    let own_mount_table = format!("/proc/{writer}/mountinfo");
+    let foreign: Vec<_> = held
+        .iter()
+        .filter(|(_, t, _)| !(t.starts_with("pipe:[") || t == "/dev/null" || within(t, &dirs) || *t == own_mount_table))
+        .collect();
     assert!(foreign.is_empty(), "the writer holds more than its pipes and prov's files: {foreign:?}");
     assert!(!held.iter().any(|(_, t, _)| t.contains("fanotify")));
 
@@ -94,7 +84,7 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
     assert!(!has_sqlite("prov-collector"), "prov-collector contains SQLite");
     assert!(has_sqlite("prov-writer"), "prov-writer stores with SQLite");
 
-    let out = wait_at_most(run, Duration::from_secs(20));
+    let out = wait_or_hang(run, Duration::from_secs(20), "prov run");
     assert!(out.status.success(), "{}", describe(&out));
     let found = case.writer_of("out.txt");
     let reads: Vec<_> = files(&found).into_iter().filter(|(a, _)| a == "read").map(|(_, p)| p).collect();
@@ -112,12 +102,17 @@ fn a_killed_writer_costs_the_record_not_a_hang() {
     let kill = case.command("kill").args(["-KILL", &writer.to_string()]).output().unwrap();
     assert!(kill.status.success(), "{}", describe(&kill));
 
-    let out = wait_at_most(run, Duration::from_secs(15));
+    let out = wait_or_hang(run, Duration::from_secs(15), "prov run");
     assert!(started.elapsed() < Duration::from_secs(8), "prov run took {:?}", started.elapsed());
     assert_eq!(out.status.code(), Some(3), "the command's status: {}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.contains("record lost") && err.contains("writer"), "{err}");
+    assert!(err.contains("record incomplete") && err.contains("writer"), "{err}");
+    // prov run kept the start and the end itself, and says what is missing.
+    let cmd = case.last_command();
+    assert_eq!(cmd["exit_status"], 3, "{cmd:#}");
+    assert_eq!(cmd["complete"], false, "{cmd:#}");
+    assert!(cmd["incomplete_reason"].as_str().is_some_and(|r| r.contains("writer")), "{cmd:#}");
 
     // The next command is recorded as usual.
     case.run_sh("echo c > c.txt");

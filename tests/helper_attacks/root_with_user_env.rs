@@ -102,6 +102,8 @@ fn assert_refused(root: &Case, victims: &Victims, env: &[(&str, &Path)], user_di
 
 #[test]
 fn root_with_a_users_home_opens_nothing_the_user_planted() {
+    // prov runs as root: its namespaces and fanotify groups are root's.
+    let _quota = super::root_quota_shared();
     let user = Case::new("rootenv-home");
     let victims = Victims::new("rootenv-home-victims");
     plant_links(&user, &victims);
@@ -111,6 +113,8 @@ fn root_with_a_users_home_opens_nothing_the_user_planted() {
 
 #[test]
 fn root_with_a_users_xdg_directories_opens_nothing_the_user_planted() {
+    // prov runs as root: its namespaces and fanotify groups are root's.
+    let _quota = super::root_quota_shared();
     let user = Case::new("rootenv-xdg");
     let victims = Victims::new("rootenv-xdg-victims");
     plant_links(&user, &victims);
@@ -151,6 +155,8 @@ fn root_with_a_users_xdg_directories_opens_nothing_the_user_planted() {
 /// beneath --to only, and say in one line why it did not.
 #[test]
 fn restore_into_a_shared_directory_follows_no_planted_link() {
+    // prov runs as root: its namespaces and fanotify groups are root's.
+    let _quota = super::root_quota_shared();
     let root = Case::new_as("rootenv-restore", As::Root);
     let user = Case::new("rootenv-restore-user");
     let job = root.write("job.sh", b"echo restored job\n");

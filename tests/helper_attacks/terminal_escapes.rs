@@ -65,6 +65,10 @@ fn in_pty(case: &Case, args: &[&OsStr], until: Option<(&str, &str)>) -> Vec<u8> 
         .arg(format!("HOME={}", case.home.display()))
         .arg("PATH=/usr/local/bin:/usr/bin:/bin")
         .arg("TERM=xterm-256color")
+        // Colour and the pager write prov's own control sequences; what is
+        // tested here is that recorded names and texts never add any.
+        .arg("NO_COLOR=1")
+        .arg("PAGER=cat")
         .arg("LANG=C.UTF-8")
         .arg(case.inst.prov())
         .args(args)

@@ -24,12 +24,13 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
     if let Some(t) = older_than {
         selection.command.until_ns = Some(selection.command.until_ns.map_or(t, |u| u.min(t)));
     }
-    let setup = UserSetup::load()?;
+    let setup = UserSetup::load_for_reading()?;
     let db = setup.database();
     if !db.exists() {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     }
+    crate::record_end::end_abandoned(&db);
     let mut store = Store::open(&db, prov_store::READ_BUSY_TIMEOUT)?;
     // Only the command ids are needed, not every matching event.
     selection.events_per_command = Some(1);
@@ -67,10 +68,18 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
         }
     }
     let ids: Vec<i64> = found.iter().map(|(c, _)| c.id).collect();
+    let uuids: Vec<String> = found.iter().map(|(c, _)| c.uuid.clone()).collect();
     let (commands, events) = store.delete_commands(&ids)?;
+    // The central store's copies go at the next push (in the background).
+    store.forget_pushed(&uuids)?;
     // Archived scripts shared with commands that remain are kept.
     let contents = store.delete_unreferenced_archive()?;
     println!("deleted {commands} command(s) with {events} file event(s) and {contents} archived content(s) nothing else refers to");
+    let central = store.central_deletions()?.len();
+    if central > 0 {
+        println!("{central} of them are deleted in the central store at the next push (prov sync)");
+        crate::sync::push_in_background();
+    }
     Ok(ExitCode::SUCCESS)
 }
 

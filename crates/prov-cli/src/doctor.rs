@@ -1,7 +1,12 @@
-//! `prov doctor`: says plainly whether tracing can work and why not.
+//! `prov doctor`: answers "why wasn't my command recorded?" first (is this
+//! shell traced, is the rc line there), then whether tracing can work at all
+//! and where records go. Every line that is not ok says what to do.
+//!
+//! Each check is a function giving [`Finding`]s; [`CHECKS`] lists them in
+//! the order they are shown, so a new check is one function and one line.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -9,45 +14,242 @@ use prov_model::escape::{escape, escape_controls};
 
 use crate::setup::{self, UserSetup};
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Worth knowing; nothing is broken.
+    Note,
+    /// Works, but not as the user probably wants.
+    Warn,
+    /// Commands are not recorded (or not stored) because of this.
+    Fail,
+}
+
+/// One line of the doctor's answer.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub status: Status,
+    pub what: String,
+    /// What to do; required for everything but `Ok`.
+    pub remedy: Option<String>,
+    /// Lines shown below it (a log's last lines).
+    pub details: Vec<String>,
+}
+
+impl Finding {
+    pub fn ok(what: impl Into<String>) -> Finding {
+        Finding { status: Status::Ok, what: what.into(), remedy: None, details: Vec::new() }
+    }
+    pub fn note(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
+        Finding::with(Status::Note, what, remedy)
+    }
+    pub fn warn(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
+        Finding::with(Status::Warn, what, remedy)
+    }
+    pub fn fail(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
+        Finding::with(Status::Fail, what, remedy)
+    }
+    fn with(status: Status, what: impl Into<String>, remedy: impl Into<String>) -> Finding {
+        Finding { status, what: what.into(), remedy: Some(remedy.into()), details: Vec::new() }
+    }
+
+    fn print(&self) {
+        let tag = match self.status {
+            Status::Ok => "ok   ",
+            Status::Note => "note ",
+            Status::Warn => "WARN ",
+            Status::Fail => "FAIL ",
+        };
+        println!("{tag} {}", escape_controls(&self.what));
+        if let Some(remedy) = &self.remedy {
+            println!("      -> {}", escape_controls(remedy));
+        }
+        for d in &self.details {
+            println!("        {d}");
+        }
+    }
+}
+
+/// What the checks look at, gathered once.
+pub struct Context {
+    /// The user's setup, or why it could not be loaded.
+    pub user: Result<UserSetup, String>,
+    /// The interactive shell this doctor was started from, if any.
+    pub shell: Option<ShellProcess>,
+    /// What the place prov runs in means for it (container, WSL, mounts,
+    /// kernel), read once: the helper's line and the environment's lines use it.
+    pub environment: Vec<crate::doctor_env::Finding>,
+}
+
+pub struct ShellProcess {
+    pub pid: u32,
+    /// "bash" or "zsh".
+    pub kind: &'static str,
+}
+
+type Check = fn(&Context) -> Vec<Finding>;
+
+/// In the order shown: the likeliest reason a command went unrecorded first.
+const CHECKS: &[Check] = &[
+    this_shell_traced,
+    rc_line,
+    space_prefixed_commands,
+    helper,
+    environment,
+    event_queue,
+    configuration,
+    excludes_replaced,
+    database,
+    spool,
+    collector_log,
+];
+
 pub fn doctor() -> Result<ExitCode> {
-    let mut ok = true;
-    let mut check = |name: &str, problem: Option<String>| {
-        match &problem {
-            None => println!("ok    {name}"),
-            Some(p) => println!("FAIL  {name}: {}", escape_controls(p)),
+    let user = UserSetup::load().map_err(|e| format!("{e:#}"));
+    let environment = setup::helper_path().map_or_else(
+        |_| Vec::new(),
+        |helper| {
+            let db = user.as_ref().ok().map(UserSetup::database);
+            crate::doctor_env::assess(&crate::doctor_env::Facts::read(), &helper, db.as_deref())
+        },
+    );
+    let ctx = Context { user, shell: calling_shell(), environment };
+    let mut failed = false;
+    for check in CHECKS {
+        for finding in check(&ctx) {
+            finding.print();
+            failed |= finding.status == Status::Fail;
         }
-        ok &= problem.is_none();
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The nearest bash or zsh among this process's ancestors.
+fn calling_shell() -> Option<ShellProcess> {
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..16 {
+        if pid <= 1 {
+            return None;
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        let name = exe.as_deref().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
+        match name.as_deref() {
+            Some("bash") => return Some(ShellProcess { pid, kind: "bash" }),
+            Some("zsh") => return Some(ShellProcess { pid, kind: "zsh" }),
+            _ => {}
+        }
+        pid = parent_of(pid)?;
+    }
+    None
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split(' ').nth(1)?.parse().ok()
+}
+
+/// The shell's kind: the calling shell's, else $SHELL's.
+fn shell_kind(ctx: &Context) -> &'static str {
+    match &ctx.shell {
+        Some(s) => s.kind,
+        None if std::env::var("SHELL").unwrap_or_default().ends_with("zsh") => "zsh",
+        None => "bash",
+    }
+}
+
+fn this_shell_traced(ctx: &Context) -> Vec<Finding> {
+    let Some(shell) = &ctx.shell else {
+        return vec![Finding::note(
+            "not started from an interactive bash or zsh, so whether your shell is traced is not known",
+            "run prov doctor at the prompt of the shell whose commands go unrecorded",
+        )];
     };
-    let helper = setup::helper_path()?;
-    check(&format!("helper {}", shown(&helper)), setup::tracing_unavailable(&helper));
-    if let Some(note) = small_event_queue() {
-        println!("note  {note}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", shell.pid)).unwrap_or_default();
+    if maps.contains("libprov_preload") {
+        vec![Finding::ok(format!("this {} (pid {}) is traced: the prov shim is loaded", shell.kind, shell.pid))]
+    } else {
+        vec![Finding::fail(
+            format!("this {} (pid {}) is not traced: the prov shim is not loaded in it", shell.kind, shell.pid),
+            format!(
+                "start a new shell after adding the rc line below, or run `prov shell {}` for a traced shell now",
+                shell.kind
+            ),
+        )]
     }
-    match UserSetup::load() {
-        Ok(user) => {
-            check(&format!("configuration {}", shown(&user.locations.config_file())), None);
-            let db = user.database();
-            let problem = prov_store::Store::open(&db, std::time::Duration::from_secs(2)).err().map(|e| e.to_string());
-            check(&format!("database {}", shown(&db)), problem);
-            let spooled = std::fs::read_dir(user.locations.spool_dir()).map_or(0, |d| d.count());
-            let spool_note = (spooled > 0).then(|| format!("{spooled} record(s) waiting to be written"));
-            check(&format!("spool {}", shown(&user.locations.spool_dir())), spool_note);
-            // Not a failure: what went wrong recently, for the user to judge.
-            let log = user.locations.collector_log();
-            if let Ok(text) = std::fs::read(&log) {
-                // The log quotes recorded paths.
-                let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
-                if !lines.is_empty() {
-                    println!("note  {} recent collector problem(s) in {}; the last:", lines.len(), shown(&log));
-                    for l in &lines[lines.len().saturating_sub(5)..] {
-                        println!("        {}", escape(l));
-                    }
-                }
-            }
+}
+
+/// The rc file the integration line belongs in.
+fn rc_file(kind: &str, home: &Path) -> PathBuf {
+    match kind {
+        "zsh" => std::env::var_os("ZDOTDIR").map_or_else(|| home.to_owned(), PathBuf::from).join(".zshrc"),
+        _ => home.join(".bashrc"),
+    }
+}
+
+fn rc_line(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    let kind = shell_kind(ctx);
+    let rc = rc_file(kind, &user.locations.home);
+    let wanted = format!("prov init {kind}");
+    let text = std::fs::read_to_string(&rc).unwrap_or_default();
+    let line = text.lines().position(|l| l.contains(&wanted) && !l.trim_start().starts_with('#'));
+    let add = format!("add  eval \"$(prov init {kind})\"  as the last line of {}", shown(&rc));
+    match line {
+        Some(i) if text.lines().skip(i + 1).any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')) => {
+            vec![Finding::warn(
+                format!("{}:{} has the prov line, with other lines after it", shown(&rc), i + 1),
+                "move it to the end: prompt settings made after it can run before prov's hooks",
+            )]
         }
-        Err(e) => check("configuration", Some(format!("{e:#}"))),
+        Some(i) => vec![Finding::ok(format!("{}:{} has the prov line", shown(&rc), i + 1))],
+        None => match system_rc_with(kind, &wanted) {
+            // An image or an administrator turned it on for everyone.
+            Some(system) => vec![Finding::ok(format!("{} turns prov on for every {kind}", shown(&system)))],
+            None => vec![Finding::fail(format!("{} has no `eval \"$(prov init {kind})\"` line", shown(&rc)), add)],
+        },
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The system-wide rc file of `kind` that has the prov line, if one has.
+fn system_rc_with(kind: &str, wanted: &str) -> Option<PathBuf> {
+    let candidates: &[&str] = match kind {
+        "zsh" => &["/etc/zsh/zshrc", "/etc/zshrc"],
+        _ => &["/etc/bash.bashrc", "/etc/bashrc"],
+    };
+    candidates.iter().map(PathBuf::from).find(|f| {
+        std::fs::read_to_string(f)
+            .is_ok_and(|t| t.lines().any(|l| l.contains(wanted) && !l.trim_start().starts_with('#')))
+    })
+}
+
+fn space_prefixed_commands(ctx: &Context) -> Vec<Finding> {
+    match &ctx.user {
+        Ok(user) if user.config.shell.skip_space_prefixed => vec![Finding::note(
+            "commands typed with a leading space are not recorded ([shell] skip_space_prefixed = true)",
+            "type the command without the leading space, or set skip_space_prefixed = false",
+        )],
+        _ => Vec::new(),
+    }
+}
+
+fn helper(ctx: &Context) -> Vec<Finding> {
+    match setup::helper_path() {
+        Ok(helper) => match setup::tracing_unavailable(&helper) {
+            None => vec![Finding::ok(format!("helper {} can trace", shown(&helper)))],
+            Some(problem) => {
+                // Where it runs (a container, a nosuid mount) is said with its remedy below.
+                let remedy = if ctx.environment.iter().any(|f| f.severity == crate::doctor_env::Severity::Fail) {
+                    "see the line about where prov runs, below"
+                } else {
+                    "run packaging/install.sh as root (it installs the setuid helper), then start a new shell"
+                };
+                vec![Finding::fail(format!("tracing cannot start: {problem}"), remedy)]
+            }
+        },
+        Err(e) => vec![Finding::fail(format!("{e:#}"), "reinstall prov with packaging/install.sh")],
+    }
 }
 
 /// The kernel queue of each observation holds at most
@@ -55,16 +257,132 @@ pub fn doctor() -> Result<ExitCode> {
 /// raises it to this): below it, bulk commands may lose events, marked.
 const ADVISED_QUEUE: u64 = 131_072;
 
-fn small_event_queue() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/sys/fs/fanotify/max_queued_events").ok()?;
-    let queue: u64 = text.trim().parse().ok()?;
-    (queue < ADVISED_QUEUE).then(|| {
+fn event_queue(_: &Context) -> Vec<Finding> {
+    let Ok(text) = std::fs::read_to_string("/proc/sys/fs/fanotify/max_queued_events") else { return Vec::new() };
+    let Ok(queue) = text.trim().parse::<u64>() else { return Vec::new() };
+    if queue >= ADVISED_QUEUE {
+        return Vec::new();
+    }
+    vec![Finding::note(
         format!(
-            "fs.fanotify.max_queued_events is {queue}: commands writing many files at once may lose events (their records say so); packaging/install.sh raises it to {ADVISED_QUEUE}"
-        )
-    })
+            "fs.fanotify.max_queued_events is {queue}: commands writing many files at once may lose events (their records say so)"
+        ),
+        format!("sysctl fs.fanotify.max_queued_events={ADVISED_QUEUE} as root (packaging/install.sh does)"),
+    )]
+}
+
+fn configuration(ctx: &Context) -> Vec<Finding> {
+    match &ctx.user {
+        Ok(user) => {
+            let file = user.locations.config_file();
+            if file.exists() {
+                vec![Finding::ok(format!("configuration {} is valid", shown(&file)))]
+            } else {
+                vec![Finding::ok(format!("configuration: defaults, no file ({} is absent)", shown(&file)))]
+            }
+        }
+        Err(e) => vec![Finding::fail(
+            format!("configuration: {e}"),
+            "fix that line (prov config --default shows every key); until then nothing is traced",
+        )],
+    }
+}
+
+fn excludes_replaced(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    crate::config::replaced_defaults(&user.locations.config_file())
+        .into_iter()
+        .map(|(section, missing)| {
+            let sample = missing.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+            Finding::warn(
+                format!(
+                    "[{section}] exclude replaces the default list: {} default entries ({sample}…) are recorded again",
+                    missing.len()
+                ),
+                format!("rename the key to exclude_also in [{section}] to add to the defaults instead"),
+            )
+        })
+        .collect()
+}
+
+fn database(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    let db = user.database();
+    match crate::doctor_db::database_problem(&db) {
+        None => vec![Finding::ok(format!("database {} opens for writing and is intact", shown(&db)))],
+        Some(problem) => vec![Finding::fail(
+            format!("database {}: {problem}", shown(&db)),
+            "records wait in the spool meanwhile; do what the line says (corrupt: `prov doctor --repair`), fix the file's permissions or free the disk, or set [database] path",
+        )],
+    }
+}
+
+fn spool(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    let dir = user.locations.spool_dir();
+    let mut found = match crate::doctor_db::spool_problem(&dir) {
+        None => vec![Finding::ok(format!("spool {} is empty: records reach the database", shown(&dir)))],
+        Some(problem) => vec![Finding::warn(
+            format!("spool {}: {problem} (the database was busy or not writable)", shown(&dir)),
+            "run `prov query history`: it moves them into the database; if they stay, see the database line",
+        )],
+    };
+    let set_aside = crate::doctor_db::set_aside_notes(&dir);
+    if let Some((head, files)) = set_aside.split_first() {
+        let mut f = Finding::note(head.clone(), "look at the set-aside bytes, then delete these files");
+        f.details = files.iter().map(|l| l.trim().to_string()).collect();
+        found.push(f);
+    }
+    found
+}
+
+/// Where this runs (container, WSL, mounts, kernel). Each finding of
+/// doctor_env reads "what: what it means and what to do".
+fn environment(ctx: &Context) -> Vec<Finding> {
+    let status = |s: &crate::doctor_env::Severity| {
+        if *s == crate::doctor_env::Severity::Fail {
+            Status::Fail
+        } else {
+            Status::Note
+        }
+    };
+    ctx.environment
+        .iter()
+        .map(|f| {
+            let (what, remedy) =
+                f.text.split_once(": ").unwrap_or((&f.text, "see packaging/docker/README.md and README.md"));
+            Finding::with(status(&f.severity), what, remedy)
+        })
+        .collect()
+}
+
+fn collector_log(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    let log = user.locations.collector_log();
+    let Ok(text) = std::fs::read(&log) else { return Vec::new() };
+    // The log quotes recorded paths.
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    let mut f = Finding::note(
+        format!("{} recent collector problem(s) in {}; the last:", lines.len(), shown(&log)),
+        format!("read them; once dealt with, remove {} so the next doctor shows only new ones", shown(&log)),
+    );
+    f.details = lines[lines.len().saturating_sub(5)..].iter().map(|l| escape(l)).collect();
+    vec![f]
 }
 
 fn shown(path: &Path) -> String {
     escape(path.as_os_str().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parent_is_read_from_stat_whatever_the_name() {
+        assert_eq!(parent_of(std::process::id()), Some(std::os::unix::process::parent_id()));
+    }
 }

@@ -36,7 +36,8 @@ pub struct FilterArgs {
     /// Started before WHEN (same forms as --since).
     #[arg(long, value_name = "WHEN", value_parser = parse_when)]
     pub until: Option<i64>,
-    /// In the shell session with this id (or id prefix).
+    /// In this session: its short form (the 8 characters listings show),
+    /// its id, or a prefix of the id.
     #[arg(long, value_name = "ID", value_parser = non_empty)]
     pub session: Option<String>,
     /// On this host.
@@ -57,6 +58,14 @@ pub struct FilterArgs {
     /// The command with this id (repeatable).
     #[arg(long = "id", value_name = "ID")]
     pub ids: Vec<i64>,
+    /// One of the command's processes ran PROGRAM: its executable's path or
+    /// file name (`cc`, `/usr/bin/python3.11`), or the name it was started
+    /// as (argv[0]).
+    #[arg(long, value_name = "PROGRAM")]
+    pub ran: Option<OsString>,
+    /// One of the command's processes had an argument containing TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub ran_arg: Option<OsString>,
     /// File filters apply to reads or writes only (default: both).
     #[arg(
         long,
@@ -116,6 +125,8 @@ impl FilterArgs {
             && c.exit_status.is_empty()
             && !c.failed
             && !c.incomplete
+            && c.ran.is_none()
+            && c.ran_arg.is_none()
             && s.file.is_empty()
     }
 
@@ -137,6 +148,8 @@ impl FilterArgs {
             exit_status: self.exit_status.clone(),
             failed: self.failed,
             incomplete: self.incomplete,
+            ran: self.ran.as_ref().map(|r| r.as_bytes().to_vec()),
+            ran_arg: self.ran_arg.as_ref().map(|r| r.as_bytes().to_vec()),
         };
         let file = FileFilter {
             access: self.access.map(|a| match a {

@@ -18,6 +18,9 @@ use prov_model::hash::hash_path;
 
 use crate::export;
 use crate::query::{absolute, open_store, output_stream};
+use crate::stat;
+use crate::terminal::Pager;
+use prov_export::tree::TreeOptions;
 
 /// `--format` of `prov query lineage`: the lineage's own views, or an
 /// export of its commands.
@@ -62,12 +65,44 @@ pub struct LineageArgs {
     /// Follow at most N commands deep (1: only the commands that touched FILE).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub depth: Option<u64>,
+    /// How to show the lineage.
     #[arg(long, value_enum, default_value = "tree")]
     pub format: LineageFormat,
+    /// In the tree, list every file; by default more than 3 files of a
+    /// command that lead to the same commands are one line (a count and
+    /// the first names).
+    #[arg(long)]
+    pub all_files: bool,
+    /// In the tree, each file's state now: up to date, modified (and what
+    /// differs) or missing; then whether FILE itself is as recorded.
+    #[arg(long)]
+    pub stat: bool,
+    /// Write the tree straight to the terminal instead of through $PAGER
+    /// (default `less -FRX`; a pager is used only on a terminal).
+    #[arg(long)]
+    pub no_pager: bool,
     /// Write to PATH (a new file; a directory for ro-crate) instead of
     /// standard output. An existing file is never overwritten.
     #[arg(short = 'o', long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+    /// Follow the lineage through processes (tree only, upstream): the
+    /// process that wrote FILE (`python summarize.py …` inside `make all`),
+    /// the files it read and the process that wrote each, in the same
+    /// command or an earlier one.
+    #[arg(long, conflicts_with = "downstream")]
+    pub processes: bool,
+    /// What one step of an export is: a command (default), or, with
+    /// `processes`, each process a command ran (make's recipes, a script's
+    /// tools) with its recorded arguments and directory, where known.
+    #[arg(long, value_enum, value_name = "STEP", default_value = "commands")]
+    pub steps: Steps,
+}
+
+/// `--steps` of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Steps {
+    Commands,
+    Processes,
 }
 
 pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
@@ -91,6 +126,23 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
     let direction = if args.downstream { Direction::Downstream } else { Direction::Upstream };
     let target = Target { path: path.as_os_str().as_bytes().to_vec(), content };
     let depth = args.depth.map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+    if args.processes {
+        if args.format != LineageFormat::Tree {
+            anyhow::bail!("--processes shows the lineage as a tree only (--format tree)");
+        }
+        let walked = prov_export::process_lineage::walk_processes(&store, target, depth)?;
+        if walked.start.is_none() {
+            eprintln!("prov: no recorded command wrote {}", escape(path.as_os_str().as_bytes()));
+            return Ok(ExitCode::from(1));
+        }
+        let mut out: Box<dyn Write> = match args.output.as_deref() {
+            Some(_) => output_stream(args.output.as_deref())?,
+            None => Box::new(Pager::start(!args.no_pager)),
+        };
+        prov_export::process_lineage::write_tree(&walked, args.all_files, &mut out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let walked = lineage::walk(&store, target, direction, depth)?;
     if walked.start.is_empty() {
         let verb = if args.downstream { "read" } else { "wrote" };
@@ -98,7 +150,10 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
 
-    let records = walked.records();
+    let records = match args.steps {
+        Steps::Commands => walked.records(),
+        Steps::Processes => prov_export::steps::process_steps(&store, &walked.records())?,
+    };
     let opts = ExportOptions {
         // Upstream, a rebuild is for the file, under the name it was
         // written as (it may have been renamed since); downstream, for
@@ -109,8 +164,34 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         read_files_dir: None,
     };
     let view: fn(&lineage::Lineage, &mut dyn Write) -> prov_export::Result<()> = match args.format {
-        LineageFormat::Tree => prov_export::tree::write_tree,
+        LineageFormat::Tree => {
+            let state = |f: &prov_store::FileRow| stat::file_now(f).label();
+            let opts = TreeOptions { all_files: args.all_files, state: args.stat.then_some(&state as _) };
+            let mut out: Box<dyn Write> = match args.output.as_deref() {
+                Some(_) => output_stream(args.output.as_deref())?,
+                None => Box::new(Pager::start(!args.no_pager)),
+            };
+            prov_export::tree::write_tree_with(&walked, &opts, &mut out)?;
+            // Upstream the file's writer, downstream its first reader, saw
+            // the version FILE is compared with.
+            if args.stat {
+                if let Some(&(c, f)) = walked.start.first() {
+                    if let Some(event) = walked.file(c, f) {
+                        let verb = if args.downstream { "read" } else { "wrote" };
+                        writeln!(out, "{}", stat::target_summary(&path, event, c, verb))?;
+                    }
+                }
+            }
+            out.flush()?;
+            return Ok(ExitCode::SUCCESS);
+        }
         LineageFormat::Json => prov_export::json::write_lineage,
+        LineageFormat::Dot if args.steps == Steps::Processes => {
+            let mut out = output_stream(args.output.as_deref())?;
+            prov_export::dot::write_steps_dot(&walked, &records, &mut out)?;
+            out.flush()?;
+            return Ok(ExitCode::SUCCESS);
+        }
         LineageFormat::Dot => prov_export::dot::write_dot,
         LineageFormat::Export(format) => {
             export::write(format, &records, &opts, args.output.as_deref())?;

@@ -3,22 +3,31 @@
 #![deny(unsafe_code)]
 
 mod admin;
+mod browse;
 mod config;
+mod docs;
 mod doctor;
+mod doctor_db;
+mod doctor_env;
 mod export;
 mod filters;
 mod lineage;
 mod observe;
 mod output;
+mod processes;
 mod query;
+mod record_end;
 mod report;
 mod restore;
 mod run;
+mod run_session;
 mod setup;
 mod shell;
 #[allow(unsafe_code)]
 mod spawn;
 mod stat;
+mod sync;
+mod terminal;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -27,10 +36,26 @@ use clap::{Args, Parser, Subcommand};
 use filters::FilterArgs;
 
 #[derive(Parser)]
-#[command(name = "prov", version, about = "A shell journal: which command made this file, from which inputs?")]
+#[command(
+    name = "prov",
+    version,
+    about = "A shell journal: which command made this file, from which inputs?",
+    after_long_help = "Each subcommand has its own page: prov help query, prov query history --help, or \
+                       man prov-query-history. The README, installed as share/doc/prov/README.md under the \
+                       installation prefix (/usr/local/share/doc/prov/README.md by default), says what is \
+                       recorded and what is not, how to configure prov and how it is kept safe."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Read every host's records from the central store (PostgreSQL,
+    /// [sync] url) instead of this host's journal: queries, report,
+    /// lineage, browse. Default with [sync] everywhere = true.
+    #[arg(long, global = true, conflicts_with = "local")]
+    everywhere: bool,
+    /// Read this host's journal only, whatever [sync] everywhere says.
+    #[arg(long, global = true)]
+    local: bool,
 }
 
 #[derive(Subcommand)]
@@ -38,9 +63,11 @@ enum Command {
     /// Run one command tree under observation and store its record.
     ///
     /// Standard input and output are untouched; prov exits with the command's
-    /// status (128+N when it was killed by signal N) after the record is
-    /// stored. If tracing cannot start, the command runs untraced and prov
-    /// says why in one line.
+    /// status (128+N when it was killed by signal N) once the record is
+    /// stored, or after 5 s, saying the record follows in the background.
+    /// SIGTERM and SIGHUP are passed on to the command. If tracing cannot
+    /// start, the command runs untraced, prov says why in one line, and the
+    /// record is kept marked untraced.
     Run {
         /// The command and its arguments (use `--` before it).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
@@ -53,10 +80,12 @@ enum Command {
     },
     /// Give back the scripts a command read, from the script archive.
     ///
-    /// Each archived file is written to DIR followed by its recorded
-    /// absolute path (./home/u/proj/run.sh), with its recorded permission
-    /// bits. An existing different file is replaced only with --force or
-    /// after a yes on a terminal; otherwise prov says so and exits 1.
+    /// By default prov only says what would be restored and where. With
+    /// --to DIR each archived file is written to DIR followed by its
+    /// recorded absolute path (DIR/home/u/proj/run.sh); with --in-place, to
+    /// its recorded path. Files keep their recorded permission bits. An
+    /// existing different file is replaced only with --force or after a yes
+    /// on a terminal; otherwise prov says so and exits 1.
     Restore(restore::RestoreArgs),
     /// Delete the commands the filters select, with their file events.
     ///
@@ -88,9 +117,10 @@ enum Command {
     /// a searchable command list and charts. Nothing is loaded from the
     /// network when viewing it.
     Report {
-        /// The HTML file to write ("-": standard output). An existing file
-        /// is replaced only once the new report is complete.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        /// The HTML file to write ("-": standard output; default
+        /// prov-report.html in the current directory). An existing file is
+        /// replaced only once the new report is complete.
+        #[arg(short = 'o', long = "output", value_name = "FILE", default_value = report::DEFAULT_OUTPUT)]
         output: std::path::PathBuf,
         /// Only the last N commands (default: all).
         #[arg(short = 'n', long = "limit", value_name = "N")]
@@ -98,8 +128,22 @@ enum Command {
         #[command(flatten)]
         filters: FilterArgs,
     },
+    /// Push finished records to the central store (PostgreSQL, [sync] url)
+    /// and say what is pending.
+    ///
+    /// Records are written to the local journal first and pushed after
+    /// their command ended, in the background after commands or by this
+    /// command; each record is stored once (by its uuid), and a push cut
+    /// short by an outage resumes where it stopped. Exits 1 when the
+    /// central store cannot be reached (the records stay pending).
+    Sync(sync::SyncArgs),
     /// Explain whether tracing works here, and why not.
-    Doctor,
+    Doctor {
+        /// Move a damaged database aside and copy what can still be read
+        /// of it into a new one.
+        #[arg(long)]
+        repair: bool,
+    },
     /// Say which configuration file applies and whether it is valid.
     Config {
         /// Print every key with its default value and what it does (the
@@ -110,15 +154,32 @@ enum Command {
     /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
     /// as the last line of ~/.bashrc (~/.zshrc).
     Init {
+        /// The shell whose integration to print.
         #[arg(value_enum)]
         shell: shell::Shell,
+        /// Also bind Ctrl-R to `prov browse`: the command chosen is put on
+        /// the prompt line, not run (or set [browse] bind_ctrl_r = true).
+        #[arg(long)]
+        bind_ctrl_r: bool,
     },
+    /// Browse the journal full-screen: type to search command texts, narrow
+    /// by directory (Ctrl-D), session (Ctrl-S), failure (Ctrl-F) and time
+    /// (Ctrl-T), Tab to the selected command's files and from a file to its
+    /// readers (r), writers (w) or lineage (l). Enter prints the chosen
+    /// command on standard output; Esc quits with status 1.
+    Browse(browse::BrowseArgs),
     /// Start a traced interactive shell (your rc file, then the integration)
     /// without changing any rc file. Default: $SHELL.
     Shell {
+        /// The shell to start (default: $SHELL).
         #[arg(value_enum)]
         shell: Option<shell::Shell>,
     },
+    /// Internal (packaging): write the man pages and the bash, zsh and fish
+    /// completions generated from these definitions under DIR, in the
+    /// layout of a share/ directory.
+    #[command(name = "__docs", hide = true)]
+    Docs { dir: std::path::PathBuf },
     /// Internal: prepare the next observation for the shell integration.
     #[command(name = "__prepare", hide = true)]
     Prepare { session: String, shell: String },
@@ -129,25 +190,41 @@ enum QueryCommand {
     /// Commands that wrote FILE: found by content (hash and size, so renamed
     /// and moved copies are found too) and by path. Newest first.
     Wrote {
+        /// The file asked about: a path now (its content finds copies and
+        /// renamed versions too), or the path of a file that is gone.
+        #[arg(value_name = "FILE")]
         file: OsString,
         #[command(flatten)]
         opts: QueryOpts,
     },
     /// Commands that read FILE, found like `wrote` finds writers.
     Read {
+        /// The file asked about, found like `wrote` finds it.
+        #[arg(value_name = "FILE")]
         file: OsString,
         #[command(flatten)]
         opts: QueryOpts,
     },
     /// The most recent commands passing the filters, newest first
     /// (20 unless -n is given).
+    ///
+    /// One line per command: id, start time, status, directory, text; the
+    /// files below it with --files, --stat or a file filter. Ids are given
+    /// when a record is stored, which is when its command ends: order by
+    /// the start time shown, not by id.
     History {
         #[command(flatten)]
         opts: QueryOpts,
     },
-    /// Without ID: the shell sessions, most recent first. With a session
-    /// id (or a unique prefix of one): its commands in the order they ran.
+    /// Without SESSION: the sessions, most recent first, by their short
+    /// form. With one: its commands in the order they ran.
+    ///
+    /// A shell traced by `prov init` is one session; `prov run` commands
+    /// started from one terminal session (setsid(2)) are one session.
     Session {
+        /// A session's short form (the 8 characters listings show), its
+        /// full id, or a unique prefix of it.
+        #[arg(value_name = "SESSION")]
         id: Option<String>,
         #[command(flatten)]
         opts: QueryOpts,
@@ -158,9 +235,37 @@ enum QueryCommand {
     /// DOT, or an export (PROV-JSON, RO-Crate, Makefile, Snakemake,
     /// shournal JSON).
     Lineage {
+        /// The file whose history (or, --downstream, whose uses) to follow:
+        /// found by its content now and by its path.
+        #[arg(value_name = "FILE")]
         file: OsString,
         #[command(flatten)]
         args: lineage::LineageArgs,
+    },
+    /// The process tree of command ID: every process that ran in it, with
+    /// its arguments (or why they are unknown), its working directory and
+    /// the files it wrote (and read, with --files).
+    Processes {
+        /// The command's id (as `prov query history` shows it).
+        #[arg(value_name = "ID")]
+        id: i64,
+        /// Only processes of this executable: a full path, a file name, or
+        /// the name the process was started as (argv[0]).
+        #[arg(long, value_name = "NAME")]
+        exe: Option<String>,
+        /// Only processes with an argument containing TEXT.
+        #[arg(long, value_name = "TEXT")]
+        arg: Option<String>,
+        /// List the files each process read, not only how many.
+        #[arg(long)]
+        files: bool,
+        /// JSON Lines: one object per process, "type": "process", id,
+        /// command_id, pid, ppid, parent (id of the parent's process or
+        /// null), depth, exe, args (null when unknown; args_hex when not
+        /// UTF-8), args_unknown (why), cwd, start_ns/start, end_ns/end,
+        /// writes, reads.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -169,7 +274,24 @@ pub struct QueryOpts {
     /// Show at most N commands.
     #[arg(short = 'n', long = "limit", value_name = "N")]
     pub limit: Option<usize>,
-    /// JSON Lines: one object per command (fields documented in README.md).
+    /// JSON Lines: one object per command (its fields: see --help).
+    ///
+    /// A command object has "type": "command", id, uuid, session, seq,
+    /// text, cwd, host, user, shell, start_ns, start (RFC 3339, UTC),
+    /// end_ns/end (null while running), exit_status (null if unknown; 128+N
+    /// for signal N), complete, incomplete (the non-zero counters of what
+    /// the record lacks). With files (file queries, file filters, --files):
+    /// files, objects with id, access ("read"/"write"), path, size,
+    /// mtime_ns, mtime, hash (16 hex digits, null if unreadable),
+    /// hash_chunk_size, hash_chunks, pid, matched (the file asked about),
+    /// archived (a read file the script archive kept), and with --stat now:
+    /// {state: up-to-date|modified|missing|unreadable, differs: [size,
+    /// mtime, hash, type], error}; plus file_count and files_truncated
+    /// (more than 1000 files; --all-files lists all). Byte strings that are
+    /// not UTF-8 (text, cwd, path) come as a lossy string plus <field>_hex
+    /// with the exact bytes. A session object (prov query session) has
+    /// "type": "session", session, short, host, user, shell, first_ns/first,
+    /// last_ns/last, commands.
     #[arg(long)]
     pub json: bool,
     /// List each command's files (file queries and file filters always do).
@@ -191,6 +313,14 @@ pub struct QueryOpts {
     /// instead of standard output.
     #[arg(short = 'o', long, value_name = "PATH", requires = "format")]
     pub output: Option<std::path::PathBuf>,
+    /// Colour the status and the access of files: auto (on a terminal,
+    /// unless NO_COLOR is set or TERM is dumb), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub color: terminal::ColorChoice,
+    /// Write straight to the terminal instead of through $PAGER (default
+    /// `less -FRX`; a pager is used only on a terminal).
+    #[arg(long)]
+    pub no_pager: bool,
     #[command(flatten)]
     pub filters: FilterArgs,
 }
@@ -205,14 +335,21 @@ impl QueryOpts {
             export: self.format.map(|format| (format.0, self.output.clone())),
             // From the configuration, once it is read.
             files_shown: 0,
+            color: self.color,
+            pager: !self.no_pager,
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    query::read_everywhere(cli.everywhere.then_some(true).or(cli.local.then_some(false)));
     let result = match cli.command {
-        Command::Run { command } => return run::run(command),
+        Command::Run { command } => {
+            let code = run::run(command);
+            sync::push_in_background();
+            return code;
+        }
         Command::Query { query } => match query {
             QueryCommand::Wrote { file, opts } => {
                 query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, &opts.show())
@@ -225,16 +362,27 @@ fn main() -> ExitCode {
                 query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show())
             }
             QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
+            QueryCommand::Processes { id, exe, arg, files, json } => {
+                processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files })
+            }
         },
         Command::Restore(args) => restore::restore(args),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),
         Command::Report { output, limit, filters } => report::report(&output, limit, &filters),
-        Command::Doctor => doctor::doctor(),
+        Command::Doctor { repair: false } => doctor::doctor(),
+        Command::Doctor { repair: true } => doctor_db::repair(),
         Command::Config { default } => config::config(default),
-        Command::Init { shell } => shell::init(shell),
+        Command::Init { shell, bind_ctrl_r } => shell::init(shell, bind_ctrl_r),
+        Command::Browse(args) => browse::browse(args),
         Command::Shell { shell } => shell::shell(shell),
-        Command::Prepare { session, shell } => shell::prepare(session, shell),
+        Command::Docs { dir } => docs::write_all::<Cli>(&dir),
+        Command::Prepare { session, shell } => {
+            let answered = shell::prepare(session, shell);
+            sync::push_in_background();
+            answered
+        }
+        Command::Sync(args) => sync::sync(args),
     };
     match result {
         Ok(code) => code,
@@ -251,4 +399,38 @@ fn main() -> ExitCode {
 /// `prov query … | head` is a success, not an error.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `--help` of every subcommand and argument says what it is (the man
+    /// pages are made from the same text).
+    #[test]
+    fn every_subcommand_and_argument_is_described() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            if cmd.is_hide_set() {
+                return;
+            }
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() && cmd.get_long_about().is_none() {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments() {
+                let builtin = ["help", "version"].contains(&arg.get_id().as_str());
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "", &mut missing);
+        assert!(missing.is_empty(), "no description: {missing:?}");
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -27,6 +27,9 @@ pub struct Observation {
     pub ns_root: OwnedFd,
     /// Every process of the command must inherit this; taken by the caller.
     pub tracker: Option<OwnedFd>,
+    /// The helper, now the collector: our child, so `prov run` can tell
+    /// how it ended if it stops answering. Never waited for otherwise.
+    pub collector: Child,
 }
 
 pub fn identity(session: String, shell: &str) -> RecordIdentity {
@@ -67,7 +70,7 @@ fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdenti
     spawn::map_fd(&mut cmd, ctl_for_helper.as_raw_fd(), 3);
     // Not waited for: the helper becomes the collector, which outlives this
     // process when background descendants of the command keep running.
-    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
+    let collector = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
     drop(ctl_for_helper);
 
     let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
@@ -91,5 +94,5 @@ fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdenti
     let ns_root = fds.pop().ok_or("no namespace root from the collector")?;
     let prepare = ToCollector::Prepare { settings: user.settings(), identity };
     ipc::send_json(ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))?;
-    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker })
+    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector })
 }

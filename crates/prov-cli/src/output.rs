@@ -1,11 +1,13 @@
-//! How records are shown: a readable block per command for people, and JSON
+//! How records are shown: a line per command for people, and JSON
 //! Lines for scripts.
 //!
 //! JSON fields of a command object (`"type": "command"`): `id`, `uuid`,
 //! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
 //! `start` (RFC 3339, UTC), `end_ns`/`end` (null while running),
 //! `exit_status` (null if unknown; 128+N for signal N), `complete`,
-//! `incomplete` (object of non-zero counters, see README), and for file
+//! `incomplete` (object of non-zero counters, see README),
+//! `incomplete_reason` (why the record ended short and who ended it, or
+//! null), `untraced` (why the command ran untraced, or null), and for file
 //! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
 //! `size`, `mtime_ns`, `mtime`, `hash` (16 hex digits, null if unreadable),
 //! `hash_chunk_size`, `hash_chunks`, `pid`, `matched` (this file is what the
@@ -32,6 +34,7 @@ use prov_store::{CommandRow, FileRow, SessionRow};
 use serde_json::Value;
 
 use crate::stat::FileNow;
+use crate::terminal::{Paint, Tone};
 
 /// The files shown with a command: a selection of `total` when that is large.
 #[derive(Clone, Copy)]
@@ -75,13 +78,15 @@ fn file_json(f: &FileRow, l: &Listing<'_>, i: usize) -> Value {
     Value::Object(o)
 }
 
-/// A session of `prov query session`: `session`, `host`, `user`, `shell`,
+/// A session of `prov query session`: `session`, `short` (the short form
+/// listings show and filters take), `host`, `user`, `shell`,
 /// `first`/`first_ns` (start of its first command), `last`/`last_ns` (end
 /// of its last), `commands`.
 pub fn session_json(s: &SessionRow) -> Value {
     serde_json::json!({
         "type": "session",
         "session": s.session,
+        "short": prov_store::short_session(&s.session),
         "host": s.host,
         "user": s.user,
         "shell": s.shell,
@@ -97,7 +102,7 @@ pub fn write_session(out: &mut impl Write, s: &SessionRow) -> io::Result<()> {
     writeln!(
         out,
         "{}  {} .. {}  {:>5} commands  {}@{}  {}",
-        escape(s.session.as_bytes()),
+        escape(prov_store::short_session(&s.session).as_bytes()),
         local(s.first_ns),
         local(s.last_ns),
         s.commands,
@@ -127,26 +132,81 @@ pub fn human_size(n: u64) -> String {
     }
 }
 
+/// A command's status in a word or two, and its tone: the one place that
+/// decides how a status reads (`ok`, `exit 3`, `running`, `exit ?`), so a new
+/// state of records is added here once.
+pub fn status(c: &CommandRow) -> (String, Tone) {
+    match (c.end_ns, c.exit_status) {
+        (None, _) => ("running".into(), Tone::Unsure),
+        (Some(_), None) => ("exit ?".into(), Tone::Unsure),
+        (Some(_), Some(0)) => ("ok".into(), Tone::Good),
+        (Some(_), Some(s)) => (format!("exit {s}"), Tone::Bad),
+    }
+}
+
+/// A directory as a person writes it: `~` for the home directory, and only
+/// the last components of a long path.
+pub fn short_dir(dir: &[u8], home: Option<&[u8]>) -> String {
+    const WIDTH: usize = 32;
+    let dir = match home {
+        Some(h)
+            if !h.is_empty() && h != b"/" && dir.starts_with(h) && matches!(dir.get(h.len()), None | Some(b'/')) =>
+        {
+            [b"~".as_slice(), &dir[h.len()..]].concat()
+        }
+        _ => dir.to_vec(),
+    };
+    let shown = escape(&dir);
+    if shown.chars().count() <= WIDTH {
+        return shown;
+    }
+    // Keep whole trailing components that fit, after an ellipsis.
+    let mut kept: Vec<&str> = Vec::new();
+    let mut len = 1;
+    for part in shown.rsplit('/') {
+        if !kept.is_empty() && len + part.chars().count() + 1 > WIDTH {
+            break;
+        }
+        len += part.chars().count() + 1;
+        kept.push(part);
+    }
+    kept.reverse();
+    format!("…/{}", kept.join("/"))
+}
+
+/// The home directory, for [`short_dir`].
+pub fn home() -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    std::env::var_os("HOME").map(|h| h.as_bytes().trim_ascii_end().strip_suffix(b"/").unwrap_or(h.as_bytes()).to_vec())
+}
+
+/// One line per command: `#id  time  status  directory  text`, then, when
+/// asked, its files on the lines below.
 pub fn write_command(
     out: &mut impl Write,
     c: &CommandRow,
     files: Option<Listing<'_>>,
     files_shown: usize,
+    paint: Paint,
+    home: Option<&[u8]>,
 ) -> io::Result<()> {
-    let duration = c.end_ns.map_or("running".to_string(), |e| format!("{:.3} s", (e - c.start_ns) as f64 / 1e9));
-    let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
+    let (status, tone) = status(c);
+    // A command typed on several lines is shown on one, its line breaks marked.
+    let text = escape_text(&c.text).replace('\n', " ↵ ");
+    let incomplete = if c.is_complete() {
+        String::new()
+    } else {
+        let reasons = escape_text(c.incomplete_reasons().join(", ").as_bytes());
+        paint.paint(Tone::Unsure, &format!("  (incomplete record: {reasons})"))
+    };
     writeln!(
         out,
-        "#{}  {}  ({duration})  {status}  {}@{}  session {}",
-        c.id,
-        local(c.start_ns),
-        escape(c.user.as_bytes()),
-        escape(c.host.as_bytes()),
-        escape(c.session.as_bytes())
+        "{} {}  {}  {}  {text}{incomplete}",
+        paint.paint(Tone::Id, &format!("#{:<4}", c.id)),
+        paint.paint(Tone::Faint, &local(c.start_ns)),
+        paint.paint(tone, &format!("{status:<7}")),
+        short_dir(&c.cwd, home),
     )?;
-    // A command typed on several lines keeps its lines, indented under the first.
-    writeln!(out, "    $ {}", escape_text(&c.text).replace('\n', "\n      "))?;
-    writeln!(out, "    cwd {}", escape(&c.cwd))?;
     if let Some(l) = files {
         let Listing { files, matched, total, now, .. } = l;
         for (i, f) in files.iter().enumerate().take(files_shown) {
@@ -156,10 +216,13 @@ pub fn write_command(
             if is_archived(&l, f) {
                 state.push_str("  [archived]");
             }
+            let access = match f.access {
+                Access::Read => paint.paint(Tone::Read, "read "),
+                Access::Write => paint.paint(Tone::Write, "write"),
+            };
             writeln!(
                 out,
-                "  {mark} {:<5} {}  {}  {}  {hash}{state}",
-                f.access.as_str(),
+                "    {mark} {access} {}  {}  {}  {hash}{state}",
                 escape(&f.path),
                 human_size(f.size),
                 local(f.mtime_ns),
@@ -167,12 +230,38 @@ pub fn write_command(
         }
         let shown = files.len().min(files_shown) as u64;
         if total > shown {
-            writeln!(out, "    … and {} more files (--json --all-files lists all)", total - shown)?;
+            writeln!(out, "      … and {} more files (--json --all-files lists all)", total - shown)?;
         }
     }
-    if !c.completeness.is_complete() {
-        let reasons: Vec<String> = c.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
-        writeln!(out, "    ! incomplete record: {}", reasons.join(", "))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_are_shortened_as_a_person_writes_them() {
+        let home = Some(b"/home/ana".as_slice());
+        assert_eq!(short_dir(b"/home/ana", home), "~");
+        assert_eq!(short_dir(b"/home/ana/proj", home), "~/proj");
+        assert_eq!(short_dir(b"/home/anabel/proj", home), "/home/anabel/proj", "not a prefix by name");
+        assert_eq!(short_dir(b"/tmp", None), "/tmp");
+        let long = short_dir(b"/home/ana/data/2026/november/run-17/results/tables", home);
+        assert!(long.starts_with("…/") && long.ends_with("/results/tables") && long.chars().count() <= 34, "{long}");
     }
-    writeln!(out)
+
+    #[test]
+    fn one_place_decides_how_a_status_reads() {
+        let mut c = CommandRow::fixture(1);
+        c.end_ns = Some(c.start_ns + 1);
+        c.exit_status = Some(0);
+        assert_eq!(status(&c), ("ok".into(), Tone::Good));
+        c.exit_status = Some(130);
+        assert_eq!(status(&c), ("exit 130".into(), Tone::Bad));
+        c.exit_status = None;
+        assert_eq!(status(&c).0, "exit ?");
+        c.end_ns = None;
+        assert_eq!(status(&c).0, "running");
+    }
 }

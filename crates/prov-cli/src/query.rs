@@ -18,38 +18,68 @@ use crate::filters::FilterArgs;
 use crate::output;
 use crate::setup::UserSetup;
 use crate::stat::{self, FileNow};
+use crate::terminal::{ColorChoice, Pager, Paint};
 
 /// Commands with more files than this list only a part of them (and the
 /// count) unless --all-files is given.
 const FILE_LIST_LIMIT: u64 = 1000;
 
+/// `--everywhere` (Some(true)), `--local` (Some(false)), or neither (the
+/// configuration decides).
+static EVERYWHERE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+
+pub(crate) fn read_everywhere(choice: Option<bool>) {
+    let _ = EVERYWHERE.set(choice);
+}
+
 /// Opens the database for a query, first moving spooled records in when the
 /// database can take them.
 pub(crate) fn open_store() -> Result<Option<Store>> {
-    open_store_of(&UserSetup::load()?)
+    open_store_of(&UserSetup::load_for_reading()?)
 }
 
 /// `open_store`, and the configured defaults of queries.
 fn open_store_and_config() -> Result<(Option<Store>, QueryConfig)> {
-    let setup = UserSetup::load()?;
+    let setup = UserSetup::load_for_reading()?;
     Ok((open_store_of(&setup)?, setup.config.query))
 }
 
-/// `open_store` for a user setup already loaded.
+/// `open_store` for a user setup already loaded. Says (on stderr, once) what
+/// the answer may be missing: records that wait in the spool because the
+/// database could not take them, and spool bytes that had to be set aside.
 pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
     let db = setup.database();
     let spool = setup.locations.spool_dir();
-    let spool_waiting = std::fs::read_dir(&spool).is_ok_and(|mut d| d.next().is_some());
-    if spool_waiting {
-        if let Ok(mut store) = Store::open(&db, prov_store::READ_BUSY_TIMEOUT) {
-            let _ = store.ingest_spool(&spool);
+    let mut not_ingested = None;
+    if prov_store::spool::waiting(&spool) > 0 {
+        match Store::open(&db, prov_store::READ_BUSY_TIMEOUT).and_then(|mut s| s.ingest_spool(&spool)) {
+            Ok(_) | Err(StoreError::SpoolBad { .. }) => {}
+            Err(e) => not_ingested = Some(e),
         }
     }
-    match Store::open_read_only(&db) {
-        Ok(s) => Ok(Some(s)),
-        Err(StoreError::NoDatabase(_)) => Ok(None),
-        Err(e) => Err(e.into()),
+    crate::record_end::end_abandoned(&db);
+    crate::doctor_db::report_set_aside_once(&spool);
+    if EVERYWHERE.get().copied().flatten().unwrap_or(setup.config.sync.everywhere) {
+        return crate::sync::open_central(setup);
     }
+    let store = match Store::open_read_only(&db) {
+        Ok(s) => s,
+        Err(StoreError::NoDatabase(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(e) = not_ingested {
+        // Records of commands still running are not missing: their writers hold them.
+        let waiting = prov_store::spool::waiting(&spool);
+        if waiting > 0 {
+            let why =
+                if e.is_busy() { "the database stayed locked by another process".to_string() } else { e.to_string() };
+            eprintln!(
+                "prov: note: {waiting} record(s) waiting in the spool are not shown ({})",
+                prov_model::escape::escape_controls(&why)
+            );
+        }
+    }
+    Ok(Some(store))
 }
 
 /// How results are shown.
@@ -66,6 +96,16 @@ pub struct Show {
     /// Export the result in this format, to this file or directory (None:
     /// standard output).
     pub export: Option<(prov_export::Format, Option<PathBuf>)>,
+    pub color: ColorChoice,
+    /// Page long output on a terminal.
+    pub pager: bool,
+}
+
+/// What a query that found nothing says (on standard error), with exit
+/// status 1, as grep does: scripts can tell an empty answer from an error.
+pub(crate) fn no_match() -> ExitCode {
+    eprintln!("prov: no command matched");
+    ExitCode::from(1)
 }
 
 /// Commands that wrote (read) FILE, by content and by path, narrowed by the
@@ -106,7 +146,16 @@ pub fn by_file(
     if let Some(n) = limit {
         found.truncate(n);
     }
-    print(&store, &found, &Show { files: true, ..show.clone() })?;
+    // With --stat, a last line on the file asked about, from the newest
+    // command found and its event of that file.
+    let summary = match found.first() {
+        Some((command, matched)) if show.stat && !show.json => matched.iter().find(|f| f.access == access).map(|f| {
+            let verb = if access == Access::Write { "wrote" } else { "read" };
+            stat::target_summary(&path, f, command.id, verb)
+        }),
+        _ => None,
+    };
+    print_then(&store, &found, &Show { files: true, ..show.clone() }, summary.as_deref())?;
     if found.is_empty() {
         let verb = if access == Access::Write { "wrote" } else { "read" };
         eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
@@ -126,6 +175,9 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Resul
     let mut selection = filters.selection(Some(limit.unwrap_or(config.limit.0 as usize)));
     selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
     let found = store.select(&selection)?;
+    if found.is_empty() {
+        return Ok(no_match());
+    }
     let show = Show { files: show.files || !selection.file.is_empty(), ..show.clone() };
     print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
@@ -143,7 +195,10 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
     let selection = filters.selection(None);
     let Some(id) = id else {
         let sessions = store.sessions(&selection.command, Some(limit.unwrap_or(config.limit.0 as usize)))?;
-        let mut out = BufWriter::new(std::io::stdout().lock());
+        if sessions.is_empty() {
+            return Ok(no_match());
+        }
+        let mut out = Pager::start(show.pager && !show.json);
         for s in &sessions {
             if show.json {
                 output::write_json(&mut out, &output::session_json(s))?;
@@ -151,7 +206,8 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
                 output::write_session(&mut out, s)?;
             }
         }
-        return Ok(out.flush().map(|_| ExitCode::SUCCESS)?);
+        out.finish()?;
+        return Ok(ExitCode::SUCCESS);
     };
     let prefix = prov_store::CommandFilter { session: Some(id.to_owned()), ..Default::default() };
     let matching = store.sessions(&prefix, None)?;
@@ -162,7 +218,7 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
         }
         [one] => one.session.clone(),
         many => anyhow::bail!(
-            "session id prefix \"{}\" is ambiguous: {}",
+            "session \"{}\" is ambiguous: it could be {}",
             escape(id.as_bytes()),
             many.iter().map(|s| escape(s.session.as_bytes())).collect::<Vec<_>>().join(", ")
         ),
@@ -175,6 +231,9 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
     if let Some(n) = limit {
         found.truncate(n);
     }
+    if found.is_empty() {
+        return Ok(no_match());
+    }
     let show = Show { files: show.files || !selection.file.is_empty(), ..show.clone() };
     print(&store, &found, &show)?;
     Ok(ExitCode::SUCCESS)
@@ -184,10 +243,17 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
 /// the matched ones marked, and for commands with very many files only the
 /// matched ones and some others unless `all_files`.
 fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
+    print_then(store, found, show, None)
+}
+
+/// `print`, and a last line after the commands (human output only).
+fn print_then(store: &Store, found: &[Selected], show: &Show, last: Option<&str>) -> Result<()> {
     if let Some((format, output)) = &show.export {
         return export(store, found, *format, output.as_deref());
     }
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = Pager::start(show.pager && !show.json);
+    let paint = Paint { on: !show.json && show.color.enabled() };
+    let home = output::home();
     for (command, matched) in found {
         let listed =
             if show.files || show.stat { Some(files_shown(store, command.id, matched, show.all_files)?) } else { None };
@@ -211,10 +277,13 @@ fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
         if show.json {
             output::write_json(&mut out, &output::command_json(command, listing))?;
         } else {
-            output::write_command(&mut out, command, listing, show.files_shown)?;
+            output::write_command(&mut out, command, listing, show.files_shown, paint, home.as_deref())?;
         }
     }
-    out.flush()?;
+    if let Some(line) = last {
+        writeln!(out, "{line}")?;
+    }
+    out.finish()?;
     Ok(())
 }
 

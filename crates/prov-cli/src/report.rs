@@ -15,12 +15,15 @@ use crate::run::now_ns;
 use crate::setup::UserSetup;
 use anyhow::{Context, Result};
 use prov_model::escape::escape;
-use prov_report::{write_report, ArchivedScript, ReportInput};
+use prov_report::{write_report, ArchivedScript, ProcessLine, ReportInput};
+
+/// Where `prov report` writes without -o: the current directory.
+pub const DEFAULT_OUTPUT: &str = "prov-report.html";
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).
 pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Result<ExitCode> {
-    let setup = UserSetup::load()?;
+    let setup = UserSetup::load_for_reading()?;
     let Some(store) = open_store_of(&setup)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
@@ -37,6 +40,7 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
     let n = commands.len();
     let mut records = Vec::with_capacity(n);
     let mut archived = BTreeMap::new();
+    let mut processes = BTreeMap::new();
     for (command, _) in commands {
         let scripts = store.archived_of(command.id)?;
         if !scripts.is_empty() {
@@ -50,6 +54,19 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
             archived.insert(command.id, texts);
         }
         let files = store.files_of(command.id)?;
+        let tree = prov_export::process_tree::process_tree_of(&store, command.id, &files)?;
+        if !tree.is_empty() {
+            let lines = tree
+                .iter()
+                .map(|n| ProcessLine {
+                    depth: n.depth,
+                    label: crate::processes::process_label(&n.row.record),
+                    pid: n.row.record.pid,
+                    writes: n.writes.len(),
+                })
+                .collect();
+            processes.insert(command.id, lines);
+        }
         records.push((command, files));
     }
     let which = match (limit, filters.is_empty()) {
@@ -64,13 +81,20 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         records,
         archived,
         files_per_access: Some(setup.config.report.files_per_command.0 as usize),
+        processes,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());
         write_report(&input, &mut out)?;
         out.flush()?;
     } else {
-        let shown = escape(output.as_os_str().as_bytes());
+        // The default file is named in full, so it is found; a path the
+        // user gave is said as they wrote it.
+        let said = match output == Path::new(DEFAULT_OUTPUT) {
+            true => std::path::absolute(output).unwrap_or_else(|_| output.to_owned()),
+            false => output.to_owned(),
+        };
+        let shown = escape(said.as_os_str().as_bytes());
         write_replacing(output, &input).with_context(|| format!("cannot write the report to {shown}"))?;
         eprintln!("prov: report of {n} commands written to {shown}");
     }

@@ -35,8 +35,14 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "PATH")]
     file: Option<OsString>,
     /// Write under DIR (created if missing): DIR/<recorded absolute path>.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    to: PathBuf,
+    /// Without --to or --in-place nothing is written: prov says what would
+    /// be restored, and where.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["list", "stdout"])]
+    to: Option<PathBuf>,
+    /// Write each file back at its recorded path. An existing different
+    /// file is replaced only after a yes on a terminal (or with --force).
+    #[arg(long, conflicts_with_all = ["to", "list", "stdout"])]
+    in_place: bool,
     /// Replace existing files without asking. Without it an existing file
     /// is replaced only after a yes on a terminal, and never otherwise.
     #[arg(long)]
@@ -44,7 +50,11 @@ pub struct RestoreArgs {
     /// Write nothing; list what is archived (mode, size, digest, path).
     #[arg(long, conflicts_with_all = ["force", "stdout"])]
     list: bool,
-    /// With --list: JSON Lines, one object per file (see README.md).
+    /// With --list: JSON Lines, one object per file.
+    ///
+    /// Each object has "type": "archived", command_id, path (with path_hex,
+    /// the exact bytes, when the path is not UTF-8), mode (4 octal digits),
+    /// size, mtime_ns and digest (of the archived content).
     #[arg(long, requires = "list")]
     json: bool,
     /// Write the one selected file's content to standard output instead.
@@ -72,12 +82,20 @@ pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let to = RestoreDir::open(&args.to)?;
+    let to_path = match (&args.to, args.in_place) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => PathBuf::from("/"),
+        (None, false) => {
+            plan(&store, &files)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let to = RestoreDir::open(&to_path)?;
     let mut failed = false;
     let mut ask = Asker::new();
     let mut out = std::io::stdout().lock();
     for file in &files {
-        match restore_one(&store, file, &to, &args, &mut ask) {
+        match restore_one(&store, file, &to, &to_path, &args, &mut ask) {
             Ok(Some(target)) => writeln!(out, "restored {}", shown(&target))?,
             Ok(None) => {}
             Err(e) => {
@@ -88,6 +106,27 @@ pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Without --to or --in-place: what would be restored, and how the file
+/// at its recorded path compares, written to standard output; how to write
+/// them, on standard error.
+fn plan(store: &Store, files: &[ArchivedFile]) -> Result<()> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for f in files {
+        let now = match std::fs::read(OsStr::from_bytes(&f.path)) {
+            Ok(content) if content == store.archived_content(f)? => "same as the archived version",
+            Ok(_) => "differs now",
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing now",
+            Err(_) => "unreadable now",
+        };
+        writeln!(out, "would restore {}  ({:04o}, {} bytes; {now})", show(&f.path), f.mode & 0o777, f.size)?;
+    }
+    out.flush()?;
+    eprintln!(
+        "prov: nothing written; add --to DIR to write each file as DIR/<its recorded path>, or --in-place to write it back where it was"
+    );
+    Ok(())
 }
 
 /// The archived files the arguments select, in the order they were read.
@@ -150,11 +189,12 @@ fn restore_one(
     store: &Store,
     file: &ArchivedFile,
     to: &RestoreDir,
+    to_path: &Path,
     args: &RestoreArgs,
     ask: &mut Asker,
 ) -> Result<Option<PathBuf>> {
     let rel = relative(&file.path)?;
-    let target = args.to.join(&rel);
+    let target = to_path.join(&rel);
     let content = store.archived_content(file)?;
     // Set-id bits are not given back: the restored file is a new file of
     // the user's, not the one that was run.

@@ -7,44 +7,64 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use prov_collect::ipc;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_collect::protocol::{CommandStart, StoreReport, ToCaller, ToCollector};
+use prov_collect::{ipc, long_text};
 use prov_model::escape::{escape, escape_controls};
-use prov_model::CommandEnd;
+use prov_model::{CommandBegin, CommandEnd};
 
 use crate::observe::{self, Observation};
+use crate::record_end;
 use crate::setup::UserSetup;
 use crate::spawn;
+
+/// After its command has ended, `prov run` waits at most this long for the
+/// record to be stored; a collector slower than that finishes it alone.
+const STORE_WAIT: Duration = Duration::from_secs(5);
+/// How long `prov run` waits for the record's start to be stored before it
+/// starts the command anyway.
+const BEGIN_WAIT: Duration = Duration::from_secs(2);
 
 pub fn run(command: Vec<OsString>) -> ExitCode {
     let Some(program) = resolve_program(&command[0]) else {
         eprintln!("prov: {}: command not found", escape(command[0].as_bytes()));
         return ExitCode::from(127);
     };
-    let session = std::env::var("PROV_SESSION").unwrap_or_else(|_| uuid::Uuid::now_v7().to_string());
-    let observation = UserSetup::load()
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|user| observe::start(&user, observe::identity(session, "run")));
-    let mut obs = match observation {
-        Ok(obs) => obs,
-        Err(reason) => {
-            eprintln!("prov: not tracing: {}", escape_controls(&reason));
-            return run_untraced(&program, &command);
-        }
-    };
-    let start_ns = now_ns();
-    let start = CommandStart {
+    let session = crate::run_session::for_run();
+    let identity = observe::identity(session, "run");
+    let user = UserSetup::load().map_err(|e| format!("{e:#}"));
+    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observe::start(user, identity.clone()));
+    let start = |start_ns| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
+        text_in_fd: None,
+        confirm: true,
     };
-    if let Err(e) = ipc::send_json(obs.ctl.as_fd(), &ToCollector::Begin(start), &[]) {
+    // Without an observation the record is still kept, marked untraced
+    // (unless the configuration itself is what failed).
+    let untraced = |reason: String| {
+        let begin = identity.clone().begin(start(now_ns()));
+        run_untraced(&program, &command, user.as_ref().ok().map(|u| (u, begin, reason)))
+    };
+    let mut obs = match observation {
+        Ok(obs) => obs,
+        Err(reason) => {
+            eprintln!("prov: not tracing: {}", escape_controls(&reason));
+            return untraced(reason);
+        }
+    };
+    let start_ns = now_ns();
+    let begin = identity.clone().begin(start(start_ns));
+    if let Err(e) = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)) {
         eprintln!("prov: not tracing: collector unreachable: {e}");
-        return run_untraced(&program, &command);
+        return untraced(format!("collector unreachable: {e}"));
     }
+    wait_until_begun(&obs);
+    let begun_ns = now_ns() - start_ns;
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
         Err(e) => {
@@ -55,17 +75,50 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     // Only the command's processes hold the tracker now.
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
+    spawn::forward_termination(child.id());
     let status = wait(child);
-    let end = CommandEnd { end_ns: now_ns(), exit_status: shell_status(status), text: None };
+    let end = CommandEnd::with_status(now_ns(), shell_status(status));
     let command_ns = end.end_ns - start_ns;
-    match finish(&obs, end) {
-        Ok(report) => {
-            report_problems(&report);
-            bench_report(command_ns, now_ns() - start_ns, &report);
+    match finish(&mut obs, end.clone()) {
+        Finished::Stored(report) => {
+            match (&report.lost, &user) {
+                // The collector lives but its writer does not: the start and
+                // end are still ours to keep.
+                (Some(lost), Ok(user)) => {
+                    let why = format!("the collector could not store everything: {lost}");
+                    keep_end(user, &begin, end, why);
+                }
+                _ => report_problems(&report),
+            }
+            bench_report(Timings { begun_ns, command_ns, total_ns: now_ns() - start_ns }, &report);
         }
-        Err(e) => eprintln!("prov: record may be incomplete: {e}"),
+        Finished::Pending => {
+            eprintln!("prov: the collector is still storing this record; it will follow in the background")
+        }
+        Finished::CollectorGone(why) => match &user {
+            Ok(user) => keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing")),
+            Err(_) => eprintln!("prov: record incomplete: {}", escape_controls(&why)),
+        },
     }
     ExitCode::from(shell_status(status) as u8)
+}
+
+/// Stores the record's end ourselves, marked incomplete with `why`, and says
+/// so in one line.
+fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) {
+    let shown = escape_controls(&why);
+    match record_end::store(user, begin, &CommandEnd { incomplete: Some(why), ..end }) {
+        Ok(()) => eprintln!("prov: record incomplete: {shown}"),
+        Err(e) => eprintln!("prov: record lost: {shown}; {}", escape_controls(&e)),
+    }
+}
+
+/// Stores the record of an untraced command; says so in one line only if
+/// that fails.
+fn store_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd) {
+    if let Err(e) = record_end::store(user, begin, &end) {
+        eprintln!("prov: record lost: {}", escape_controls(&e));
+    }
 }
 
 /// Starts the command through the helper's join mode, so it begins life
@@ -113,16 +166,82 @@ fn wait(mut child: Child) -> ExitStatus {
     }
 }
 
-/// Tells the collector the command is done and waits until it is stored.
-fn finish(obs: &Observation, end: CommandEnd) -> Result<StoreReport, String> {
-    ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).map_err(|e| format!("collector gone: {e}"))?;
-    match ipc::recv(obs.ctl.as_fd()) {
-        Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
-            Ok(ToCaller::Stored(report)) => Ok(report),
-            _ => Err("unexpected answer from the collector".into()),
-        },
-        Ok(None) => Err("the collector exited before storing the record".into()),
-        Err(e) => Err(format!("collector gone: {e}")),
+/// What became of the record once the command had ended.
+enum Finished {
+    Stored(StoreReport),
+    /// The collector took longer than STORE_WAIT: it goes on alone.
+    Pending,
+    /// The collector is gone without storing the end (why).
+    CollectorGone(String),
+}
+
+/// Waits, at most BEGIN_WAIT, until the collector says the record's start
+/// is stored: a step killed together with prov and its collector (a batch
+/// job's cgroup.kill) then still has its record, which the next prov ends.
+/// A collector slower than that costs the guarantee, never the command.
+fn wait_until_begun(obs: &Observation) {
+    let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
+    let ready = loop {
+        match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break matches!(other, Ok(n) if n > 0),
+        }
+    };
+    if ready {
+        // Begun, or the collector's end (then End meets a closed socket and
+        // says so): either way nothing more to read here.
+        let _ = ipc::recv(obs.ctl.as_fd());
+    }
+}
+
+/// Tells the collector the command is done and waits, at most STORE_WAIT,
+/// until it is stored.
+fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
+    if ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).is_err() {
+        return Finished::CollectorGone(collector_fate(&mut obs.collector));
+    }
+    let deadline = Instant::now() + STORE_WAIT;
+    loop {
+        let left =
+            PollTimeout::try_from(deadline.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
+        match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], left) {
+            Ok(0) => return Finished::Pending,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
+        }
+        match ipc::recv(obs.ctl.as_fd()) {
+            Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
+                Ok(ToCaller::Stored(report)) => return Finished::Stored(report),
+                // A start confirmed after `wait_until_begun` gave up.
+                Ok(ToCaller::Begun) => continue,
+                _ => return Finished::CollectorGone("unexpected answer from the collector".into()),
+            },
+            Ok(None) | Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
+        }
+    }
+}
+
+/// How the collector (our child) ended, as one phrase. It closed its end of
+/// the socket, so it is exiting: waited for briefly.
+fn collector_fate(collector: &mut Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        match collector.try_wait() {
+            Ok(Some(status)) => {
+                return match status.signal() {
+                    Some(sig) => {
+                        let name = nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string());
+                        format!("the collector was killed by {name}")
+                    }
+                    None => {
+                        format!("the collector exited (status {}) before storing the end", status.code().unwrap_or(-1))
+                    }
+                };
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => return "the collector stopped answering".into(),
+        }
     }
 }
 
@@ -135,16 +254,25 @@ fn report_problems(report: &StoreReport) {
     }
 }
 
+/// From just before the record's start is sent: until the collector
+/// confirmed it, until the command ended, until the record was stored.
+struct Timings {
+    begun_ns: i64,
+    command_ns: i64,
+    total_ns: i64,
+}
+
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
-/// command's own time, the total time including storing, and the
-/// collector's CPU time and event count.
-fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
+/// time until the start was confirmed, the command's own time, the total
+/// time including storing, and the collector's CPU time and event count.
+fn bench_report(Timings { begun_ns, command_ns, total_ns }: Timings, report: &StoreReport) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
     // As root, not into a directory someone else could redirect (see setup).
     if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
         return;
     }
     let line = serde_json::json!({
+        "begun_ns": begun_ns,
         "command_ns": command_ns,
         "total_ns": total_ns,
         "collector_cpu_ns": report.collector_cpu_ns,
@@ -157,15 +285,26 @@ fn bench_report(command_ns: i64, total_ns: i64, report: &StoreReport) {
     }
 }
 
-fn run_untraced(program: &Path, command: &[OsString]) -> ExitCode {
+/// Runs the command outside any observation; with `record`, keeps a record
+/// of it marked untraced with the reason.
+fn run_untraced(program: &Path, command: &[OsString], record: Option<(&UserSetup, CommandBegin, String)>) -> ExitCode {
     let status = Command::new(program).arg0(&command[0]).args(&command[1..]).status();
-    match status {
-        Ok(s) => ExitCode::from(shell_status(s) as u8),
+    let code = match &status {
+        Ok(s) => shell_status(*s),
         Err(e) => {
             eprintln!("prov: cannot start {}: {e}", escape(command[0].as_bytes()));
-            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
+            if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            }
         }
+    };
+    if let Some((user, begin, reason)) = record {
+        let end = CommandEnd { untraced: Some(reason), ..CommandEnd::with_status(now_ns(), code) };
+        store_end(user, &begin, end);
     }
+    ExitCode::from(code as u8)
 }
 
 /// The status a shell would report: the exit code, or 128+N for signal N.

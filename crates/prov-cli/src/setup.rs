@@ -23,12 +23,36 @@ impl UserSetup {
     /// The locations and configuration. As root, only if nobody else can
     /// change where prov's files are (see [`refuse_others_directories`]).
     pub fn load() -> Result<UserSetup> {
+        UserSetup::load_with(|file| Ok(Config::load(file)?))
+    }
+
+    /// For commands that only read the journal: a mistake in a section only
+    /// tracing uses is one warning on stderr, not an error.
+    pub fn load_for_reading() -> Result<UserSetup> {
+        UserSetup::load_with(|file| {
+            let (config, warning) = Config::load_for_reading(file)?;
+            if let Some(w) = warning {
+                eprintln!(
+                    "prov: warning: {}; queries go on (tracing will not start until it is fixed)",
+                    prov_model::escape::escape_controls(&w.to_string())
+                );
+            }
+            Ok(config)
+        })
+    }
+
+    /// `load_for_reading` without the warning (a background step).
+    pub fn load_for_reading_quietly() -> Result<UserSetup> {
+        UserSetup::load_with(|file| Ok(Config::load_for_reading(file)?.0))
+    }
+
+    fn load_with(load_config: impl FnOnce(&Path) -> Result<Config>) -> Result<UserSetup> {
         let locations = Locations::from_env().map_err(|e| anyhow!(e))?;
         let as_root = nix::unistd::geteuid().is_root();
         if as_root {
             refuse_others_directories(&locations.config_file(), "set XDG_CONFIG_HOME")?;
         }
-        let config = Config::load(&locations.config_file())?;
+        let config = load_config(&locations.config_file())?;
         let setup = UserSetup { locations, config };
         if as_root {
             let database_hint = match setup.config.database.path {
@@ -65,6 +89,7 @@ impl UserSetup {
             private_paths,
             busy_timeout_ms: BUSY_TIMEOUT_MS,
             archive: self.config.archive.clone(),
+            redact: self.config.redact.clone(),
         }
     }
 }
@@ -137,6 +162,9 @@ pub fn tracing_unavailable(helper: &Path) -> Option<String> {
     }
     if crate::spawn::no_new_privs() {
         return Some("no_new_privs is set for this process, so setuid programs cannot gain privilege".into());
+    }
+    if let Some(reason) = crate::doctor_env::blocked_helper() {
+        return Some(reason);
     }
     if !Path::new("/proc/sys/fs/fanotify").exists() {
         return Some("this kernel has no fanotify".into());

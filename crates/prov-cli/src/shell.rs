@@ -9,6 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
@@ -37,6 +38,14 @@ impl Shell {
             Shell::Zsh => include_str!("../../../shell/prov.zsh"),
         }
     }
+
+    /// The Ctrl-R binding to `prov browse` (opt-in).
+    fn binding(self) -> &'static str {
+        match self {
+            Shell::Bash => include_str!("../../../shell/prov-bind.bash"),
+            Shell::Zsh => include_str!("../../../shell/prov-bind.zsh"),
+        }
+    }
 }
 
 struct Paths {
@@ -62,10 +71,19 @@ fn quote(path: &Path) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-pub fn init(shell: Shell) -> Result<ExitCode> {
+/// `bind_ctrl_r`: from `--bind-ctrl-r`; [browse] bind_ctrl_r also turns it
+/// on (a configuration that does not load is reported by the tracing itself).
+pub fn init(shell: Shell, bind_ctrl_r: bool) -> Result<ExitCode> {
     let p = paths()?;
-    let script = shell
-        .template()
+    let configured = prov_model::paths::Locations::from_env()
+        .ok()
+        .and_then(|loc| prov_model::Config::load_for_reading(&loc.config_file()).ok())
+        .is_some_and(|(c, _)| c.browse.bind_ctrl_r);
+    let mut script = shell.template().to_string();
+    if bind_ctrl_r || configured {
+        script.push_str(shell.binding());
+    }
+    let script = script
         .replace("@PRELOAD@", &quote(&p.preload))
         .replace("@HELPER@", &quote(&p.helper))
         .replace("@PROV@", &quote(&p.prov));
@@ -126,27 +144,87 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
     bail!("cannot start {}: {err}", shell.name())
 }
 
+/// The next request came this many times sooner after the last answer than
+/// preparing one takes: lines come faster than they can be prepared (pasted),
+/// so the preparer keeps one more observation ready ahead. At a person's pace
+/// the one the shell holds is enough, and preparing ahead would only compete
+/// with the command for the CPU.
+const AHEAD_WHEN_FASTER: u32 = 4;
+
 /// `prov __prepare SESSION SHELL`, fd 3 being the shim's socket: answers
 /// `R<holder pid>[ skip-space]` with [control socket, namespace root,
-/// tracker], or `E<one-line reason>`.
+/// tracker], or `E<one-line reason>`; then waits for the shim's next request
+/// (any message) and answers again, until the shim hangs up (its shell is
+/// gone). Started once per shell: the preparer's own start is no longer on
+/// each command's way.
 pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let shim = shim_socket()?;
-    let result = UserSetup::load().map_err(|e| format!("{e:#}")).and_then(|user| {
+    let mut ahead: Option<Prepared> = None;
+    let mut answered: Option<Instant> = None;
+    let mut preparing_takes = Duration::ZERO;
+    // Being started is the first request.
+    loop {
+        reap_exited_children();
+        let quick = answered.is_some_and(|t| t.elapsed() * AHEAD_WHEN_FASTER < preparing_takes);
+        let prepared = ahead.take().unwrap_or_else(|| {
+            let started = Instant::now();
+            let prepared = prepare_one(&session, &shell);
+            preparing_takes = started.elapsed();
+            prepared
+        });
+        if send_prepared(shim, &prepared).is_err() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Our copies of the descriptors are closed: only the shell holds them.
+        drop(prepared);
+        answered = Some(Instant::now());
+        if quick {
+            ahead = Some(prepare_one(&session, &shell));
+        }
+        match ipc::recv(shim) {
+            Ok(Some(_)) => {}
+            // The shell is gone; an observation prepared ahead ends unused.
+            Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// One observation for the shim, or why there is none.
+type Prepared = Result<(observe::Observation, bool), String>;
+
+fn prepare_one(session: &str, shell: &str) -> Prepared {
+    // The configuration is read again each time: an edit applies from the
+    // next observation on, as when each had a preparer of its own.
+    UserSetup::load().map_err(|e| format!("{e:#}")).and_then(|user| {
         let skip_space = user.config.shell.skip_space_prefixed;
-        observe::start(&user, observe::identity(session, &shell)).map(|obs| (obs, skip_space))
-    });
-    match result {
+        observe::start(&user, observe::identity(session.to_string(), shell)).map(|obs| (obs, skip_space))
+    })
+}
+
+fn send_prepared(shim: BorrowedFd<'_>, prepared: &Prepared) -> Result<()> {
+    match prepared {
         Ok((obs, skip_space)) => {
             let tracker = obs.tracker.as_ref().ok_or_else(|| anyhow!("no tracker"))?;
             let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
             // The shim applies [shell] skip_space_prefixed itself.
-            let answer = format!("R{}{}", obs.holder_pid, if skip_space { " skip-space" } else { "" });
+            let answer = format!("R{}{}", obs.holder_pid, if *skip_space { " skip-space" } else { "" });
             ipc::send(shim, answer.as_bytes(), &fds)?;
         }
         // The shim prints the reason on the user's terminal.
-        Err(reason) => ipc::send(shim, format!("E{}", prov_model::escape::escape_controls(&reason)).as_bytes(), &[])?,
+        Err(reason) => ipc::send(shim, format!("E{}", prov_model::escape::escape_controls(reason)).as_bytes(), &[])?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// The collectors this preparer started (each the helper it exec'd) that
+/// have ended: reaped, so none is left a zombie while the shell lives.
+fn reap_exited_children() {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+    }
 }
 
 /// The shim's socket at fd 3 (anything else there: not started by the shim).

@@ -4,6 +4,7 @@
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// In the child, make `fd` appear as `target` (inheritable).
 pub fn map_fd(cmd: &mut Command, fd: RawFd, target: RawFd) {
@@ -36,6 +37,27 @@ pub fn inherit_fds(cmd: &mut Command, fds: Vec<RawFd>) {
     }
 }
 
+/// In the child, every descriptor from 3 up is closed at exec: a process
+/// left running in the background (the sync) must not hold the shell
+/// integration's socket open. Marked close-on-exec rather than closed, so
+/// that std's own exec-error pipe keeps working.
+pub fn close_fds_from_3(cmd: &mut Command) {
+    const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    // SAFETY: close_range and fcntl are plain syscalls, async-signal-safe,
+    // touching only the child's descriptor table.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) < 0 {
+                // Before Linux 5.11: one by one (EBADF for the unused ones).
+                for fd in 3..4096 {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// While the command runs in the foreground, the terminal's SIGINT and
 /// SIGQUIT are meant for it; prov stays to store the record.
 pub fn ignore_terminal_signals() {
@@ -43,6 +65,35 @@ pub fn ignore_terminal_signals() {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}
+
+/// The process `forward_termination` passes signals to (0: none).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = FORWARD_TO.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// SIGTERM and SIGHUP (`timeout`, a batch system, a closed terminal) go to
+/// the command, as they would without prov; prov stays to record how it
+/// ended instead of leaving its record without an end.
+pub fn forward_termination(pid: u32) {
+    FORWARD_TO.store(i32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
+    // SAFETY: the handler only reads an atomic and calls kill, both
+    // async-signal-safe; SA_RESTART keeps our waitpid going.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
     }
 }
 

@@ -80,3 +80,20 @@ pub fn file_now(f: &FileRow) -> FileNow {
         FileNow::Modified(differs)
     }
 }
+
+/// The answer to "is the file I asked about stale?": the file at `asked`
+/// now against the version command #`command` recorded (`verb`: "wrote" or
+/// "read"). Said apart from the listing's per-file states, where a missing
+/// input (renamed since, say) is no statement about the asked file.
+pub fn target_summary(asked: &Path, recorded: &FileRow, command: i64, verb: &str) -> String {
+    let name = prov_model::escape::escape(asked.as_os_str().as_bytes());
+    let now = file_now(&FileRow { path: asked.as_os_str().as_bytes().to_vec(), ..recorded.clone() });
+    match now {
+        FileNow::UpToDate => format!("{name} is up to date: as #{command} {verb} it"),
+        FileNow::Modified(what) => {
+            format!("{name} was modified since #{command} {verb} it ({} differ)", what.join(", "))
+        }
+        FileNow::Missing => format!("{name} is missing now"),
+        FileNow::Unreadable(why) => format!("{name} cannot be checked: {why}"),
+    }
+}

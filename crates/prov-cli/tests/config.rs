@@ -44,13 +44,16 @@ fn without_flag_says_which_file_applies() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap()
     };
-    assert_eq!(
-        stdout(prov_config(&home, &[])),
-        format!("{}: absent: the defaults apply (prov config --default)\n", file.display())
-    );
-    // The documented defaults, saved as they are, are a valid file.
+    let absent = stdout(prov_config(&home, &[]));
+    assert!(absent.starts_with(&format!("# {}: absent, so every value is the default", file.display())), "{absent}");
+    assert!(absent.contains("\n[query]\nfiles_shown = 30  # default\nlimit = 20  # default\n"), "{absent}");
+    // The documented defaults, saved as they are, are a valid file; each
+    // value now comes from its line.
     std::fs::write(&file, DOCUMENTED).unwrap();
-    assert_eq!(stdout(prov_config(&home, &[])), format!("{}: valid\n", file.display()));
+    let valid = stdout(prov_config(&home, &[]));
+    assert!(valid.starts_with(&format!("# {}: valid", file.display())), "{valid}");
+    let limit_line = DOCUMENTED.lines().position(|l| l.starts_with("limit =")).unwrap() + 1;
+    assert!(valid.contains(&format!("limit = 20  # config.toml:{limit_line}\n")), "{valid}");
     std::fs::write(&file, "[query]\nlimit = 0\n").unwrap();
     let out = prov_config(&home, &[]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

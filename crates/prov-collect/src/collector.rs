@@ -4,23 +4,29 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use prov_model::redact::Redactor;
 use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::{CommandEnd, Completeness, FileEvent};
 
 use crate::error::CollectorError;
 use crate::fanotify::{RawEvent, Reader};
 use crate::ipc;
-use crate::protocol::{RecordIdentity, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG};
+use crate::long_text;
+use crate::members::Members;
+use crate::new_mounts::MountWatch;
+use crate::protocol::{RecordIdentity, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG, UNTRACED_TAG};
 use crate::resolve::Resolver;
 use crate::writer_link::WriterLink;
 
 /// What the helper handed over (see suid-helper `observe`).
 pub struct Handover {
     pub ctl: OwnedFd,
-    pub group: OwnedFd,
+    /// Shared with the thread that has new mounts marked (`new_mounts`).
+    pub group: Arc<OwnedFd>,
     /// Held until the end: paths of events on the namespace's own mounts
     /// resolve fully only while the namespace lives.
     pub namespace: OwnedFd,
@@ -45,13 +51,9 @@ const PUMP_ROUNDS: usize = 16;
 const BACKLOG_MAX: usize = 65_536;
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
-/// A command's start is written at the latest this long after it began.
-const HOLD_BEGIN: Duration = Duration::from_secs(1);
-/// After the last process is gone, the queue must stay empty this long
-/// before the record is final (see `State::settle`), and at most this
-/// many times that is waited.
-const SETTLE_QUIET: Duration = Duration::from_millis(15);
-const SETTLE_ROUNDS: usize = 20;
+/// While a process's arguments wait to be read (its exec not complete when
+/// its event was resolved), /proc is looked at again this often.
+const PROCESS_RETRY: Duration = Duration::from_millis(2);
 
 struct State {
     reader: Reader,
@@ -59,16 +61,15 @@ struct State {
     /// Until `Begin`, resolved events wait here (the writer needs the record).
     identity: Option<RecordIdentity>,
     begun: bool,
-    /// The record's start, held back until the command ends, events must be
-    /// stored, or HOLD_BEGIN has passed: a short command's row is written
-    /// after the prompt is back, not while the command competes for the
-    /// CPUs (0.4 ms of a builtin's prompt-to-prompt time on two CPUs). A
-    /// record whose text is unknown and that never got an End (the shell
-    /// exited) is not written at all.
+    /// The start of a record whose text is not known yet (bash learns it
+    /// from its history list at the end), held until the End or the first
+    /// events. One that never got an End (a typed `exit`) is not written:
+    /// there is nothing to say about it. A start with a text is written at
+    /// once, so a record exists whatever dies later.
     held_begin: Option<ToWriter>,
-    /// When a held start with a known text is due to be written anyway, so
-    /// a long-running command shows up while it runs.
-    held_until: Option<Instant>,
+    /// Why a process of the command ran outside the observation (the join
+    /// helper's report on the tracker); the first reason is kept.
+    untraced: Option<String>,
     /// Events read from the kernel's queue, not yet resolved (all of them
     /// until `Prepare` brings the settings). The queue is read as soon as
     /// events arrive, resolving in between: for every new event the kernel
@@ -79,9 +80,18 @@ struct State {
     backlog_limit: usize,
     raw: Vec<RawEvent>,
     batch: Vec<FileEvent>,
+    /// When the first event of the partly filled batch was resolved: it is
+    /// sent at most IDLE_FLUSH later, also while events keep coming (a
+    /// command polling a file every 50 ms would otherwise hold it back).
+    batch_since: Option<Instant>,
     unobserved_setuid: u64,
     unmarked_mounts: u64,
     writer: WriterLink,
+    /// From `Prepare`: takes secrets out of the texts of `Begin` and `End`,
+    /// before the writer stores or spools them.
+    redactor: Option<Redactor>,
+    /// The command's last process is gone: every process record is final.
+    processes_over: bool,
 }
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
@@ -91,6 +101,17 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     drop(h.tracker_for_command);
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    // Ready before Prepare asks for it (`prov run` waits for the record's
+    // start, which is redacted first).
+    std::thread::spawn(prov_model::redact::compile_builtin);
+    let members = Members::of(&h.namespace, h.holder_pid);
+    if let Err(e) = &members {
+        st.writer.log(format!("cannot tell the command's processes by their namespace: {e}"));
+    }
+    let mounts = MountWatch::of_holder(h.holder_pid, Arc::clone(&h.group));
+    if let Err(e) = &mounts {
+        st.writer.log(format!("cannot watch the namespace for new mounts: {e}"));
+    }
     let mut observation = Observation {
         group: &h.group,
         ctl: &h.ctl,
@@ -100,6 +121,9 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
         ctl_open: true,
         tracker_open: true,
         ended: false,
+        members: members.ok(),
+        lingering: Vec::new(),
+        mounts: mounts.ok(),
     };
     let result = observation.run(&mut st);
     if let Err(e) = &result {
@@ -143,6 +167,15 @@ struct Observation<'a> {
     ctl_open: bool,
     tracker_open: bool,
     ended: bool,
+    /// Tells the command's processes by their mount namespace.
+    members: Option<Members>,
+    /// After the tracker's hang-up: pidfds of the command's processes still
+    /// alive (a daemon that closed every inherited descriptor). Each exit
+    /// brings a new look at who is left.
+    lingering: Vec<OwnedFd>,
+    /// The namespace's mount table, for mounts that appear while the
+    /// command runs (see `new_mounts`).
+    mounts: Option<MountWatch>,
 }
 
 /// Which sources poll() found ready.
@@ -150,6 +183,10 @@ struct ReadySources {
     events: bool,
     ctl: bool,
     tracker: bool,
+    /// One of the lingering processes has exited.
+    member_exited: bool,
+    /// A mount came or went in the namespace.
+    mounts_changed: bool,
 }
 
 impl Observation<'_> {
@@ -162,13 +199,26 @@ impl Observation<'_> {
             if ready.events || busy {
                 st.pump(self.group)?;
             }
+            st.retry_processes();
             if ready.tracker {
                 self.read_tracker(st);
+                if !self.tracker_open {
+                    self.look_for_members();
+                }
+            }
+            if ready.member_exited {
+                self.look_for_members();
+            }
+            if ready.mounts_changed {
+                self.mark_new_mounts(st);
             }
             if ready.ctl {
                 self.read_control(st)?;
             }
-            if !self.tracker_open && (self.ended || !self.ctl_open) {
+            if st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) {
+                st.flush();
+            }
+            if self.command_gone() && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
         }
@@ -185,13 +235,14 @@ impl Observation<'_> {
         if self.tracker_open {
             fds.push(PollFd::new(self.tracker.as_fd(), PollFlags::POLLIN));
         }
+        let mount_watch = fds.len();
+        if let Some(w) = &self.mounts {
+            fds.push(PollFd::new(w.fd(), PollFlags::POLLPRI));
+        }
+        let first_member = fds.len();
+        fds.extend(self.lingering.iter().map(|p| PollFd::new(p.as_fd(), PollFlags::POLLIN)));
         match poll(&mut fds, timeout) {
-            Ok(0) if !busy => {
-                st.flush();
-                if st.held_until.is_some_and(|due| Instant::now() >= due) {
-                    st.start_record();
-                }
-            }
+            Ok(0) if !busy && st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) => st.flush(),
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => return Ok(None),
             Err(e) => return Err(CollectorError::Poll(e)),
@@ -201,24 +252,64 @@ impl Observation<'_> {
             events: ready(0),
             ctl: self.ctl_open && ready(1),
             tracker: self.tracker_open && ready(if self.ctl_open { 2 } else { 1 }),
+            member_exited: (first_member..fds.len()).any(ready),
+            mounts_changed: self.mounts.is_some() && ready(mount_watch),
         }))
     }
 
-    /// A message on the tracker counts a setuid program that ran unobserved;
-    /// its hang-up means the command's last process is gone.
+    /// A message on the tracker counts a setuid program that ran unobserved
+    /// or says why a process ran untraced; its hang-up means the command's
+    /// last process is gone.
     fn read_tracker(&mut self, st: &mut State) {
         match ipc::recv(self.tracker.as_fd()) {
             Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
+            Ok(Some((msg, _))) if msg.first() == Some(&UNTRACED_TAG) => {
+                let why = String::from_utf8_lossy(&msg[1..]).into_owned();
+                st.untraced.get_or_insert(why);
+            }
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => self.tracker_open = false,
         }
     }
 
+    /// The command's last process is gone: the tracker has hung up and no
+    /// process is left in the namespace.
+    fn command_gone(&self) -> bool {
+        !self.tracker_open && self.lingering.is_empty()
+    }
+
+    /// Which of the command's processes are alive, now that the tracker is
+    /// closed (see `members`).
+    fn look_for_members(&mut self) {
+        self.lingering = self.members.as_ref().map(Members::alive).unwrap_or_default();
+    }
+
+    /// Has the mounts that appeared since the last look marked, and counts
+    /// them: writes made there before the mark are missing (see
+    /// `new_mounts`).
+    fn mark_new_mounts(&mut self, st: &mut State) {
+        let Some(watch) = self.mounts.as_mut() else { return };
+        match watch.mark_new() {
+            Ok(appeared) => st.unmarked_mounts += appeared,
+            Err(e) => {
+                st.writer.log(format!("stopped watching the namespace for new mounts: {e}"));
+                self.mounts = None;
+            }
+        }
+    }
+
+    /// A change of the mount table not yet looked at (poll() without waiting).
+    fn mounts_changed_now(&self) -> bool {
+        let Some(watch) = &self.mounts else { return false };
+        let mut fds = [PollFd::new(watch.fd(), PollFlags::POLLPRI)];
+        matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+    }
+
     /// One control message, in the order Prepare, Begin, End; anything else
     /// ends the observation.
     fn read_control(&mut self, st: &mut State) -> Result<(), CollectorError> {
-        let msg = match ipc::recv(self.ctl.as_fd()) {
-            Ok(Some((msg, _))) => msg,
+        let (msg, fds) = match ipc::recv(self.ctl.as_fd()) {
+            Ok(Some(received)) => received,
             Ok(None) | Err(_) => {
                 self.ctl_open = false;
                 return Ok(());
@@ -232,25 +323,45 @@ impl Observation<'_> {
                     spool_dir: settings.spool_dir.clone(),
                     busy_timeout_ms: settings.busy_timeout_ms,
                 });
+                st.redactor = Some(Redactor::new(&settings.redact));
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
                 st.identity = Some(identity);
             }
-            Ok(ToCollector::Begin(start)) if !st.begun => {
+            Ok(ToCollector::Begin(mut start)) if !st.begun => {
+                if let Err(e) = long_text::receive_text(&mut start, fds) {
+                    st.writer.log(format!("the command's text could not be read: {e}"));
+                }
+                if let Some(r) = &st.redactor {
+                    start.text = r.redact(&start.text);
+                }
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
+                let confirm = start.confirm;
                 st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
                 st.begun = true;
                 if text_known {
-                    st.held_until = Some(Instant::now() + HOLD_BEGIN);
+                    st.start_record();
+                }
+                if confirm {
+                    // The writer answers a sync once it has stored all it got.
+                    let _ = st.writer.sync();
+                    let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Begun, &[]);
                 }
             }
-            Ok(ToCollector::End(end)) if st.begun && !self.ended => {
+            Ok(ToCollector::End(mut end)) if st.begun && !self.ended => {
+                if let (Some(r), Some(text)) = (&st.redactor, &end.text) {
+                    end.text = Some(r.redact(text));
+                }
                 self.ended = true;
+                if self.mounts_changed_now() {
+                    self.mark_new_mounts(st);
+                }
                 // All processes gone (`prov run` ends after its command):
                 // the reply must include their last events.
-                if !self.tracker_open {
+                if self.command_gone() {
                     st.settle(self.group)?;
                 }
+                st.processes_over = self.command_gone();
                 let report = st.drain_and_sync(self.group, Some(end))?;
                 let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &[]);
             }
@@ -259,33 +370,55 @@ impl Observation<'_> {
         Ok(())
     }
 
-    /// The last process is gone: the events still queued are stored.
-    fn finish(&self, st: &mut State) -> Result<(), CollectorError> {
+    /// The last process is gone: the events still queued are stored. When
+    /// the caller left before telling how the command ended (a typed `exit`,
+    /// a shell hung up, `prov run` killed), the record is ended here, with
+    /// what is known: now, status unknown, and why.
+    fn finish(&mut self, st: &mut State) -> Result<(), CollectorError> {
+        if self.mounts_changed_now() {
+            self.mark_new_mounts(st);
+        }
+        for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
+            st.writer.log(failure);
+        }
         if st.begun {
             st.settle(self.group)?;
-            st.drain_and_sync(self.group, None)?;
+            let end = (!self.ended).then(|| CommandEnd {
+                end_ns: now_ns(),
+                exit_status: None,
+                text: None,
+                incomplete: Some(CALLER_GONE.into()),
+                untraced: None,
+            });
+            st.processes_over = true;
+            st.drain_and_sync(self.group, end)?;
         }
         Ok(())
     }
 }
 
-/// How long poll() may wait: not at all while resolving, until the idle
-/// flush while a batch waits, and no longer than a held start is held.
+/// Why a record was ended by its collector rather than by its caller.
+const CALLER_GONE: &str = "the shell or prov run was gone before the command ended: exit status unknown";
+
+/// How long poll() may wait: not at all while resolving, and until the idle
+/// flush while a batch waits.
 fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
-    let mut timeout = if busy {
-        PollTimeout::ZERO
-    } else if st.batch.is_empty() || !st.begun {
-        PollTimeout::NONE
-    } else {
-        PollTimeout::try_from(IDLE_FLUSH).unwrap_or(PollTimeout::NONE)
-    };
-    if let Some(due) = st.held_until {
-        let left = PollTimeout::try_from(due.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
-        if timeout == PollTimeout::NONE || left < timeout {
-            timeout = left;
-        }
+    if busy {
+        return PollTimeout::ZERO;
     }
-    timeout
+    let flush_in = (!st.batch.is_empty() && st.begun).then(|| {
+        let waited = st.batch_since.map_or(Duration::ZERO, |since| since.elapsed());
+        IDLE_FLUSH.saturating_sub(waited)
+    });
+    let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
+    match flush_in.into_iter().chain(retry_in).min() {
+        Some(wait) => PollTimeout::try_from(wait).unwrap_or(PollTimeout::NONE),
+        None => PollTimeout::NONE,
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl State {
@@ -297,14 +430,17 @@ impl State {
             identity: None,
             begun: false,
             held_begin: None,
-            held_until: None,
+            untraced: None,
             backlog: VecDeque::new(),
             backlog_limit: fd_budget.min(BACKLOG_MAX),
             raw: Vec::new(),
             batch: Vec::new(),
+            batch_since: None,
             unobserved_setuid: 0,
             unmarked_mounts,
             writer,
+            redactor: None,
+            processes_over: false,
         }
     }
 
@@ -316,6 +452,9 @@ impl State {
             return Ok(true);
         }
         let more = self.reader.read(group.as_fd(), &mut self.raw, room).map_err(CollectorError::Events)?;
+        if let Some(r) = self.resolver.as_mut() {
+            self.raw.iter().for_each(|ev| r.processes.early_look(ev));
+        }
         self.backlog.extend(self.raw.drain(..));
         Ok(more)
     }
@@ -356,6 +495,9 @@ impl State {
             let Some(resolver) = self.resolver.as_mut() else { return };
             let Some(ev) = self.backlog.pop_front() else { break };
             resolver.resolve(ev, &mut self.batch);
+            if !self.batch.is_empty() && self.batch_since.is_none() {
+                self.batch_since = Some(Instant::now());
+            }
             if self.begun && self.batch.len() >= BATCH {
                 self.send_batch();
             }
@@ -369,14 +511,35 @@ impl State {
         // A full batch is likely followed by more: keep the capacity.
         let capacity = if self.batch.len() >= BATCH { BATCH } else { 0 };
         let events = std::mem::replace(&mut self.batch, Vec::with_capacity(capacity));
+        self.batch_since = None;
         self.writer.send(ToWriter::Events(events));
         let archived = self.resolver.as_mut().map(Resolver::take_archived).unwrap_or_default();
         self.writer.send_archived(archived);
+        let processes = self.resolver.as_mut().map(|r| r.processes.take_done()).unwrap_or_default();
+        self.send_processes(processes);
+    }
+
+    /// Final process records, after the events they point into.
+    fn send_processes(&mut self, mut processes: Vec<prov_model::ProcessRecord>) {
+        // Arguments carry what was typed (`mysql -pSECRET`, `sh -c '…'`):
+        // redacted like the command's text, before anything stores them.
+        if let Some(r) = &self.redactor {
+            processes.iter_mut().for_each(|p| crate::processes::redact_args(p, r));
+        }
+        for chunk in processes.chunks(BATCH) {
+            self.writer.send(ToWriter::Processes(chunk.to_vec()));
+        }
+    }
+
+    /// Looks at /proc again for processes whose exec was not complete.
+    fn retry_processes(&mut self) {
+        if let Some(r) = self.resolver.as_mut() {
+            r.processes.retry_pending();
+        }
     }
 
     /// Sends the record's start to the writer, once.
     fn start_record(&mut self) {
-        self.held_until = None;
         if let Some(begin) = self.held_begin.take() {
             self.writer.send(begin);
         }
@@ -397,22 +560,13 @@ impl State {
         c
     }
 
-    /// Waits until the queue has been quiet for SETTLE_QUIET. The last
-    /// process's exit closes the tracker and the files it left open in the
-    /// same exit path, but the kernel finishes those closes (and queues
-    /// their events) in an order of its own: the hang-up can come first.
+    /// The last process is gone (`Observation::command_gone`): every close
+    /// the command made is in the kernel's queue, because a process counts
+    /// as gone only once it has exited (see `members`), and the kernel
+    /// queues a close event in the closing process itself. Reading the queue
+    /// until it is empty brings all of them: nothing to wait for.
     fn settle(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
-        self.drain(group)?;
-        for _ in 0..SETTLE_ROUNDS {
-            let mut fds = [PollFd::new(group.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::try_from(SETTLE_QUIET).unwrap_or(PollTimeout::ZERO)) {
-                Ok(0) => return Ok(()),
-                Ok(_) => self.drain(group)?,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(CollectorError::Poll(e)),
-            }
-        }
-        Ok(())
+        self.drain(group)
     }
 
     /// Reads everything queued so far, stores it and waits until it is
@@ -420,15 +574,21 @@ impl State {
     /// report says it is lost.
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, CollectorError> {
         self.drain(group)?;
-        if end.is_none() && self.held_begin.is_some() && self.held_until.is_none() {
+        let told = end.as_ref().is_some_and(|e| e.incomplete.is_none());
+        if !told && self.held_begin.is_some() {
             // Never told what the command was, and nothing stored yet.
             return Ok(StoreReport::default());
         }
         self.start_record();
         self.flush();
+        if self.processes_over {
+            let processes = self.resolver.as_mut().map(|r| r.processes.take_all()).unwrap_or_default();
+            self.send_processes(processes);
+        }
         let completeness = self.completeness();
         self.writer.send(ToWriter::Completeness(completeness));
-        if let Some(end) = end {
+        if let Some(mut end) = end {
+            end.untraced = end.untraced.or_else(|| self.untraced.clone());
             self.writer.send(ToWriter::End(end));
         }
         let SyncReport { events, spooled, lost, cpu_ns } =

@@ -7,6 +7,8 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 
 pub const FAN_CLOSE_WRITE: u64 = 0x8;
 pub const FAN_CLOSE_NOWRITE: u64 = 0x10;
+/// A file opened to be executed (execve and the interpreters it loads).
+pub const FAN_OPEN_EXEC: u64 = 0x1000;
 pub const FAN_Q_OVERFLOW: u64 = 0x4000;
 const FANOTIFY_METADATA_VERSION: u8 = 3;
 /// event_len(4) vers(1) reserved(1) metadata_len(2) mask(8) fd(4) pid(4)
@@ -27,6 +29,9 @@ pub struct RawEvent {
     pub mask: u64,
     pub file: EventFile,
     pub pid: i32,
+    /// CLOCK_BOOTTIME when the event was read from the queue: it happened
+    /// before (see processes.rs).
+    pub read_at_ns: u64,
 }
 
 /// Reads failing this often are a broken group, not files that could not be opened.
@@ -65,14 +70,14 @@ impl Reader {
                     // event is gone: counted like a reported open error.
                     _ if self.lost_reads < MAX_FAILED_READS => {
                         self.lost_reads += 1;
-                        out.push(RawEvent { mask: 0, file: EventFile::Error(errno as i32), pid: 0 });
+                        out.push(RawEvent { mask: 0, file: EventFile::Error(errno as i32), pid: 0, read_at_ns: 0 });
                         Ok(true)
                     }
                     _ => Err(err),
                 };
             }
         };
-        parse(&self.buf[..n], out)?;
+        parse(&self.buf[..n], boot_time_ns(), out)?;
         Ok(n > 0)
     }
 }
@@ -82,7 +87,7 @@ impl Reader {
 /// malformed event (a metadata version this reader does not know) is an
 /// error the collector cannot go on from: the descriptors after it, whose
 /// positions are unknown, stay open until it exits.
-pub(crate) fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()> {
+pub(crate) fn parse(mut bytes: &[u8], read_at_ns: u64, out: &mut Vec<RawEvent>) -> io::Result<()> {
     while bytes.len() >= METADATA_LEN {
         let event_len = u32::from_ne_bytes(bytes[0..4].try_into().unwrap()) as usize;
         let version = bytes[4];
@@ -102,10 +107,16 @@ pub(crate) fn parse(mut bytes: &[u8], out: &mut Vec<RawEvent>) -> io::Result<()>
             fd => EventFile::Open(crate::sys::own_new_fd(fd)),
         };
         // Info records (metadata_len..event_len) are not requested; skipped.
-        out.push(RawEvent { mask, file, pid });
+        out.push(RawEvent { mask, file, pid, read_at_ns });
         bytes = &bytes[event_len..];
     }
     Ok(())
+}
+
+/// Now, on the clock /proc/PID/stat's start times count from.
+pub fn boot_time_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
 #[cfg(test)]
@@ -132,7 +143,7 @@ mod tests {
         buf.extend(event(FAN_CLOSE_WRITE, -13, 42, 16));
         buf.extend(event(FAN_CLOSE_NOWRITE, -2, 7, 0));
         let mut out = Vec::new();
-        parse(&buf, &mut out).unwrap();
+        parse(&buf, 0, &mut out).unwrap();
         assert_eq!(out.len(), 3);
         assert!(matches!(out[0].file, EventFile::None));
         assert!(matches!(out[1].file, EventFile::Error(13)));
@@ -160,6 +171,6 @@ mod tests {
     fn rejects_unknown_versions() {
         let mut buf = event(FAN_CLOSE_WRITE, -1, 0, 0);
         buf[4] = 2;
-        assert!(parse(&buf, &mut Vec::new()).is_err());
+        assert!(parse(&buf, 0, &mut Vec::new()).is_err());
     }
 }

@@ -9,7 +9,12 @@ pub mod collector;
 pub mod error;
 pub mod fanotify;
 pub mod ipc;
+pub mod long_text;
+pub mod members;
+pub mod new_mounts;
+pub mod processes;
 pub mod protocol;
+pub mod provignore;
 pub mod resolve;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -11,6 +11,9 @@ use prov_collect::collector::{self, Handover};
 use prov_collect::error::CollectorError;
 
 fn main() -> ExitCode {
+    // The helper starts us by descriptor (execveat): older kernels (5.10
+    // seen; 6.18 not) name such a process after the descriptor, "10" in ps.
+    let _ = nix::sys::prctl::set_name(c"prov-collector");
     // Ctrl-C or a hang-up of the user's terminal must not cut a record short.
     let _ = setsid();
 
@@ -33,7 +36,7 @@ fn main() -> ExitCode {
         };
     let handover = Handover {
         ctl,
-        group,
+        group: std::sync::Arc::new(group),
         namespace,
         ns_root,
         tracker,

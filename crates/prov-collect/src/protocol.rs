@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use prov_model::config::{ArchiveConfig, PathFilter};
+use prov_model::redact::RedactConfig;
 use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,9 @@ pub enum ToCaller {
     /// Answer to `End`: everything up to the end of the command is stored
     /// (or spooled).
     Stored(StoreReport),
+    /// Answer to a `Begin` that asked to be confirmed: the record's start is
+    /// stored (or spooled).
+    Begun,
 }
 
 /// Caller → collector, in this order: `Prepare` (may be sent long before the
@@ -54,6 +58,15 @@ pub struct CommandStart {
     #[serde(with = "prov_model::record::bytes_as_hex")]
     pub cwd: Vec<u8>,
     pub start_ns: i64,
+    /// A long text is not in `text` but in the memfd attached to the
+    /// message, this many bytes (see `long_text`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_in_fd: Option<u64>,
+    /// The caller waits for `Begun` before it starts the command (`prov
+    /// run`: a batch step killed with everything around it at once still
+    /// leaves its record). The shell does not ask: its prompt must not wait.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirm: bool,
 }
 
 impl RecordIdentity {
@@ -88,6 +101,9 @@ pub struct Settings {
     pub busy_timeout_ms: u64,
     /// Which read files' contents are kept (see `resolve::Resolver::archive`).
     pub archive: ArchiveConfig,
+    /// Which secrets are taken out of the command text before it is stored.
+    #[serde(default)]
+    pub redact: RedactConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -109,3 +125,6 @@ pub const HELPER_ERROR_TAG: u8 = b'E';
 /// Tag of a join helper's report on the tracker socket: a setuid/setgid
 /// program (path follows) ran outside the observation.
 pub const UNOBSERVED_TAG: u8 = b'U';
+/// Tag of a join helper's report on the tracker socket: the program could
+/// not enter the observation and runs untraced (the reason follows).
+pub const UNTRACED_TAG: u8 = b'X';

@@ -16,8 +16,10 @@ use prov_model::config::extension;
 use prov_model::writer_pipe::MAX_ARCHIVED_FILE;
 use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 
-use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_Q_OVERFLOW};
+use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_OPEN_EXEC, FAN_Q_OVERFLOW};
+use crate::processes::{ExecEvent, ProcessTable};
 use crate::protocol::Settings;
+use crate::provignore::ProvIgnore;
 
 /// What makes an event a repeat: access, device, inode, mtime, size.
 type SeenKey = (Access, u64, u64, i64, u64);
@@ -42,6 +44,12 @@ pub struct Resolver {
     /// Contents archived in this observation (bounded by max_per_command).
     archived_count: u32,
     pub completeness: Completeness,
+    /// The `.provignore` files above the recorded paths.
+    provignore: ProvIgnore,
+    /// The command's processes (exec events and the pids of file events).
+    pub processes: ProcessTable,
+    /// File events resolved so far: the index of the next one.
+    events_out: u64,
 }
 
 impl Resolver {
@@ -54,6 +62,7 @@ impl Resolver {
             private_paths,
             check_access,
             uid: nix::unistd::getuid().as_raw(),
+            provignore: ProvIgnore::new(nix::unistd::getuid().as_raw()),
             ns_root,
             proc_fds: File::open("/proc/self/fd").ok().map(OwnedFd::from),
             seen: HashSet::new(),
@@ -61,6 +70,8 @@ impl Resolver {
             archived: Vec::new(),
             archived_count: 0,
             completeness: Completeness::default(),
+            processes: ProcessTable::default(),
+            events_out: 0,
         }
     }
 
@@ -74,8 +85,12 @@ impl Resolver {
             self.completeness.queue_overflows += 1;
             return;
         }
+        let closes = ev.mask & (FAN_CLOSE_WRITE | FAN_CLOSE_NOWRITE) != 0;
         let file = match ev.file {
             EventFile::Open(fd) => File::from(fd),
+            // An exec whose file the kernel could not open for us is no
+            // file event; the process shows up by its file events, if any.
+            EventFile::None | EventFile::Error(_) if !closes && ev.mask & FAN_OPEN_EXEC != 0 => return,
             EventFile::None | EventFile::Error(_) => {
                 self.completeness.unreadable += 1;
                 return;
@@ -86,6 +101,15 @@ impl Resolver {
             return;
         };
         if !meta.file_type().is_file() {
+            return;
+        }
+        if ev.mask & FAN_OPEN_EXEC != 0 {
+            self.exec_event(&file, &meta, ev.pid, ev.read_at_ns);
+        }
+        if ev.mask & FAN_CLOSE_NOWRITE != 0 && ev.pid > 0 {
+            self.processes.closed(ev.pid as u32, (meta.dev(), meta.ino()));
+        }
+        if !closes {
             return;
         }
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
@@ -110,9 +134,38 @@ impl Resolver {
         }
         for key in new_accesses.into_iter().flatten() {
             if let Some(e) = self.resolve_one(&file, &fd_name, &path, &meta, key, ev.pid) {
+                if let Some(pid) = e.pid {
+                    self.processes.saw(pid, ev.read_at_ns, self.events_out);
+                }
+                self.events_out += 1;
                 out.push(e);
             }
         }
+    }
+
+    /// An executed file: a new process image, or the interpreter of one.
+    /// Its path is shown under the rules of a read (private, ignored or
+    /// unreadable for the user: not shown).
+    fn exec_event(&mut self, file: &File, meta: &std::fs::Metadata, pid: i32, read_at_ns: u64) {
+        let Ok(pid) = u32::try_from(pid) else { return };
+        if pid == 0 {
+            return;
+        }
+        let fd_name = file.as_raw_fd().to_string();
+        let shown_path = self.path_of(&fd_name, meta).filter(|path| {
+            !self.is_private(path)
+                && !self.provignore.ignores(path)
+                && (!self.check_access || self.user_may_read(meta, &fd_name, path))
+        });
+        let exec = ExecEvent {
+            pid,
+            file,
+            id: (meta.dev(), meta.ino()),
+            shown_path,
+            read_at_ns,
+            events_before: self.events_out,
+        };
+        self.processes.exec(exec, &self.ns_root);
     }
 
     /// The path of the event's file, through its magic link in
@@ -152,7 +205,7 @@ impl Resolver {
             Access::Read => &self.settings.read,
             Access::Write => &self.settings.write,
         };
-        if !filter.allows(path) {
+        if !filter.allows(path) || self.provignore.ignores(path) {
             return None;
         }
         if self.check_access && !self.user_may_read(meta, fd_name, path) {

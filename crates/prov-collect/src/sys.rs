@@ -57,3 +57,33 @@ pub fn only_stdio_across_exec(cmd: &mut Command) {
         });
     }
 }
+
+/// As `only_stdio_across_exec`, but `keep` too crosses the exec (the
+/// fanotify group, handed to the setuid helper to mark new mounts on).
+pub fn only_stdio_and_across_exec(cmd: &mut Command, keep: RawFd) {
+    // SAFETY: the closure runs in the forked child before exec; it makes two
+    // raw system calls (async-signal-safe), allocates nothing and takes no
+    // lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            if libc::fcntl(keep, libc::F_SETFD, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A pidfd of `pid` (Linux 5.3+): readable (POLLIN) once the process has
+/// exited, and it pins the number, so a check made after opening it is
+/// about this very process.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a raw system call with two integer arguments; on success it
+    // returns a new descriptor that nothing else owns.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(own_new_fd(fd as RawFd))
+}

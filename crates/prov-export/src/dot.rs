@@ -2,7 +2,9 @@
 //! (`--format dot`): commands are boxes, file versions ellipses (one node
 //! per path and content), edges go from a file to the commands that read it
 //! and from a command to the files it wrote, so data flows along the arrows.
-//! A lineage's target has a double border.
+//! A lineage's target has a double border. With `--steps processes` the
+//! boxes are a command's process steps (see `steps`), labelled with the
+//! process's id and arguments.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -12,6 +14,7 @@ use prov_model::Access;
 use prov_store::{CommandRow, FileRow};
 
 use crate::lineage::Lineage;
+use crate::steps::STEP_UUID_PREFIX;
 use crate::text::{base_name, hash_hex, lossy};
 
 /// A DOT double-quoted string.
@@ -51,6 +54,13 @@ pub fn write_dot(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
     write_graph(&records, &targets, out)
 }
 
+/// A lineage whose records were split into process steps (`steps`): each
+/// step a box, the lineage's target marked as in `write_dot`.
+pub fn write_steps_dot(lineage: &Lineage, steps: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Write) -> Result<()> {
+    let targets: HashSet<FileKey> = lineage.start.iter().filter_map(|&(c, f)| lineage.file(c, f)).map(key).collect();
+    write_graph(steps, &targets, out)
+}
+
 /// A list of records (a query result) as a graph: every file of every
 /// command; commands that shared a file version are connected through it.
 pub fn write_records_dot(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Write) -> Result<()> {
@@ -64,9 +74,14 @@ fn write_graph(records: &[(CommandRow, Vec<FileRow>)], targets: &HashSet<FileKey
     let mut files: HashMap<FileKey, usize> = HashMap::new();
     let mut edges: Vec<String> = Vec::new();
     for (command, shown) in records {
-        let status = command.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-        let label = format!("#{} {}\n{status}", command.id, lossy(&command.text));
-        writeln!(out, "  c{} [shape=box, label={}];", command.id, quoted(&label))?;
+        // A process step's id is its process's: named apart from commands.
+        let (node, label) = if command.uuid.starts_with(STEP_UUID_PREFIX) {
+            (format!("p{}", command.id), format!("process {} {}", command.id, lossy(&command.text)))
+        } else {
+            let status = command.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
+            (format!("c{}", command.id), format!("#{} {}\n{status}", command.id, lossy(&command.text)))
+        };
+        writeln!(out, "  {node} [shape=box, label={}];", quoted(&label))?;
         for f in shown {
             let next = files.len();
             let n = *files.entry(key(f)).or_insert_with(|| {
@@ -81,8 +96,8 @@ fn write_graph(records: &[(CommandRow, Vec<FileRow>)], targets: &HashSet<FileKey
                 next
             });
             edges.push(match f.access {
-                Access::Read => format!("  f{n} -> c{};", command.id),
-                Access::Write => format!("  c{} -> f{n};", command.id),
+                Access::Read => format!("  f{n} -> {node};"),
+                Access::Write => format!("  {node} -> f{n};"),
             });
         }
     }

@@ -6,7 +6,7 @@
 //! are oldest first, with the fields of `prov query --json` (`id`, `uuid`,
 //! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
 //! `start`, `end_ns`, `end`, `exit_status`, `complete`, `incomplete`,
-//! `files`) plus `depth` (1 = touched the target). A flow is a file passed from a writer
+//! `incomplete_reason`, `untraced`, `files`) plus `depth` (1 = touched the target). A flow is a file passed from a writer
 //! to a reader: `writer`, `written_file` (event id), `reader`, `read_file`,
 //! `path`, `hash`, `linked_by` ("content" or "path").
 
@@ -44,10 +44,12 @@ pub fn command_fields(c: &CommandRow) -> Map<String, Value> {
     o.insert("end_ns".into(), c.end_ns.into());
     o.insert("end".into(), c.end_ns.map(rfc3339).into());
     o.insert("exit_status".into(), c.exit_status.into());
-    o.insert("complete".into(), c.completeness.is_complete().into());
+    o.insert("complete".into(), c.is_complete().into());
     let reasons: Map<String, Value> =
         c.completeness.reasons().into_iter().map(|(k, n)| (k.to_string(), n.into())).collect();
     o.insert("incomplete".into(), reasons.into());
+    o.insert("incomplete_reason".into(), c.incomplete.clone().into());
+    o.insert("untraced".into(), c.untraced.clone().into());
     o
 }
 

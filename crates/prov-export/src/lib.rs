@@ -13,10 +13,13 @@ pub mod json;
 pub mod lineage;
 pub mod makefile;
 mod plan;
+pub mod process_lineage;
+pub mod process_tree;
 pub mod prov_json;
 pub mod ro_crate;
 pub mod shournal;
 pub mod snakemake;
+pub mod steps;
 pub mod text;
 pub mod tree;
 

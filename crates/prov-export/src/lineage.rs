@@ -181,12 +181,16 @@ type LookupKey = (Access, Vec<(u64, u64, HashParams)>, Option<Vec<u8>>);
 
 /// The store's event lookups, each asked once per walk: a file read by a
 /// hundred commands of the lineage costs one query.
-struct Lookup<'s> {
+pub(crate) struct Lookup<'s> {
     store: &'s Store,
     cache: HashMap<LookupKey, Found>,
 }
 
-impl Lookup<'_> {
+impl<'s> Lookup<'s> {
+    pub(crate) fn new(store: &'s Store) -> Lookup<'s> {
+        Lookup { store, cache: HashMap::new() }
+    }
+
     fn find(&mut self, access: Access, content: &[(u64, u64, HashParams)], path: Option<&[u8]>) -> Result<Found> {
         let key = (access, content.to_vec(), path.map(<[u8]>::to_vec));
         if let Some(found) = self.cache.get(&key) {
@@ -199,7 +203,7 @@ impl Lookup<'_> {
 
     /// The command that wrote what `reader` read as `read`, started before
     /// the reader: see [`pick_newest`].
-    fn writer_of(&mut self, reader: &CommandRow, read: &FileRow) -> Result<Option<(i64, i64, LinkedBy)>> {
+    pub(crate) fn writer_of(&mut self, reader: &CommandRow, read: &FileRow) -> Result<Option<(i64, i64, LinkedBy)>> {
         let content = content_of(read);
         let found = self.find(Access::Write, &content, Some(&read.path))?;
         let earlier: Vec<_> =
@@ -380,7 +384,7 @@ mod tests {
                 })
                 .collect();
             store.add_events(id, &events).unwrap();
-            store.end_command(id, &prov_model::CommandEnd { end_ns: start + 1, exit_status: 0, text: None }).unwrap();
+            store.end_command(id, &prov_model::CommandEnd::with_status(start + 1, 0)).unwrap();
         }
         drop(store);
         (Store::open_read_only(&db).unwrap(), dir)

@@ -57,6 +57,15 @@ fn recipe(line: &[u8]) -> Vec<u8> {
     r
 }
 
+/// `#ID` of a command, `process ID of #COMMAND` of a process step.
+fn step_title(c: &CommandRow) -> String {
+    if c.uuid.starts_with(crate::steps::STEP_UUID_PREFIX) {
+        format!("process {} of {}", c.id, crate::steps::rule_name(c))
+    } else {
+        format!("#{}", c.id)
+    }
+}
+
 fn comment(text: &str) -> String {
     text.replace('\n', "\n# ")
 }
@@ -82,7 +91,7 @@ pub fn write_makefile(
         let c = rule.command;
         let status = c.exit_status.map_or("exit status unknown".into(), |s| format!("exit status {s}"));
         writeln!(m)?;
-        writeln!(m, "# #{} on {} by {}@{}, {status}", c.id, local(c.start_ns), c.user, c.host)?;
+        writeln!(m, "# {} on {} by {}@{}, {status}", step_title(c), local(c.start_ns), c.user, c.host)?;
         for p in &rule.missing {
             writeln!(m, "# read {}, which no rule makes and which is gone now", comment(&lossy(p)))?;
         }

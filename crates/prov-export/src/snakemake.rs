@@ -64,7 +64,7 @@ pub fn write_snakemake(
         for p in &rule.missing {
             writeln!(out, "# read {}, which no rule makes and which is gone now", lossy(p).replace('\n', "\\n"))?;
         }
-        writeln!(out, "rule command_{}:", c.id)?;
+        writeln!(out, "rule {}:", crate::steps::rule_name(c))?;
         if !rule.inputs.is_empty() {
             writeln!(out, "    input: {}", list(&rule.inputs))?;
         }

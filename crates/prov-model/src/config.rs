@@ -12,6 +12,7 @@ use serde::{de, Deserialize, Deserializer, Serialize};
 
 use crate::hash::HashParams;
 use crate::paths::Locations;
+use crate::redact::RedactConfig;
 
 /// The documented default configuration: every key with its default value.
 pub const DEFAULT_TOML: &str = include_str!("../config.default.toml");
@@ -29,6 +30,53 @@ pub struct Config {
     pub query: QueryConfig,
     pub report: ReportConfig,
     pub shell: ShellConfig,
+    pub redact: RedactConfig,
+    pub browse: BrowseConfig,
+    pub sync: SyncConfig,
+}
+
+/// The central store on PostgreSQL (see config.default.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncConfig {
+    /// libpq-style connection: a `postgresql://` URL or `key=value` words
+    /// (`service=NAME` included); None: no central store.
+    pub url: Option<ConnInfo>,
+    /// Queries read the central store unless `--local` is given.
+    pub everywhere: bool,
+    /// Push finished records in the background after each command.
+    pub background: bool,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig { url: None, everywhere: false, background: true }
+    }
+}
+
+/// A connection string, checked only for what a config file can get wrong
+/// alone (empty, several lines); the sync parses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConnInfo(pub String);
+
+impl<'de> Deserialize<'de> for ConnInfo {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim().is_empty() {
+            return Err(de::Error::custom("url is empty (leave the key out for no central store)"));
+        }
+        if s.contains(['\n', '\r']) {
+            return Err(de::Error::custom("url must be on one line"));
+        }
+        Ok(ConnInfo(s))
+    }
+}
+
+/// `prov browse` and its key binding (see config.default.toml).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BrowseConfig {
+    pub bind_ctrl_r: bool,
 }
 
 /// The shell integration (see config.default.toml).
@@ -98,17 +146,26 @@ impl HashConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventFilter {
     pub include: Vec<ConfigPath>,
-    pub exclude: Vec<ConfigPath>,
+    /// Added to `include` (its defaults stay).
+    pub include_also: Vec<ConfigPath>,
+    pub exclude: Vec<PathPattern>,
+    /// Added to `exclude` (its defaults stay): the key a user means to write.
+    pub exclude_also: Vec<PathPattern>,
     pub max_events: u64,
 }
 
 /// A `[read]` or `[write]` section as written: a key left out keeps that
-/// section's default (a list given replaces the default list).
+/// section's default (a list given replaces the default list; the `_also`
+/// lists add to it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EventFilterKeys {
     include: Option<Vec<ConfigPath>>,
-    exclude: Option<Vec<ConfigPath>>,
+    #[serde(default)]
+    include_also: Vec<ConfigPath>,
+    exclude: Option<Vec<PathPattern>>,
+    #[serde(default)]
+    exclude_also: Vec<PathPattern>,
     max_events: Option<u64>,
 }
 
@@ -116,7 +173,9 @@ impl EventFilterKeys {
     fn over(self, default: EventFilter) -> EventFilter {
         EventFilter {
             include: self.include.unwrap_or(default.include),
+            include_also: self.include_also,
             exclude: self.exclude.unwrap_or(default.exclude),
+            exclude_also: self.exclude_also,
             max_events: self.max_events.unwrap_or(default.max_events),
         }
     }
@@ -144,11 +203,16 @@ fn paths(list: &[&str]) -> Vec<ConfigPath> {
     list.iter().map(|p| ConfigPath((*p).into())).collect()
 }
 
+fn patterns(list: &[&str]) -> Vec<PathPattern> {
+    list.iter().map(|p| PathPattern((*p).into())).collect()
+}
+
 impl EventFilter {
-    fn default_read() -> Self {
+    pub fn default_read() -> Self {
         EventFilter {
             include: root_only(),
-            exclude: paths(&[
+            include_also: Vec::new(),
+            exclude: patterns(&[
                 "/usr",
                 "/lib",
                 "/lib32",
@@ -165,14 +229,17 @@ impl EventFilter {
                 "/var/lib",
                 "~/.cache",
             ]),
+            exclude_also: Vec::new(),
             max_events: default_max_events(),
         }
     }
 
-    fn default_write() -> Self {
+    pub fn default_write() -> Self {
         EventFilter {
             include: root_only(),
-            exclude: paths(&["/proc", "/sys", "/dev"]),
+            include_also: Vec::new(),
+            exclude: patterns(&["/proc", "/sys", "/dev"]),
+            exclude_also: Vec::new(),
             max_events: default_max_events(),
         }
     }
@@ -189,6 +256,9 @@ impl Default for Config {
             query: QueryConfig::default(),
             report: ReportConfig::default(),
             shell: ShellConfig::default(),
+            redact: RedactConfig::default(),
+            browse: BrowseConfig::default(),
+            sync: SyncConfig::default(),
         }
     }
 }
@@ -304,6 +374,59 @@ impl ConfigPath {
     }
 }
 
+/// An `exclude` entry: a directory or file (absolute or `~/`, everything
+/// below it), or a glob pattern (`**/.git/**`, `*.swp`, `~/proj/*.log`): `*`
+/// stays within one path component, `**` crosses them, and a pattern not
+/// starting with `/` or `~/` matches at any depth, as in a .gitignore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathPattern(pub String);
+
+impl PathPattern {
+    pub fn is_glob(&self) -> bool {
+        self.0.contains(['*', '?', '[', '{'])
+    }
+
+    /// The glob as matched against absolute paths.
+    fn glob(&self, home: &Path) -> String {
+        if let Some(rest) = self.0.strip_prefix("~/") {
+            format!("{}/{rest}", home.display())
+        } else if self.0.starts_with('/') || self.0.starts_with("**/") {
+            self.0.clone()
+        } else {
+            format!("**/{}", self.0)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PathPattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let p = PathPattern(s.clone());
+        if p.is_glob() {
+            match glob(&p.glob(Path::new("/home/u"))) {
+                Ok(_) => Ok(p),
+                Err(e) => Err(de::Error::custom(format!("glob {s:?}: {e}"))),
+            }
+        } else if s.starts_with('/') || s.starts_with("~/") {
+            Ok(p)
+        } else {
+            Err(de::Error::custom(format!(
+                "path {s:?} must be absolute or start with ~/ (or be a glob such as \"*.swp\" or \"**/.git/**\")"
+            )))
+        }
+    }
+}
+
+fn glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
+    globset::GlobBuilder::new(pattern).literal_separator(true).backslash_escape(true).build()
+}
+
+impl fmt::Display for PathPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A whole number greater than zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Positive(pub u32);
@@ -336,6 +459,25 @@ impl Config {
         }
     }
 
+    /// For commands that only read the journal (queries, reports): a
+    /// mistake in a section only tracing uses does not stop them. Returns
+    /// the configuration without the tracing sections, and the error as a
+    /// warning to show once.
+    pub fn load_for_reading(path: &Path) -> Result<(Config, Option<ConfigError>), ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Config::default(), None)),
+            Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+        };
+        match Config::parse(&text, path) {
+            Ok(c) => Ok((c, None)),
+            Err(strict) => match Config::parse(&without_tracing_sections(&text), path) {
+                Ok(c) => Ok((c, Some(strict))),
+                Err(_) => Err(strict),
+            },
+        }
+    }
+
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
@@ -348,7 +490,7 @@ impl Config {
     /// The database file this configuration selects.
     pub fn database_path(&self, loc: &Locations) -> PathBuf {
         match &self.database.path {
-            Some(p) => p.resolve(&loc.home),
+            Some(p) => with_host_name(p.resolve(&loc.home), &host_name()),
             None => loc.default_database(),
         }
     }
@@ -359,20 +501,132 @@ impl Config {
             crate::Access::Read => &self.read,
             crate::Access::Write => &self.write,
         };
+        let exclude = || f.exclude.iter().chain(&f.exclude_also);
         PathFilter::new(
-            f.include.iter().map(|p| p.resolve(home)),
-            f.exclude.iter().map(|p| p.resolve(home)),
+            f.include.iter().chain(&f.include_also).map(|p| p.resolve(home)),
+            exclude().filter(|p| !p.is_glob()).map(|p| ConfigPath(p.0.clone()).resolve(home)),
             f.max_events,
         )
+        .with_globs(exclude().filter(|p| p.is_glob()).map(|p| p.glob(home)).collect())
     }
 }
 
-/// Decides by longest matching prefix whether a path is recorded.
+/// `{host}` in a configured database path is this machine's host name: one
+/// journal per host in a shared (NFS) home, each written by one host only.
+pub const HOST_PLACEHOLDER: &str = "{host}";
+
+fn with_host_name(path: PathBuf, host: &str) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    let marker = HOST_PLACEHOLDER.as_bytes();
+    if !bytes.windows(marker.len()).any(|w| w == marker) {
+        return path;
+    }
+    let mut out = Vec::with_capacity(bytes.len() + host.len());
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(marker.len()).position(|w| w == marker) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(host.as_bytes());
+        rest = &rest[at + marker.len()..];
+    }
+    out.extend_from_slice(rest);
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// This machine's host name (of its UTS namespace), as the kernel says it.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+/// The sections reading the journal needs; every other one only matters
+/// when tracing.
+const READING_SECTIONS: &[&str] = &["database", "query", "report", "sync"];
+
+/// `text` with the lines of every section but [`READING_SECTIONS`] blanked
+/// (kept as empty lines, so line numbers stay those of the file).
+fn without_tracing_sections(text: &str) -> String {
+    let mut keep = true;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if let Some(name) = section_header(line) {
+            keep = READING_SECTIONS.contains(&name);
+        }
+        if keep {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The name of a `[section]` header line.
+pub fn section_header(line: &str) -> Option<&str> {
+    let line = line.trim();
+    let line = line.split_once('#').map_or(line, |(l, _)| l.trim_end());
+    let name = line.strip_prefix('[')?.strip_suffix(']')?.trim();
+    (!name.is_empty() && !name.starts_with('[')).then_some(name)
+}
+
+/// Decides by longest matching prefix whether a path is recorded; a path
+/// matching an exclude glob is not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathFilter {
     /// (prefix bytes without trailing slash, included?), longest first.
     rules: Vec<(Vec<u8>, bool)>,
     pub max_events: u64,
+    #[serde(default)]
+    globs: ExcludeGlobs,
+}
+
+/// Exclude globs, sent as their patterns and compiled once on arrival.
+#[derive(Clone, Default)]
+pub struct ExcludeGlobs {
+    patterns: Vec<String>,
+    set: globset::GlobSet,
+}
+
+impl ExcludeGlobs {
+    fn new(patterns: Vec<String>) -> ExcludeGlobs {
+        let mut builder = globset::GlobSetBuilder::new();
+        // Checked when the configuration was read; one that fails now is skipped.
+        for g in patterns.iter().filter_map(|p| glob(p).ok()) {
+            builder.add(g);
+        }
+        let set = builder.build().unwrap_or_else(|_| globset::GlobSet::empty());
+        ExcludeGlobs { patterns, set }
+    }
+}
+
+impl ExcludeGlobs {
+    fn excludes(&self, path: &Path) -> bool {
+        // Most configurations have no globs: no matching at all then.
+        !self.set.is_empty() && self.set.is_match(path)
+    }
+}
+
+impl PartialEq for ExcludeGlobs {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+impl Eq for ExcludeGlobs {}
+
+impl fmt::Debug for ExcludeGlobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.patterns.fmt(f)
+    }
+}
+
+impl Serialize for ExcludeGlobs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.patterns.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ExcludeGlobs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ExcludeGlobs::new(Vec::<String>::deserialize(d)?))
+    }
 }
 
 impl PathFilter {
@@ -396,11 +650,18 @@ impl PathFilter {
             include.into_iter().map(|p| (norm(p), true)).chain(exclude.into_iter().map(|p| (norm(p), false))).collect();
         // Longest first; on equal prefixes the exclude (false) sorts first.
         rules.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
-        PathFilter { rules, max_events }
+        PathFilter { rules, max_events, globs: ExcludeGlobs::default() }
+    }
+
+    /// This filter, also excluding what matches one of `patterns`.
+    pub fn with_globs(self, patterns: Vec<String>) -> PathFilter {
+        PathFilter { globs: ExcludeGlobs::new(patterns), ..self }
     }
 
     pub fn allows(&self, path: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
         self.rules.iter().find(|(prefix, _)| is_within(path, prefix)).is_some_and(|(_, include)| *include)
+            && !self.globs.excludes(Path::new(std::ffi::OsStr::from_bytes(path)))
     }
 }
 
@@ -444,6 +705,26 @@ mod tests {
         assert_eq!((&c.write.exclude, c.write.max_events), (&d.write.exclude, d.write.max_events));
         assert!(parse("[read]\nexclude = []\n").unwrap().read.exclude.is_empty(), "a list given replaces the default");
         assert!(parse("[write]\ninclud = []\n").unwrap_err().starts_with("config.toml:2: "));
+    }
+
+    #[test]
+    fn sync_section() {
+        let d = Config::default().sync;
+        assert_eq!((d.url, d.everywhere, d.background), (None, false, true));
+        let c = parse("[sync]\nurl = \"service=prov\"\neverywhere = true\n").unwrap();
+        assert_eq!(c.sync.url, Some(ConnInfo("service=prov".into())));
+        assert!(c.sync.everywhere);
+        assert!(parse("[sync]\n\nurl = \"\"\n").unwrap_err().starts_with("config.toml:3: "));
+        assert!(parse("[sync]\nurl = \"a\\nb\"\n").unwrap_err().contains("one line"));
+        assert!(parse("[sync]\nurll = \"x\"\n").unwrap_err().starts_with("config.toml:2: "));
+    }
+
+    #[test]
+    fn host_placeholder_makes_one_journal_per_host() {
+        let p = with_host_name(PathBuf::from("/home/u/.local/share/prov/{host}/prov.db"), "node17");
+        assert_eq!(p, PathBuf::from("/home/u/.local/share/prov/node17/prov.db"));
+        assert_eq!(with_host_name(PathBuf::from("/a/b.db"), "n"), PathBuf::from("/a/b.db"));
+        assert_eq!(with_host_name(PathBuf::from("/{host}/{host}.db"), "n"), PathBuf::from("/n/n.db"));
     }
 
     #[test]
@@ -516,6 +797,64 @@ mod tests {
         assert!(!a.matches_name(b"job.SH"));
         assert_eq!(extension(b".bashrc"), None);
         assert_eq!(extension(b"Makefile"), None);
+    }
+
+    #[test]
+    fn reading_the_journal_survives_a_mistake_in_a_tracing_section() {
+        let dir = std::env::temp_dir().join(format!("prov-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "[query]\nlimit = 7\n[read]\nexclud = [\"/x\"]\n[write]\nmax_events = oops\n").unwrap();
+        assert!(Config::load(&file).is_err());
+        let (c, warning) = Config::load_for_reading(&file).unwrap();
+        assert_eq!(c.query.limit, Positive(7));
+        let warning = warning.unwrap().to_string();
+        // (The TOML syntax error is found before the unknown key.)
+        assert!(warning.contains("config.toml:6: "), "{warning}");
+        std::fs::write(&file, "[query]\nlimit = 7\n[read]\nexclud = [\"/x\"]\n").unwrap();
+        let warning = Config::load_for_reading(&file).unwrap().1.unwrap().to_string();
+        assert!(warning.contains("config.toml:4: ") && warning.contains("exclud"), "{warning}");
+        std::fs::write(&file, "[query]\nlimit = 0\n[read]\nexclud = []\n").unwrap();
+        let err = Config::load_for_reading(&file).unwrap_err().to_string();
+        assert!(err.contains("config.toml:2: "), "a mistake in [query] still stops queries: {err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn also_keys_extend_the_defaults() {
+        let c = parse("[read]\nexclude_also = [\"~/proj/.git\", \"**/.git/**\", \"*.swp\"]\n").unwrap();
+        assert_eq!(c.read.exclude, EventFilter::default_read().exclude, "the defaults stay");
+        let f = c.resolved_filter(crate::Access::Read, Path::new("/home/u"));
+        assert!(!f.allows(b"/etc/ld.so.cache"), "a default exclude still applies");
+        assert!(!f.allows(b"/home/u/proj/.git/HEAD"));
+        assert!(!f.allows(b"/srv/other/.git/objects/ab/cdef"), "**/.git/** at any depth");
+        assert!(!f.allows(b"/home/u/notes/.todo.txt.swp"), "*.swp at any depth");
+        assert!(f.allows(b"/home/u/proj/data.csv"));
+        assert!(f.allows(b"/home/u/proj/.gitignore"));
+        assert!(f.allows(b"/home/u/proj/swp"));
+        let c = parse("[write]\ninclude_also = [\"/proc/x\"]\nexclude = [\"~/tmp/*.log\"]\n").unwrap();
+        let f = c.resolved_filter(crate::Access::Write, Path::new("/home/u"));
+        assert!(f.allows(b"/proc/x/y") && !f.allows(b"/home/u/tmp/a.log") && f.allows(b"/home/u/tmp/sub/a.log"));
+        assert!(f.allows(b"/sys/x"), "a list given replaces the default list");
+    }
+
+    #[test]
+    fn bad_patterns_name_their_line() {
+        let err = parse("[read]\nexclude_also = [\"**/[.git\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.contains("glob"), "{err}");
+        let err = parse("[read]\nexclude_also = [\"proj/.git\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.contains("must be absolute"), "{err}");
+        let err = parse("[redact]\npatterns = [\"(unclosed\"]\n").unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.contains("not a regex"), "{err}");
+    }
+
+    #[test]
+    fn filters_cross_the_collector_pipe_with_their_globs() {
+        let c = parse("[read]\nexclude_also = [\"*.swp\"]\n").unwrap();
+        let f = c.resolved_filter(crate::Access::Read, Path::new("/home/u"));
+        let back: PathFilter = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
+        assert!(!back.allows(b"/home/u/a.swp") && back.allows(b"/home/u/a.txt"));
     }
 
     #[test]

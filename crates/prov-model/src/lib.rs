@@ -6,10 +6,12 @@
 pub mod config;
 pub mod escape;
 pub mod hash;
+pub mod observer;
 pub mod paths;
 pub mod record;
+pub mod redact;
 pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};
-pub use record::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
+pub use record::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};

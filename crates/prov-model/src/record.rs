@@ -42,6 +42,49 @@ pub struct FileEvent {
     pub pid: Option<u32>,
 }
 
+/// One program image that ran inside the command: a process from its exec
+/// (or, for a process that never exec'd in it, from its first event) to its
+/// next exec or exit. Stored once per image, not per event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    pub pid: u32,
+    /// The parent's pid, when it could be read.
+    pub ppid: Option<u32>,
+    /// The file that was executed (a script, not its interpreter); empty
+    /// when unknown or not shown (the user may not read it).
+    #[serde(with = "bytes_as_hex")]
+    pub exe: Vec<u8>,
+    /// The arguments as in /proc/PID/cmdline: each ends with a NUL. Only
+    /// meaningful when `unknown` is None.
+    #[serde(with = "bytes_as_hex")]
+    pub args: Vec<u8>,
+    /// The working directory when it was read; empty when unknown.
+    #[serde(with = "bytes_as_hex")]
+    pub cwd: Vec<u8>,
+    /// Why the arguments are unknown (the process was gone before they could
+    /// be read, it belongs to another user, ...); None when they were read.
+    pub unknown: Option<String>,
+    /// When the exec (or first event) was seen, nanoseconds since the epoch.
+    pub start_ns: i64,
+    /// When the image ended (exit or next exec), where known.
+    pub end_ns: Option<i64>,
+    /// How many of the command's file events came before this image was
+    /// seen: the command's events of `pid` from this index on, up to the
+    /// next image of the same pid, are this image's.
+    pub first_event: u64,
+}
+
+impl ProcessRecord {
+    /// The arguments, when known.
+    pub fn argv(&self) -> Option<Vec<&[u8]>> {
+        if self.unknown.is_some() {
+            return None;
+        }
+        let body = self.args.strip_suffix(b"\0").unwrap_or(&self.args);
+        Some(if body.is_empty() { Vec::new() } else { body.split(|&b| b == 0).collect() })
+    }
+}
+
 /// The whole content of a file a command read, kept by the script archive
 /// (see `[archive]` in the configuration). Its read event is the command's
 /// read of `path` with the same size and mtime.
@@ -79,19 +122,37 @@ pub struct CommandBegin {
     pub start_ns: i64,
 }
 
-/// Known when the command's own process has finished.
+/// Known when the command's own process has finished, or, when whoever
+/// knew that is gone, when the last process of the command is.
+/// (Every field is always serialized, `null` when unknown: binary formats
+/// have no optional fields. `default` lets older spool files be read.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandEnd {
     pub end_ns: i64,
     /// Exit status as a shell reports it: the exit code, or 128+N when the
-    /// command was killed by signal N.
-    pub exit_status: i32,
+    /// command was killed by signal N. `None`: unknown (the process that
+    /// waited for the command died first).
+    pub exit_status: Option<i32>,
     /// The command text, when it was not known at the start (bash learns it
     /// from its history list after the command ran).
-    /// (Always serialized, `null` when unknown: binary formats have no
-    /// optional fields.)
     #[serde(default, with = "opt_bytes_as_hex")]
     pub text: Option<Vec<u8>>,
+    /// Why the record is not all the observation would have seen, and who
+    /// ended it instead ("collector killed by SIGKILL; prov run stored the
+    /// end"). `None`: ended normally.
+    #[serde(default)]
+    pub incomplete: Option<String>,
+    /// Why the command ran (partly) outside any observation: no file it
+    /// touched there is recorded. `None`: traced.
+    #[serde(default)]
+    pub untraced: Option<String>,
+}
+
+impl CommandEnd {
+    /// An end as the command's own process reported it.
+    pub fn with_status(end_ns: i64, exit_status: i32) -> CommandEnd {
+        CommandEnd { end_ns, exit_status: Some(exit_status), text: None, incomplete: None, untraced: None }
+    }
 }
 
 mod opt_bytes_as_hex {

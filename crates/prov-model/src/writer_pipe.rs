@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::record::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
+use crate::record::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};
 
 /// The largest frame to the writer: a batch of events, or archived files
 /// (the collector archives no file larger than `MAX_ARCHIVED_FILE`).
@@ -43,6 +43,8 @@ pub enum ToWriter {
     /// Contents kept by the script archive.
     Archive(Vec<ArchivedRead>),
     Completeness(Completeness),
+    /// Processes of the command, each sent once, when final.
+    Processes(Vec<ProcessRecord>),
     End(CommandEnd),
     /// One line for the collector log (the collector opens nothing in the
     /// user's directories).
@@ -201,8 +203,8 @@ mod tests {
                 content: b"#!/bin/sh\n\xff".to_vec(),
             }]),
             ToWriter::Completeness(Completeness { denied: 2, unmarked_mounts: 1, ..Default::default() }),
-            ToWriter::End(CommandEnd { end_ns: 9, exit_status: 130, text: None }),
-            ToWriter::End(CommandEnd { end_ns: 9, exit_status: 0, text: Some(b"ls".to_vec()) }),
+            ToWriter::End(CommandEnd::with_status(9, 130)),
+            ToWriter::End(CommandEnd { text: Some(b"ls".to_vec()), ..CommandEnd::with_status(9, 0) }),
             ToWriter::Log("record spooled".into()),
             ToWriter::Sync,
         ]

@@ -355,7 +355,7 @@
       `${sessions.length} session${sessions.length === 1 ? "" : "s"}`));
     for (let l = first; l <= last; l++) {
       const s = sessions[l];
-      const who = `${s.user}@${s.host} · ${s.shell} · ${s.id.slice(-8)}`;
+      const who = `${s.user}@${s.host} · ${s.shell} · ${s.label}`;
       const div = el("div", { class: "lane", "data-session": s.id, style: `top:${laneY(l)}px;height:${LANE_H}px`,
         title: `${who}\nsession ${s.id}\nfirst command ${fmtTime(s.start_us)}\n${s.commands} commands` },
         el("span", { class: "who" }, who), el("br"),
@@ -545,6 +545,15 @@
     }
     const parts = [el("h2", {}, `Command ${c.id}`), text, dl,
       ...fileTable(c.w, c.n_w, "written"), ...fileTable(c.r, c.n_r, "read")];
+    // The process tree, shown on click (a build's can be long).
+    const procs = c.p || [];
+    if (procs.length) {
+      const lines = procs.map(([depth, pid, label, writes]) =>
+        `${"  ".repeat(depth)}${pid}  ${label}${writes ? `  (wrote ${writes})` : ""}`);
+      const pre = el("pre", { class: "procs" }, lines.join("\n"));
+      if (c.n_p > procs.length) pre.append(el("span", { class: "more" }, `\n… ${c.n_p - procs.length} more (prov query processes ${c.id})`));
+      parts.push(el("details", { class: "processes" }, el("summary", {}, `Processes (${c.n_p})`), pre));
+    }
     const scripts = c.scripts || [];
     parts.push(el("h3", {}, `Archived scripts (${scripts.length})`));
     if (!scripts.length) parts.push(el("p", { class: "more" }, "none"));

@@ -40,6 +40,21 @@ pub struct ReportInput {
     /// Files written (and read) listed per command; None: the default
     /// [`model::FILES_PER_ACCESS`].
     pub files_per_access: Option<usize>,
+    /// Each command's process tree, by command id (may be empty): one line
+    /// per process, in tree order, with its depth.
+    pub processes: BTreeMap<i64, Vec<ProcessLine>>,
+}
+
+/// A process of a command's tree as the report lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessLine {
+    /// 0 for the command's first processes.
+    pub depth: usize,
+    /// Its arguments, or its executable and why they are unknown.
+    pub label: String,
+    pub pid: u32,
+    /// How many files it wrote.
+    pub writes: usize,
 }
 
 const CSS: &str = include_str!("../assets/report.css");

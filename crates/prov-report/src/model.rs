@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use prov_model::Access;
-use prov_store::FileRow;
+use prov_store::{CommandRow, FileRow};
 use serde::Serialize;
 
 use crate::stats::{self, Charts};
@@ -29,6 +29,10 @@ pub const FILES_PER_ACCESS: usize = 200;
 pub const TEXT_BYTES: usize = 16 * 1024;
 /// Bytes of an archived script embedded.
 pub const SCRIPT_BYTES: usize = 256 * 1024;
+/// Processes listed per command (a kernel build runs tens of thousands).
+pub const PROCESSES_PER_COMMAND: usize = 1000;
+/// Bytes of a process's line embedded.
+pub const PROCESS_LINE_BYTES: usize = 1024;
 
 #[derive(Debug, Serialize)]
 pub struct Data {
@@ -51,6 +55,8 @@ pub struct Data {
 #[derive(Debug, Serialize)]
 pub struct Session {
     pub id: String,
+    /// The short form of the id, as `prov query session` shows it.
+    pub label: String,
     pub host: String,
     pub user: String,
     pub shell: String,
@@ -81,6 +87,16 @@ pub struct Command {
     /// Archived scripts: path and index into `scripts`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scripts: Vec<(String, usize)>,
+    /// The process tree: depth, pid, line, files written; at most
+    /// [`PROCESSES_PER_COMMAND`] of `n_p`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub p: Vec<(usize, u32, String, usize)>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub n_p: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Directory (index into `dirs`), name, size, mtime (µs), hash (16 hex
@@ -161,6 +177,7 @@ pub fn build(input: &ReportInput) -> Data {
         let s = *session_index.entry(&c.session).or_insert_with(|| {
             sessions.push(Session {
                 id: c.session.clone(),
+                label: prov_store::short_session(&c.session).to_owned(),
                 host: c.host.clone(),
                 user: c.user.clone(),
                 shell: c.shell.clone(),
@@ -186,6 +203,12 @@ pub fn build(input: &ReportInput) -> Data {
                 (lossy(&a.path), i)
             })
             .collect();
+        let processes = input.processes.get(&c.id).map(Vec::as_slice).unwrap_or_default();
+        let p = processes
+            .iter()
+            .take(PROCESSES_PER_COMMAND)
+            .map(|l| (l.depth, l.pid, Cut::new(&l.label, PROCESS_LINE_BYTES).0, l.writes))
+            .collect();
         commands.push(Command {
             id: c.id,
             s,
@@ -195,12 +218,14 @@ pub fn build(input: &ReportInput) -> Data {
             start_us: us(c.start_ns),
             end_us: c.end_ns.map(us),
             exit: c.exit_status,
-            incomplete: c.completeness.reasons(),
+            incomplete: incomplete_of(c),
             n_w,
             n_r,
             w,
             r,
             scripts: command_scripts,
+            p,
+            n_p: processes.len(),
         });
     }
     // Lanes in order of their first command, whatever order records came in.
@@ -228,4 +253,18 @@ pub fn build(input: &ReportInput) -> Data {
         dirs: dirs.list,
         charts,
     }
+}
+
+/// The counters of an incomplete record, plus whether it ended short (its
+/// collector or caller was gone) or ran untraced: those have a reason, not a
+/// count, and are shown as 1.
+fn incomplete_of(c: &CommandRow) -> Vec<(&'static str, u64)> {
+    let mut reasons = c.completeness.reasons();
+    if c.incomplete.is_some() {
+        reasons.push(("ended_short", 1));
+    }
+    if c.untraced.is_some() {
+        reasons.push(("untraced", 1));
+    }
+    reasons
 }

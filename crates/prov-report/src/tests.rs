@@ -214,3 +214,32 @@ fn an_empty_report_is_a_page() {
     let v: Value = serde_json::from_str(embedded_json(&page)).unwrap();
     assert_eq!(v["commands"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn records_ended_short_or_untraced_are_shown_incomplete() {
+    let short = CommandRow { incomplete: Some("the collector was killed".into()), ..command(1, "s", 1, b"a") };
+    let untraced = CommandRow { untraced: Some("helper missing".into()), ..command(2, "s", 2, b"b") };
+    let data = build(&input(vec![(short, vec![]), (untraced, vec![]), (command(3, "s", 3, b"c"), vec![])]));
+    let shown: Vec<&[(&str, u64)]> = data.commands.iter().map(|c| c.incomplete.as_slice()).collect();
+    assert_eq!(shown, [&[("ended_short", 1)][..], &[("untraced", 1)][..], &[][..]]);
+}
+
+#[test]
+fn a_commands_process_tree_is_embedded_capped_and_counted() {
+    use crate::model::PROCESSES_PER_COMMAND;
+    use crate::ProcessLine;
+    let mut inp = input(vec![(command(1, "s", 10, b"make all"), vec![]), (command(2, "s", 20, b"ls"), vec![])]);
+    let line = |depth, pid, label: &str| ProcessLine { depth, label: label.into(), pid, writes: 1 };
+    let mut lines = vec![line(0, 100, "make all"), line(1, 101, "cc -c <a>.c")];
+    lines.extend((0..PROCESSES_PER_COMMAND).map(|i| line(2, 200 + i as u32, "as")));
+    inp.processes.insert(1, lines);
+    let html = page(&inp);
+    let data: Value = serde_json::from_str(embedded_json(&html)).unwrap();
+    let c = &data["commands"][0];
+    assert_eq!(c["n_p"], PROCESSES_PER_COMMAND + 2);
+    assert_eq!(c["p"].as_array().unwrap().len(), PROCESSES_PER_COMMAND);
+    assert_eq!(c["p"][1], serde_json::json!([1, 101, "cc -c <a>.c", 1]));
+    assert!(!html.contains("cc -c <a>"), "markup stays data");
+    // A command without recorded processes carries none.
+    assert!(data["commands"][1].get("p").is_none());
+}

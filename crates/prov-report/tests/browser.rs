@@ -43,6 +43,8 @@ fn month_of_records() -> Vec<(CommandRow, Vec<FileRow>)> {
             end_ns: Some(start_ns + ((k % 13) as i64 + 1) * 700_000_000),
             exit_status: Some(if k % 17 == 0 { 1 } else { 0 }),
             completeness: Completeness::default(),
+            incomplete: None,
+            untraced: None,
         };
         let n_files = if k == COMMANDS / 2 { HUGE_FILES } else { 1 + k % 8 };
         let files = (0..n_files)
@@ -84,6 +86,7 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
         records,
         archived,
         files_per_access: None,
+        processes: Default::default(),
     };
     let out_dir = webdriver::test_output_dir(env!("CARGO_TARGET_TMPDIR"));
     let page = out_dir.join("report-10000.html");

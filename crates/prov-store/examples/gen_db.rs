@@ -149,7 +149,7 @@ fn main() {
         let id = store.begin_command(&begin).and_then(|id| {
             store.add_events(id, &events)?;
             store.set_completeness(id, &Completeness::default())?;
-            store.end_command(id, &CommandEnd { end_ns: start_ns + 1_500_000_000, exit_status: 0, text: None })?;
+            store.end_command(id, &CommandEnd::with_status(start_ns + 1_500_000_000, 0))?;
             Ok(id)
         });
         if let Err(e) = id {

@@ -193,14 +193,7 @@ impl Store {
 
 impl Writer<'_> {
     pub(crate) fn add_archived(&mut self, id: i64, files: &[ArchivedRead]) -> Result<()> {
-        let exists = self
-            .conn
-            .prepare_cached("SELECT 1 FROM commands WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |_| Ok(())).optional())
-            .ctx(self.path, "looking up a command")?;
-        if exists.is_none() {
-            return Err(StoreError::NoCommand { path: self.path.to_owned(), id });
-        }
+        self.command_must_exist(id)?;
         for f in files {
             let blob = self.blob_id(&f.content)?;
             self.conn

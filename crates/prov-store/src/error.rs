@@ -25,19 +25,67 @@ pub enum StoreError {
     #[error("database {path}: archived content {digest}: {problem}")]
     ArchiveContent { path: PathBuf, digest: String, problem: &'static str },
 
-    #[error("cannot create directory {path}: {source}")]
-    CreateDir { path: PathBuf, source: io::Error },
+    #[error("cannot create directory {path}: {error}")]
+    CreateDir { path: PathBuf, error: io::Error },
 
-    #[error("database {path}: {what}: {source}")]
-    Sqlite { path: PathBuf, what: &'static str, source: rusqlite::Error },
+    #[error("cannot {what} {path}: {error}")]
+    Io { path: PathBuf, what: &'static str, error: io::Error },
 
-    #[error("spool {path}: {source}")]
-    SpoolIo { path: PathBuf, source: io::Error },
+    /// SQLite's own words (never the SQL of the statement: a schema
+    /// migration is kilobytes), with what to do when the file is damaged.
+    /// Not a `source`: the message has SQLite's words already, and a chain
+    /// would repeat them ("malformed: malformed: Error code 11: malformed").
+    #[error("{}", sqlite_message(path, what, error))]
+    Sqlite { path: PathBuf, what: &'static str, error: rusqlite::Error },
+
+    /// A configured database in a place that cannot hold one: an error, not "no records yet".
+    #[error("database {path} cannot be created: {why}")]
+    Unreachable { path: PathBuf, why: String },
+
+    /// The database opens but cannot take a write; `why` names the file to fix.
+    #[error("database {path} cannot be written: {why}")]
+    Unwritable { path: PathBuf, why: String },
+
+    /// `PRAGMA quick_check` found damage.
+    #[error("database {path} is corrupt ({problem}): {REPAIR_ADVICE}")]
+    Corrupt { path: PathBuf, problem: String },
+
+    /// `user_version` says a schema the tables do not have.
+    #[error("database {path}: schema version {found} {problem}; {REPAIR_ADVICE}")]
+    WrongSchemaVersion { path: PathBuf, found: i64, problem: String },
+
+    #[error("spool {path}: {error}")]
+    SpoolIo { path: PathBuf, error: io::Error },
 
     /// Some spool files could not be understood; they were renamed to
     /// `<name>.bad` and the others were ingested anyway.
     #[error("spool {dir}: ingested {ingested} file(s); set aside unreadable: {}", list_bad(bad))]
     SpoolBad { dir: PathBuf, ingested: usize, bad: Vec<(PathBuf, String)> },
+}
+
+/// What to do about a damaged database, said wherever damage is found.
+pub const REPAIR_ADVICE: &str =
+    "`prov doctor --repair` moves it aside and copies what can still be read into a new database";
+
+fn sqlite_message(path: &Path, what: &str, source: &rusqlite::Error) -> String {
+    let path = path.display();
+    let said = sqlite_words(source);
+    if is_corrupt(source) {
+        return format!("database {path} is corrupt ({what}: {said}): {REPAIR_ADVICE}");
+    }
+    format!("database {path}: {what}: {said}")
+}
+
+/// SQLite's message without the statement it was about.
+pub(crate) fn sqlite_words(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        e => e.to_string(),
+    }
+}
+
+pub(crate) fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase))
 }
 
 fn list_bad(bad: &[(PathBuf, String)]) -> String {
@@ -53,7 +101,7 @@ pub(crate) trait Context<T> {
 
 impl<T> Context<T> for rusqlite::Result<T> {
     fn ctx(self, path: &Path, what: &'static str) -> Result<T> {
-        self.map_err(|source| StoreError::Sqlite { path: path.to_owned(), what, source })
+        self.map_err(|error| StoreError::Sqlite { path: path.to_owned(), what, error })
     }
 }
 
@@ -63,8 +111,17 @@ impl StoreError {
     pub fn is_busy(&self) -> bool {
         matches!(
             self,
-            StoreError::Sqlite { source: rusqlite::Error::SqliteFailure(e, _), .. }
+            StoreError::Sqlite { error: rusqlite::Error::SqliteFailure(e, _), .. }
                 if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
         )
+    }
+
+    /// True when the file is damaged (`prov doctor --repair` is the remedy).
+    pub fn is_corrupt(&self) -> bool {
+        match self {
+            StoreError::Corrupt { .. } | StoreError::WrongSchemaVersion { .. } => true,
+            StoreError::Sqlite { error, .. } => is_corrupt(error),
+            _ => false,
+        }
     }
 }

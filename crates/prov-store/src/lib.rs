@@ -9,11 +9,14 @@
 mod archive;
 mod error;
 mod fs;
+mod health;
 mod paths;
+mod processes;
 mod query;
 mod schema;
 mod select;
 pub mod spool;
+mod sync;
 mod write;
 
 use std::collections::HashMap;
@@ -23,11 +26,16 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use archive::{ArchiveStats, ArchivedFile, Digest};
-pub use error::{Result, StoreError};
+pub use error::{Result, StoreError, REPAIR_ADVICE};
+pub use fs::NETWORK_FSTYPES;
+pub use health::{repair, Repair, TableSalvage};
+pub use processes::ProcessRow;
 pub use query::{CommandRow, FileRow};
 pub use schema::SCHEMA_VERSION;
+pub use select::{short_session, SHORT_SESSION};
 pub use select::{CmpOp, CommandFilter, FileFilter, NamePattern, Selected, Selection, SessionRow, Stats};
 pub use spool::{SpoolEntry, SpoolWriter};
+pub use sync::PushCounts;
 
 use error::Context;
 
@@ -42,6 +50,8 @@ pub struct Store {
     dir_ids: HashMap<Vec<u8>, i64>,
     /// hash_params -> hash_params.id, same reason.
     params_ids: HashMap<prov_model::HashParams, i64>,
+    /// (device, inode) of the file opened, to notice it deleted or replaced.
+    file_id: Option<(u64, u64)>,
 }
 
 impl Store {
@@ -51,8 +61,16 @@ impl Store {
     /// caller then spools.
     pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
         let dir = parent_dir(path);
-        fs::create_private_dir(dir).map_err(|source| StoreError::CreateDir { path: dir.to_owned(), source })?;
+        fs::create_private_dir(dir).map_err(|error| StoreError::CreateDir { path: dir.to_owned(), error })?;
+        if let Some((file, why)) = health::unblock_side_files(path) {
+            return Err(StoreError::Unwritable { path: path.to_owned(), why: format!("{} is {why}", file.display()) });
+        }
+        // A new database is the user's alone (0600, whatever the umask);
+        // SQLite gives its -wal and -shm files the database's mode. Should
+        // this fail, the open below reports the cause.
+        let _ = fs::create_private_file(path);
         let mut conn = Connection::open(path).ctx(path, "opening")?;
+        let file_id = file_id(path);
         harden(&conn, path)?;
         conn.busy_timeout(busy_timeout).ctx(path, "setting busy timeout")?;
         // WAL lets queries run while a command is being recorded, but it
@@ -77,7 +95,9 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", 10_000).ctx(path, "setting checkpoint interval")?;
         conn.pragma_update(None, "journal_size_limit", 64 << 20).ctx(path, "setting journal size limit")?;
         schema::migrate(&mut conn, path)?;
-        Ok(Store::new(conn, path))
+        let mut store = Store::new(conn, path);
+        store.file_id = file_id;
+        Ok(store)
     }
 
     /// Opens an existing database for queries. A missing file is
@@ -85,7 +105,12 @@ impl Store {
     /// first (through a short-lived writable connection).
     pub fn open_read_only(path: &Path) -> Result<Store> {
         match std::fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StoreError::NoDatabase(path.to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(match fs::cannot_create(path) {
+                    None => StoreError::NoDatabase(path.to_owned()),
+                    Some(why) => StoreError::Unreachable { path: path.to_owned(), why },
+                })
+            }
             _ => {}
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -112,12 +137,19 @@ impl Store {
     fn new(conn: Connection, path: &Path) -> Store {
         // Room for every statement of write.rs, query.rs and archive.rs.
         conn.set_prepared_statement_cache_capacity(48);
-        Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new() }
+        Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new(), file_id: None }
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the path still names the file this store writes to: false
+    /// once the database was deleted, or replaced by another file, while it
+    /// was open (the writes would go to a file nobody will read).
+    pub fn is_at_its_path(&self) -> bool {
+        self.file_id.is_none() || file_id(&self.path) == self.file_id
     }
 }
 
@@ -125,6 +157,11 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
     }
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn parent_dir(path: &Path) -> &Path {

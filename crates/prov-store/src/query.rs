@@ -27,6 +27,29 @@ pub struct CommandRow {
     pub end_ns: Option<i64>,
     pub exit_status: Option<i32>,
     pub completeness: Completeness,
+    /// Why the record is incomplete beyond the counters, and who ended it
+    /// (see `CommandEnd::incomplete`).
+    pub incomplete: Option<String>,
+    /// Why the command ran untraced.
+    pub untraced: Option<String>,
+}
+
+impl CommandRow {
+    /// Nothing is missing: every counter is zero, the observation saw the
+    /// command through and the command was traced.
+    pub fn is_complete(&self) -> bool {
+        self.completeness.is_complete() && self.incomplete.is_none() && self.untraced.is_none()
+    }
+
+    /// Everything that keeps the record from being complete, for human
+    /// output: the non-zero counters, then why it ended short, then why it
+    /// ran untraced. Unescaped: the reasons may quote paths.
+    pub fn incomplete_reasons(&self) -> Vec<String> {
+        let mut reasons: Vec<String> = self.completeness.reasons().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        reasons.extend(self.incomplete.iter().cloned());
+        reasons.extend(self.untraced.iter().map(|why| format!("untraced: {why}")));
+        reasons
+    }
 }
 
 /// The one test fixture of a command row (prov-export and prov-report use
@@ -49,6 +72,8 @@ impl CommandRow {
             end_ns: Some(id + 1),
             exit_status: Some(0),
             completeness: Completeness::default(),
+            incomplete: None,
+            untraced: None,
         }
     }
 }
@@ -70,7 +95,8 @@ pub struct FileRow {
 const COMMAND_SELECT: &str = "
     SELECT c.id, c.uuid, c.session, c.seq, c.text, c.cwd, c.host, c.user, c.shell, c.start_ns,
            c.end_ns, c.exit_status, c.queue_overflows, c.unreadable, c.denied,
-           c.dropped_read_limit, c.dropped_write_limit, c.unobserved_setuid, c.unmarked_mounts
+           c.dropped_read_limit, c.dropped_write_limit, c.unobserved_setuid, c.unmarked_mounts,
+           c.incomplete, c.untraced
     FROM commands c";
 
 /// An event's columns, its command and the command's bases; `r` is the
@@ -408,6 +434,8 @@ pub(crate) fn command_row(r: &Row) -> rusqlite::Result<CommandRow> {
             unobserved_setuid: counter(17)?,
             unmarked_mounts: counter(18)?,
         },
+        incomplete: r.get(19)?,
+        untraced: r.get(20)?,
     })
 }
 

@@ -12,7 +12,8 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use crate::error::{Context, Result, StoreError};
 
 /// (version, sql), applied in order; versions are 1, 2, 3, ...
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2)];
+pub(crate) const MIGRATIONS: &[(i64, &str)] =
+    &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5)];
 
 /// The newest schema this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -180,13 +181,86 @@ CREATE INDEX archived_files_path ON archived_files(path);
 CREATE INDEX archived_files_blob ON archived_files(blob_id);
 ";
 
+/// How a record ended when not as observed (see `CommandEnd`).
+const MIGRATION_3: &str = "
+-- Why the record is not all its observation would have seen and who ended
+-- it instead (a killed collector, a shell or prov run gone before the
+-- command): NULL when it ended normally. An end with a NULL exit_status
+-- but an end_ns is an end whose status is unknown.
+ALTER TABLE commands ADD COLUMN incomplete TEXT;
+-- Why the command ran outside any observation: NULL when traced.
+ALTER TABLE commands ADD COLUMN untraced TEXT;
+-- The collector observing the record (prov_model::observer), so a later
+-- prov can end a record whose collector is gone without ending it.
+ALTER TABLE commands ADD COLUMN observer TEXT;
+-- The few records without an end, found without a scan.
+CREATE INDEX commands_unended ON commands(id) WHERE end_ns IS NULL;
+";
+
+/// The processes of a command (see processes.rs).
+const MIGRATION_4: &str = "
+-- One row per program image that ran in a command: a process from its exec
+-- (or its first event) to its next exec or exit. Stored once per image, not
+-- per event: an event is its command's, and its process is the image of
+-- its pid with the greatest first_event <= the event's index among the
+-- command's events (their order of storage).
+CREATE TABLE processes(
+    id INTEGER PRIMARY KEY,
+    command_id INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    ppid INTEGER,
+    -- The executed file (a script, not its interpreter), raw bytes; NULL
+    -- when unknown or not the user's to see.
+    exe BLOB,
+    -- NUL-terminated arguments as in /proc/PID/cmdline; NULL: unknown
+    -- (then args_unknown says why).
+    args BLOB,
+    cwd BLOB,
+    args_unknown TEXT,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER,
+    first_event INTEGER NOT NULL
+);
+-- processes_of: a command's processes.
+CREATE INDEX processes_command ON processes(command_id);
+";
+
+/// The central store (prov-sync): what was pushed, and the pull's place.
+const MIGRATION_5: &str = "
+-- Records already in the central store. A finished command whose uuid is not
+-- here is pending; keyed by uuid, not id, so that a command id reused after a
+-- deletion is not taken for pushed. Written only after the server committed,
+-- so a crash in between pushes again (the server ignores a uuid it has).
+CREATE TABLE sync_pushed(
+    uuid TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
+-- Records deleted here (prov delete) after they were pushed: the next push
+-- deletes them in the central store too, then forgets them.
+CREATE TABLE sync_deleted(
+    uuid TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
+-- Small named values of the sync: in the cache of the central store, the
+-- server's transaction horizon reached by the last pull.
+CREATE TABLE sync_state(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(path, "reading schema version")
 }
 
+/// Refuses a version this prov cannot work with: a newer one, or one prov never writes.
 pub(crate) fn refuse_newer(found: i64, path: &Path) -> Result<()> {
     if found > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema { path: path.to_owned(), found, known: SCHEMA_VERSION });
+    }
+    if found < 0 {
+        let problem = format!("is not one prov writes (0 to {SCHEMA_VERSION})");
+        return Err(StoreError::WrongSchemaVersion { path: path.to_owned(), found, problem });
     }
     Ok(())
 }
@@ -204,10 +278,27 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     let found = user_version(&tx, path)?;
     refuse_newer(found, path)?;
     for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        tx.execute_batch(sql).ctx(path, "applying schema migration")?;
+        tx.execute_batch(sql).map_err(|e| schema_mismatch(e, path, found, version))?;
         tx.pragma_update(None, "user_version", version).ctx(path, "recording schema version")?;
     }
     tx.commit().ctx(path, "committing migration")
+}
+
+/// A migration that fails on its own SQL ("table dirs already exists") means
+/// the recorded version is not the one the tables have: someone set
+/// `user_version` by hand, or the file is damaged. Said in one line, without
+/// the migration's SQL; other failures (busy, read-only) stay what they are.
+fn schema_mismatch(e: rusqlite::Error, path: &Path, found: i64, version: i64) -> StoreError {
+    let sql_refused = match &e {
+        rusqlite::Error::SqlInputError { .. } => true,
+        rusqlite::Error::SqliteFailure(f, _) => f.code == rusqlite::ErrorCode::Unknown,
+        _ => false,
+    };
+    if !sql_refused {
+        return StoreError::Sqlite { path: path.to_owned(), what: "applying schema migration", error: e };
+    }
+    let problem = format!("does not match its tables (migration {version}: {})", crate::error::sqlite_words(&e));
+    StoreError::WrongSchemaVersion { path: path.to_owned(), found, problem }
 }
 
 #[cfg(test)]
@@ -247,6 +338,21 @@ mod tests {
         std::fs::write(dir.db(), b"").unwrap();
         let s = Store::open_read_only(&dir.db()).unwrap();
         assert!(s.history(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_wrong_schema_version_is_one_short_line() {
+        for wrong in [0, 1, -3] {
+            let dir = TempDir::new("wrong-version");
+            drop(open(&dir));
+            Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", wrong).unwrap();
+            for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
+                let msg = err.to_string();
+                assert!(matches!(err, StoreError::WrongSchemaVersion { .. }), "{msg}");
+                assert!(!msg.contains("CREATE") && !msg.contains('\n') && msg.len() < 300, "{msg}");
+                assert!(msg.contains(&format!("schema version {wrong} ")) && msg.contains("--repair"), "{msg}");
+            }
+        }
     }
 
     #[test]

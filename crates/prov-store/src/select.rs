@@ -70,6 +70,11 @@ pub struct CommandFilter {
     pub failed: bool,
     /// Only records that say they are incomplete.
     pub incomplete: bool,
+    /// One of the command's processes ran this program: its executable's
+    /// path or file name, or its argv[0] (or argv[0]'s file name).
+    pub ran: Option<Vec<u8>>,
+    /// One of the command's processes had an argument containing these bytes.
+    pub ran_arg: Option<Vec<u8>>,
 }
 
 /// Filters on a command's file events: a command is selected when one of
@@ -208,7 +213,12 @@ fn command_clause(f: &CommandFilter) -> Clause {
         w.push("c.start_ns < ?", [Value::Integer(t)]);
     }
     if let Some(s) = &f.session {
-        w.push(format!("substr(c.session, 1, {}) = ?", s.len()), [Value::Text(s.clone())]);
+        // A prefix of the id, or its short form (its end, see `short_session`).
+        let n = s.chars().count();
+        w.push(
+            format!("(substr(c.session, 1, {n}) = ? OR substr(c.session, -{n}) = ?)"),
+            [Value::Text(s.clone()), Value::Text(s.clone())],
+        );
     }
     if let Some(h) = &f.host {
         w.push("c.host = ?", [Value::Text(h.clone())]);
@@ -222,10 +232,27 @@ fn command_clause(f: &CommandFilter) -> Clause {
     if f.failed {
         w.push("c.exit_status != 0", []);
     }
+    if let Some(name) = &f.ran {
+        let suffix = [b"/".as_slice(), name].concat();
+        let n = suffix.len() as i64;
+        // argv[0]: the arguments up to their first NUL.
+        w.push(
+            format!(
+                "EXISTS (SELECT 1 FROM processes p WHERE p.command_id = c.id AND (p.exe = ? OR substr(p.exe, -{n}) = ?
+                   OR substr(p.args, 1, instr(p.args, x'00') - 1) = ?
+                   OR substr(substr(p.args, 1, instr(p.args, x'00') - 1), -{n}) = ?))"
+            ),
+            [blob(name), blob(&suffix), blob(name), blob(&suffix)],
+        );
+    }
+    if let Some(arg) = &f.ran_arg {
+        w.push("EXISTS (SELECT 1 FROM processes p WHERE p.command_id = c.id AND instr(p.args, ?) > 0)", [blob(arg)]);
+    }
     if f.incomplete {
         w.push(
-            "(c.queue_overflows + c.unreadable + c.denied + c.dropped_read_limit
-              + c.dropped_write_limit + c.unobserved_setuid + c.unmarked_mounts) > 0",
+            "((c.queue_overflows + c.unreadable + c.denied + c.dropped_read_limit
+               + c.dropped_write_limit + c.unobserved_setuid + c.unmarked_mounts) > 0
+              OR c.incomplete IS NOT NULL OR c.untraced IS NOT NULL)",
             [],
         );
     }
@@ -457,6 +484,8 @@ impl Store {
                 tx.prepare("DELETE FROM file_events WHERE id BETWEEN ? AND ?").ctx(&path, "preparing a deletion")?;
             let mut del_runs =
                 tx.prepare("DELETE FROM event_runs WHERE command_id = ?").ctx(&path, "preparing a deletion")?;
+            let mut del_processes =
+                tx.prepare("DELETE FROM processes WHERE command_id = ?").ctx(&path, "preparing a deletion")?;
             let mut del_command = tx.prepare("DELETE FROM commands WHERE id = ?").ctx(&path, "preparing a deletion")?;
             for &id in ids {
                 let ranges = runs
@@ -467,6 +496,7 @@ impl Store {
                     events += del_events.execute([first, last]).ctx(&path, "deleting file events")? as u64;
                 }
                 del_runs.execute([id]).ctx(&path, "deleting event runs")?;
+                del_processes.execute([id]).ctx(&path, "deleting processes")?;
                 del_command.execute([id]).ctx(&path, "deleting a command")?;
             }
         }
@@ -530,6 +560,19 @@ impl Store {
     }
 }
 
+/// The short form of a session id that every output shows and every filter
+/// takes: its last 8 characters. Session ids are UUIDs whose end is random
+/// (v4 from the shell integration, v7 and v8 from `prov run`), while the
+/// start of v7 ids is a timestamp that ids of one day share.
+pub fn short_session(id: &str) -> &str {
+    let n = id.chars().count();
+    id.char_indices().nth(n.saturating_sub(SHORT_SESSION)).map_or(id, |(i, _)| &id[i..])
+}
+
+/// Characters of [`short_session`]: 32 random bits, unique in practice
+/// among the sessions of one journal.
+pub const SHORT_SESSION: usize = 8;
+
 /// One shell session (or one `prov run`) of the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRow {
@@ -573,14 +616,14 @@ mod tests {
         let c1 = s.begin_command(&b1).unwrap();
         s.add_events(c1, &[event(Access::Write, b"/p/out/a.txt", 1, 10), event(Access::Read, b"/p/in.csv", 2, 20)])
             .unwrap();
-        s.end_command(c1, &CommandEnd { end_ns: 1_500, exit_status: 0, text: None }).unwrap();
+        s.end_command(c1, &CommandEnd::with_status(1_500, 0)).unwrap();
         let mut b2 = begin("u2", 2_000);
         b2.text = b"sort b".to_vec();
         b2.cwd = b"/p/sub".to_vec();
         b2.session = "s2-bbbb".into();
         let c2 = s.begin_command(&b2).unwrap();
         s.add_events(c2, &[event(Access::Write, b"/p/out/b.txt", 3, 5000)]).unwrap();
-        s.end_command(c2, &CommandEnd { end_ns: 2_500, exit_status: 2, text: None }).unwrap();
+        s.end_command(c2, &CommandEnd::with_status(2_500, 2)).unwrap();
         let mut b3 = begin("u3", 3_000);
         b3.text = b"make c".to_vec();
         b3.cwd = b"/q".to_vec();

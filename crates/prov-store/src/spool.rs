@@ -6,7 +6,10 @@
 //! writer holds an exclusive lock on its file for as long as it lives, so an
 //! ingester never takes a file that is still growing. Each line goes out in
 //! one `write` on an `O_APPEND` descriptor, so a crash leaves at most a torn
-//! last line, which is ignored.
+//! last line. The ingester keeps every line it can read: the bytes it cannot
+//! (a torn line, wherever it is) are set aside in `<name>.bad`, which the
+//! next query reports once (renaming it to `<name>.set-aside`) and
+//! `prov doctor` lists for as long as it is there.
 //!
 //! A file need not start with `Begin`: a collector that starts spooling in
 //! the middle of a command may write only what is left; the command is then
@@ -18,7 +21,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use prov_model::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent};
+use prov_model::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};
 use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +30,10 @@ use crate::write::Writer;
 use crate::Store;
 
 const SUFFIX: &str = ".jsonl";
+/// Unreadable bytes of an ingested spool file, not yet reported.
+pub const NEW_SET_ASIDE: &str = ".bad";
+/// Unreadable bytes that a query has reported already.
+pub const SEEN_SET_ASIDE: &str = ".set-aside";
 
 /// One line of a spool file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +44,7 @@ pub enum SpoolEntry {
     End(CommandEnd),
     /// Contents kept by the script archive.
     Archive(Vec<ArchivedRead>),
+    Processes(Vec<ProcessRecord>),
 }
 
 /// Appends entries to one command's spool file, holding its lock.
@@ -183,6 +191,38 @@ pub fn parse(content: &[u8]) -> std::result::Result<Vec<SpoolEntry>, String> {
         .collect()
 }
 
+/// What an ingester can take from a spool file.
+#[derive(Debug, Default, PartialEq)]
+pub struct Salvaged {
+    pub entries: Vec<SpoolEntry>,
+    /// The lines that could not be read (a torn last line included), as they were.
+    pub unreadable: Vec<u8>,
+    /// Why, one short phrase per unreadable line.
+    pub reasons: Vec<String>,
+}
+
+/// The entries of a spool file whose writer is gone, keeping every readable
+/// line: a torn write costs its own bytes, not the record.
+pub fn salvage(content: &[u8]) -> Salvaged {
+    let mut salvaged = Salvaged::default();
+    for (i, line) in content.split_inclusive(|&b| b == b'\n').enumerate() {
+        let text = line.strip_suffix(b"\n");
+        match text.map(serde_json::from_slice::<SpoolEntry>) {
+            Some(Ok(entry)) => salvaged.entries.push(entry),
+            Some(Err(_)) if text == Some(b"") => {}
+            Some(Err(e)) => {
+                salvaged.reasons.push(format!("line {}: {}", i + 1, plain_text(&e)));
+                salvaged.unreadable.extend_from_slice(line);
+            }
+            None => {
+                salvaged.reasons.push(format!("line {}: torn ({} bytes, no newline)", i + 1, line.len()));
+                salvaged.unreadable.extend_from_slice(line);
+            }
+        }
+    }
+    salvaged
+}
+
 /// serde_json quotes a bad key or value as decoded: its control characters
 /// (an escaped newline, a terminal escape) are written escaped, so that the
 /// reason stays one line of text in reports and in the collector's log.
@@ -205,6 +245,8 @@ enum Outcome {
     Skipped,
     /// Set aside under this name, for this reason.
     Bad(PathBuf, String),
+    /// Ingested, but for the unreadable lines set aside under this name.
+    PartlyBad(PathBuf, String),
 }
 
 impl Store {
@@ -214,7 +256,7 @@ impl Store {
     /// reported through [`StoreError::SpoolBad`] after all the others were
     /// ingested. A database error stops the ingestion (files stay, for later).
     pub fn ingest_spool(&mut self, dir: &Path) -> Result<usize> {
-        let io_err = |source| StoreError::SpoolIo { path: dir.to_owned(), source };
+        let io_err = |error| StoreError::SpoolIo { path: dir.to_owned(), error };
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -234,6 +276,10 @@ impl Store {
                 Outcome::Ingested => ingested += 1,
                 Outcome::Skipped => {}
                 Outcome::Bad(set_aside, why) => bad.push((set_aside, why)),
+                Outcome::PartlyBad(set_aside, why) => {
+                    ingested += 1;
+                    bad.push((set_aside, why));
+                }
             }
         }
         if bad.is_empty() {
@@ -244,7 +290,7 @@ impl Store {
     }
 
     fn ingest_file(&mut self, path: &Path) -> Result<Outcome> {
-        let io_err = |source| StoreError::SpoolIo { path: path.to_owned(), source };
+        let io_err = |error| StoreError::SpoolIo { path: path.to_owned(), error };
         let file = match OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Skipped),
@@ -261,26 +307,82 @@ impl Store {
         let mut content = Vec::new();
         (&file).read_to_end(&mut content).map_err(io_err)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let problem = match parse(&content) {
-            Err(why) => Some(why),
-            Ok(entries) => {
-                let uuid = name.strip_suffix(SUFFIX).unwrap_or(&name);
-                let digest = xxhash_rust::xxh3::xxh3_64(&content) as i64;
-                self.write_tx(|w| apply(w, &name, digest, uuid, &entries))?
-            }
+        let salvaged = salvage(&content);
+        let problem = if salvaged.entries.is_empty() && !salvaged.unreadable.is_empty() {
+            Some(salvaged.reasons.join("; "))
+        } else {
+            let uuid = name.strip_suffix(SUFFIX).unwrap_or(&name);
+            let digest = xxhash_rust::xxh3::xxh3_64(&content) as i64;
+            self.write_tx(|w| apply(w, &name, digest, uuid, &salvaged.entries))?
         };
+        let set_aside = path.with_file_name(format!("{name}{NEW_SET_ASIDE}"));
         // Still holding the lock: a writer that opens the name now gets a
         // fresh file (see SpoolWriter::create).
         let Some(why) = problem else {
+            if salvaged.unreadable.is_empty() {
+                std::fs::remove_file(path).map_err(io_err)?;
+                return Ok(Outcome::Ingested);
+            }
+            // The record is in; its unreadable lines are kept for the user.
+            let why = salvaged.reasons.join("; ");
+            let kept = append_private(&set_aside, &salvaged.unreadable);
             std::fs::remove_file(path).map_err(io_err)?;
-            return Ok(Outcome::Ingested);
+            return Ok(match kept {
+                Ok(()) => Outcome::PartlyBad(set_aside, why),
+                Err(e) => {
+                    Outcome::PartlyBad(path.to_owned(), format!("{why}; cannot keep them in {NEW_SET_ASIDE}: {e}"))
+                }
+            });
         };
-        let set_aside = path.with_file_name(format!("{name}.bad"));
         Ok(match std::fs::rename(path, &set_aside) {
             Ok(()) => Outcome::Bad(set_aside, why),
-            Err(e) => Outcome::Bad(path.to_owned(), format!("{why}; cannot rename to .bad: {e}")),
+            Err(e) => Outcome::Bad(path.to_owned(), format!("{why}; cannot rename to {NEW_SET_ASIDE}: {e}")),
         })
     }
+}
+
+/// Appends `bytes` to `path`, creating it private (mode 0600).
+fn append_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file =
+        OpenOptions::new().append(true).create(true).mode(0o600).custom_flags(nix::libc::O_NOFOLLOW).open(path)?;
+    file.write_all(bytes)
+}
+
+/// The set-aside files in `dir` (`.bad`: not reported yet; `.set-aside`: reported), sorted.
+pub fn set_aside_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut new = Vec::new();
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().filter_map(|e| e.ok()) {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(NEW_SET_ASIDE) {
+            new.push(entry.path());
+        } else if name.ends_with(SEEN_SET_ASIDE) {
+            seen.push(entry.path());
+        }
+    }
+    new.sort();
+    seen.sort();
+    (new, seen)
+}
+
+/// Records waiting in `dir` (spool files, not set-aside ones).
+pub fn waiting(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(SUFFIX))
+        .count()
+}
+
+/// Marks a reported set-aside file as reported (`.bad` -> `.set-aside`).
+pub fn mark_reported(path: &Path) -> io::Result<PathBuf> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(NEW_SET_ASIDE).unwrap_or(&name);
+    let seen = path.with_file_name(format!("{stem}{SEEN_SET_ASIDE}"));
+    std::fs::rename(path, &seen)?;
+    Ok(seen)
 }
 
 /// Applies one file's entries; `Some(reason)` when the file cannot be
@@ -310,6 +412,7 @@ fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEn
             (SpoolEntry::Completeness(c), Some(id)) => w.set_completeness(id, c)?,
             (SpoolEntry::End(e), Some(id)) => w.end_command(id, e)?,
             (SpoolEntry::Archive(files), Some(id)) => w.add_archived(id, files)?,
+            (SpoolEntry::Processes(processes), Some(id)) => w.add_processes(id, processes)?,
             (_, None) => unreachable!("the first entry is Begin or the command exists"),
         }
     }
@@ -337,7 +440,7 @@ mod tests {
             SpoolEntry::Events(vec![event(Access::Read, b"/in/\xfe", 1, 2), event(Access::Write, b"/out", 3, 4)]),
             SpoolEntry::Events(vec![event(Access::Write, b"/out2", 5, 6)]),
             SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
-            SpoolEntry::End(CommandEnd { end_ns: 900, exit_status: 1, text: None }),
+            SpoolEntry::End(CommandEnd::with_status(900, 1)),
         ]
     }
 
@@ -350,6 +453,7 @@ mod tests {
                 SpoolEntry::Completeness(c) => s.set_completeness(id, c).unwrap(),
                 SpoolEntry::End(e) => s.end_command(id, e).unwrap(),
                 SpoolEntry::Archive(files) => s.add_archived(id, files).unwrap(),
+                SpoolEntry::Processes(p) => s.add_processes(id, p).unwrap(),
             }
         }
         id
@@ -432,15 +536,50 @@ mod tests {
         let mut s = Store::open(&dir.db(), T).unwrap();
         let err = s.ingest_spool(dir.path()).unwrap_err();
         let msg = err.to_string();
-        assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 2), "{msg}");
+        // The torn last line is set aside (and reported) too, its record ingested.
+        assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 3), "{msg}");
         assert!(msg.contains("garbage.jsonl") && msg.contains("orphan.jsonl"), "{msg}");
         assert!(dir.path().join("garbage.jsonl.bad").exists());
         assert!(dir.path().join("orphan.jsonl.bad").exists());
+        let torn = good.with_file_name(format!("{}.bad", good.file_name().unwrap().to_str().unwrap()));
+        assert_eq!(std::fs::read(&torn).unwrap(), &line[..line.len() / 2]);
         assert!(!good.exists());
         let rows = dump(&s);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].1.len(), 2);
         assert_eq!(s.ingest_spool(dir.path()).unwrap(), 0);
+    }
+
+    /// A crashed writer's half line with the record's later lines after it
+    /// (issue 11, item 5): everything readable goes in, the half line is set
+    /// aside, and nothing is left waiting.
+    #[test]
+    fn a_torn_line_in_the_middle_costs_only_its_bytes() {
+        let dir = TempDir::new("spool-torn-middle");
+        let record = sample_record();
+        let mut content = Vec::new();
+        for (i, e) in record.iter().enumerate() {
+            let line = spool::encode_line(e).unwrap();
+            if i == 2 {
+                content.extend_from_slice(&line[..line.len() / 2]);
+                content.push(b'\n');
+            }
+            content.extend_from_slice(&line);
+        }
+        let path = dir.path().join(format!("{}.jsonl", spool_uuid(&record)));
+        std::fs::write(&path, &content).unwrap();
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        let err = s.ingest_spool(dir.path()).unwrap_err();
+        assert!(matches!(err, StoreError::SpoolBad { ingested: 1, ref bad, .. } if bad.len() == 1), "{err}");
+        let mut direct = Store::open(&dir.path().join("direct.db"), T).unwrap();
+        apply_directly(&mut direct, &record);
+        assert_eq!(dump(&s), dump(&direct), "every line but the torn one is in");
+        assert_eq!(spool::waiting(dir.path()), 0);
+        let (new, seen) = spool::set_aside_files(dir.path());
+        assert_eq!((new.len(), seen.len()), (1, 0));
+        spool::mark_reported(&new[0]).unwrap();
+        let (new, seen) = spool::set_aside_files(dir.path());
+        assert_eq!((new.len(), seen.len()), (0, 1));
     }
 
     #[test]

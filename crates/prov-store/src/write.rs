@@ -25,6 +25,47 @@ impl Store {
         self.write_tx(|w| w.begin_command(b))
     }
 
+    /// `begin_command`, naming the collector that observes it (see
+    /// `prov_model::observer`), in the same transaction.
+    pub fn begin_observed_command(&mut self, b: &CommandBegin, observer: Option<&str>) -> Result<i64> {
+        self.write_tx(|w| {
+            let id = w.begin_command(b)?;
+            if let Some(observer) = observer {
+                w.conn
+                    .prepare_cached("UPDATE commands SET observer = ?2 WHERE id = ?1 AND end_ns IS NULL")
+                    .and_then(|mut s| s.execute(params![id, observer]))
+                    .ctx(w.path, "naming a command's collector")?;
+            }
+            Ok(id)
+        })
+    }
+
+    /// Records without an end on `host` whose collector was named: (id,
+    /// collector).
+    pub fn unended_observed(&self, host: &str) -> Result<Vec<(i64, String)>> {
+        self.conn
+            .prepare_cached(
+                "SELECT id, observer FROM commands WHERE end_ns IS NULL AND observer IS NOT NULL AND host = ?1",
+            )
+            .and_then(|mut s| s.query_map([host], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+            .ctx(&self.path, "looking for records without an end")
+    }
+
+    /// Ends a record its collector left without an end: status unknown,
+    /// `reason` kept. A record ended meanwhile is left as it is.
+    pub fn end_abandoned(&mut self, id: i64, end_ns: i64, reason: &str) -> Result<()> {
+        self.write_tx(|w| {
+            w.conn
+                .prepare_cached(
+                    "UPDATE commands SET end_ns = ?2, incomplete = COALESCE(incomplete, ?3)
+                     WHERE id = ?1 AND end_ns IS NULL",
+                )
+                .and_then(|mut s| s.execute(params![id, end_ns, reason]))
+                .ctx(w.path, "ending a record left without an end")
+                .map(drop)
+        })
+    }
+
     /// Records how the command ended.
     pub fn end_command(&mut self, id: i64, e: &CommandEnd) -> Result<()> {
         self.write_tx(|w| w.end_command(id, e))
@@ -66,6 +107,20 @@ pub(crate) struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    /// Err(NoCommand) unless command `id` is stored: what is added to a
+    /// record must not outlive it.
+    pub(crate) fn command_must_exist(&self, id: i64) -> Result<()> {
+        let exists = self
+            .conn
+            .prepare_cached("SELECT 1 FROM commands WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |_| Ok(())).optional())
+            .ctx(self.path, "looking up a command")?;
+        match exists {
+            Some(()) => Ok(()),
+            None => Err(StoreError::NoCommand { path: self.path.to_owned(), id }),
+        }
+    }
+
     pub(crate) fn command_id(&self, uuid: &str) -> Result<Option<i64>> {
         self.conn
             .prepare_cached("SELECT id FROM commands WHERE uuid = ?1")
@@ -105,9 +160,11 @@ impl Writer<'_> {
         let n = self
             .conn
             .prepare_cached(
-                "UPDATE commands SET end_ns = ?2, exit_status = ?3, text = COALESCE(?4, text) WHERE id = ?1",
+                "UPDATE commands SET end_ns = ?2, exit_status = ?3, text = COALESCE(?4, text),
+                    incomplete = COALESCE(?5, incomplete), untraced = COALESCE(?6, untraced)
+                 WHERE id = ?1",
             )
-            .and_then(|mut s| s.execute(params![id, e.end_ns, e.exit_status, e.text]))
+            .and_then(|mut s| s.execute(params![id, e.end_ns, e.exit_status, e.text, e.incomplete, e.untraced]))
             .ctx(self.path, "recording a command's end")?;
         self.require_command(id, n)
     }
@@ -367,7 +424,7 @@ mod tests {
         let c = Completeness { queue_overflows: 1, denied: 2, unmarked_mounts: 3, ..Default::default() };
         s.set_completeness(id, &Completeness { unreadable: 9, ..Default::default() }).unwrap();
         s.set_completeness(id, &c).unwrap();
-        s.end_command(id, &CommandEnd { end_ns: 2_000, exit_status: 130, text: Some(b"typed later".to_vec()) })
+        s.end_command(id, &CommandEnd { text: Some(b"typed later".to_vec()), ..CommandEnd::with_status(2_000, 130) })
             .unwrap();
 
         let row = s.command(id).unwrap().unwrap();
@@ -388,10 +445,31 @@ mod tests {
     }
 
     #[test]
+    fn an_end_with_status_unknown_and_reasons_is_an_incomplete_ended_record() {
+        let dir = TempDir::new("ended-short");
+        let mut s = open(&dir);
+        let id = s.begin_command(&begin("u1", 1_000)).unwrap();
+        let end = CommandEnd {
+            exit_status: None,
+            incomplete: Some("collector killed by SIGKILL".into()),
+            untraced: Some("cannot enter /gone".into()),
+            ..CommandEnd::with_status(2_000, 0)
+        };
+        s.end_command(id, &end).unwrap();
+        // A later end without reasons (the writer catching up) keeps them.
+        s.end_command(id, &CommandEnd { exit_status: None, ..CommandEnd::with_status(2_000, 0) }).unwrap();
+        let row = s.command(id).unwrap().unwrap();
+        assert_eq!((row.end_ns, row.exit_status), (Some(2_000), None));
+        assert_eq!(row.incomplete.as_deref(), Some("collector killed by SIGKILL"));
+        assert_eq!(row.untraced.as_deref(), Some("cannot enter /gone"));
+        assert!(row.completeness.is_complete() && !row.is_complete());
+    }
+
+    #[test]
     fn unknown_command_is_an_error() {
         let dir = TempDir::new("unknown");
         let mut s = open(&dir);
-        let err = s.end_command(99, &CommandEnd { end_ns: 1, exit_status: 0, text: None }).unwrap_err();
+        let err = s.end_command(99, &CommandEnd::with_status(1, 0)).unwrap_err();
         assert!(matches!(err, StoreError::NoCommand { id: 99, .. }), "{err}");
         assert!(s.add_events(99, &[event(Access::Read, b"/x", 1, 1)]).is_err());
         assert_eq!(s.conn.query_row("SELECT count(*) FROM file_events", [], |r| r.get::<_, i64>(0)).unwrap(), 0);

@@ -18,7 +18,8 @@ const MAX_TRANSACTION: usize = 65_536;
 enum Sink {
     None,
     Database {
-        store: Store,
+        // Boxed: a connection with its caches is large, the other sinks small.
+        store: Box<Store>,
         id: i64,
     },
     Spool(SpoolWriter),
@@ -35,6 +36,13 @@ struct Writer {
     report: SyncReport,
     /// Why, as root, the user's directories are not used (see `refused_as_root`).
     refused: Option<String>,
+    /// Events stored in the database now open (they go with it if it is deleted).
+    events_in_db: u64,
+    /// Events stored in a database that was deleted or replaced under the
+    /// command: the record counts them as unreadable, so it says it is incomplete.
+    events_gone: u64,
+    /// The database, opened when the settings come (see `open_early`).
+    opened: Option<Store>,
 }
 
 /// Stores the messages of `rx` until it closes; `reply` answers each `Sync`.
@@ -47,6 +55,9 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         busy_timeout: Duration::ZERO,
         report: SyncReport::default(),
         refused: None,
+        events_in_db: 0,
+        events_gone: 0,
+        opened: None,
     };
     let mut pending: Option<ToWriter> = None;
     loop {
@@ -68,6 +79,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.database = database;
                 w.spool_dir = spool_dir;
                 w.busy_timeout = Duration::from_millis(busy_timeout_ms);
+                w.open_early();
             }
             ToWriter::Begin(begin) => {
                 w.begin = Some(begin.clone());
@@ -75,14 +87,21 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                     w.report.lost.get_or_insert_with(|| why.clone());
                     continue;
                 }
-                match Store::open(&w.database, w.busy_timeout).and_then(|mut s| {
-                    let id = s.begin_command(&begin)?;
+                // Named, so a later prov can end the record if the collector
+                // dies without ending it.
+                let observer = prov_model::observer::collector_parent();
+                // Opened with the settings, or (that failed, or the file was
+                // removed or replaced since) opened now.
+                let early = w.opened.take().filter(Store::is_at_its_path);
+                let opened = early.map_or_else(|| Store::open(&w.database, w.busy_timeout), Ok);
+                match opened.and_then(|mut s| {
+                    let id = s.begin_observed_command(&begin, observer.as_deref())?;
                     Ok((s, id))
                 }) {
                     Ok((mut store, id)) => {
                         // Records spooled earlier get their chance now.
                         let _ = store.ingest_spool(&w.spool_dir);
-                        w.sink = Sink::Database { store, id };
+                        w.sink = Sink::Database { store: Box::new(store), id };
                     }
                     Err(e) => w.switch_to_spool(e.to_string()),
                 }
@@ -103,11 +122,19 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 let n = events.len() as u64;
                 w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
                 w.report.events += n;
+                if matches!(w.sink, Sink::Database { .. }) {
+                    w.events_in_db += n;
+                }
             }
             ToWriter::Archive(files) => {
                 w.write(|store, id| store.add_archived(id, &files), || SpoolEntry::Archive(files.clone()));
             }
-            ToWriter::Completeness(c) => {
+            ToWriter::Processes(processes) => {
+                w.write(|store, id| store.add_processes(id, &processes), || SpoolEntry::Processes(processes.clone()));
+            }
+            ToWriter::Completeness(mut c) => {
+                w.follow_if_moved();
+                c.unreadable += w.events_gone;
                 w.write(|store, id| store.set_completeness(id, &c), || SpoolEntry::Completeness(c));
             }
             ToWriter::End(end) => {
@@ -151,11 +178,23 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 }
 
 impl Writer {
+    /// Opens the database as soon as its path is known, before the record's
+    /// start comes: the shell prepares its observation while the prompt
+    /// idles, `prov run` while it sends the start, so opening (and a first
+    /// database's creation) is off the command's path. A failure here is
+    /// not final: the start tries again.
+    fn open_early(&mut self) {
+        if self.refused.is_none() {
+            self.opened = Store::open(&self.database, self.busy_timeout).ok();
+        }
+    }
+
     fn write(
         &mut self,
         to_db: impl FnOnce(&mut Store, i64) -> Result<(), prov_store::StoreError>,
         to_spool: impl FnOnce() -> SpoolEntry,
     ) {
+        self.follow_if_moved();
         if let Sink::Database { store, id } = &mut self.sink {
             match to_db(store, *id) {
                 Ok(()) => return,
@@ -180,6 +219,39 @@ impl Writer {
                 crate::log::line(&format!("part of a spooled record is lost: cannot write spool: {e}"));
                 self.report.lost.get_or_insert(format!("cannot write spool: {e}"));
             }
+        }
+    }
+
+    fn follow_if_moved(&mut self) {
+        if matches!(&self.sink, Sink::Database { store, .. } if !store.is_at_its_path()) {
+            self.follow_the_database();
+        }
+    }
+
+    /// The database was deleted or replaced while the command ran (its file
+    /// is no longer at the path): what was stored went with the old file, so
+    /// the record starts again in the database now at the path (created if
+    /// need be), and the rest of it goes there.
+    fn follow_the_database(&mut self) {
+        let uuid = self.begin.as_ref().map_or("?", |b| b.uuid.as_str()).to_owned();
+        crate::log::line(&format!(
+            "record {uuid}: the database {} was removed or replaced by another file while the command ran; \
+             the record goes on in the database now there (what was stored before went with the old file)",
+            self.database.display()
+        ));
+        self.events_gone += std::mem::take(&mut self.events_in_db);
+        let Some(begin) = self.begin.clone() else { return };
+        let gone = prov_model::Completeness { unreadable: self.events_gone, ..Default::default() };
+        match Store::open(&self.database, self.busy_timeout).and_then(|mut s| {
+            let id = s.begin_command(&begin)?;
+            // Said now, in case the command's own counters never come.
+            if gone.unreadable > 0 {
+                s.set_completeness(id, &gone)?;
+            }
+            Ok((s, id))
+        }) {
+            Ok((store, id)) => self.sink = Sink::Database { store: Box::new(store), id },
+            Err(e) => self.switch_to_spool(e.to_string()),
         }
     }
 

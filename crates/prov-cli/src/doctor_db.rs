@@ -1,0 +1,98 @@
+//! The database and spool checks of `prov doctor`, `prov doctor --repair`,
+//! and the one-time note of a query about spool lines set aside.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use prov_model::escape::escape;
+use prov_store::{spool, Store};
+
+use crate::setup::UserSetup;
+
+/// What stops records from being stored in `db`, if anything: it cannot be
+/// opened or created, cannot be written (naming the file that blocks it), or
+/// is damaged (`PRAGMA quick_check`).
+pub fn database_problem(db: &Path) -> Option<String> {
+    let store = match Store::open(db, Duration::from_secs(2)) {
+        Ok(store) => store,
+        Err(e) => return Some(e.to_string()),
+    };
+    store.check_writable().and_then(|()| store.check_intact()).err().map(|e| e.to_string())
+}
+
+/// Records waiting in the spool: a problem while they wait (the database
+/// could not take them, or their command still runs).
+pub fn spool_problem(dir: &Path) -> Option<String> {
+    let waiting = spool::waiting(dir);
+    (waiting > 0).then(|| format!("{waiting} record(s) waiting to be written"))
+}
+
+/// Notes (not failures) about spool lines that could not be read: their
+/// records were stored without them, and the bytes are kept for the user.
+pub fn set_aside_notes(dir: &Path) -> Vec<String> {
+    let (new, seen) = spool::set_aside_files(dir);
+    let files: Vec<PathBuf> = new.into_iter().chain(seen).collect();
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let mut notes = vec![format!(
+        "{} file(s) of unreadable spool lines set aside (the rest of their records was stored); delete them once looked at:",
+        files.len()
+    )];
+    notes.extend(files.iter().map(|f| format!("  {}", shown(f))));
+    notes
+}
+
+/// The next query after spool lines were set aside says so, once.
+pub fn report_set_aside_once(dir: &Path) {
+    let (new, _) = spool::set_aside_files(dir);
+    if new.is_empty() {
+        return;
+    }
+    let reported: Vec<String> =
+        new.iter().map(|f| shown(&spool::mark_reported(f).unwrap_or_else(|_| f.clone()))).collect();
+    eprintln!(
+        "prov: note: unreadable spool lines were set aside and their records stored without them: {}; `prov doctor` lists them",
+        reported.join(", ")
+    );
+}
+
+/// `prov doctor --repair`: a damaged database is moved aside and what SQLite
+/// can still read of it is copied into a new one; a sound one is left alone.
+pub fn repair() -> Result<ExitCode> {
+    let db = UserSetup::load()?.database();
+    let problem = match Store::open(&db, Duration::from_secs(2)) {
+        Ok(store) => store.check_intact().err(),
+        Err(e) if e.is_corrupt() => Some(e),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(problem) = problem else {
+        println!("ok    database {}: not damaged, nothing to repair", shown(&db));
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!("found {problem}");
+    let repair = prov_store::repair(&db)?;
+    println!("moved the damaged database to {}", shown(&repair.moved_to));
+    for t in &repair.tables {
+        println!("        {}: {} row(s) copied, {} unreadable", t.table, t.copied, t.unreadable);
+    }
+    if repair.commands_missing_events > 0 {
+        println!(
+            "        {} command(s) lost events on damaged pages: their records now say incomplete (unreadable)",
+            repair.commands_missing_events
+        );
+    }
+    Store::open_read_only(&db)?.check_intact()?;
+    println!(
+        "ok    new database {} (quick_check ok); the old one can go once nothing more is needed from it",
+        shown(&db)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shown(path: &Path) -> String {
+    escape(path.as_os_str().as_bytes())
+}

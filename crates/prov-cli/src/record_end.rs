@@ -1,0 +1,62 @@
+//! Storing a record's start and end from `prov` itself, when no collector
+//! will: the command ran untraced, or its collector died before it stored
+//! the end. The database first, the spool when the database cannot be
+//! written (the next query or collector ingests it). Storing the start
+//! again is harmless: the uuid makes it idempotent, so a record the
+//! collector's writer began is ended, not doubled.
+
+use std::path::Path;
+use std::time::Duration;
+
+use prov_model::{CommandBegin, CommandEnd};
+use prov_store::{SpoolEntry, SpoolWriter, Store};
+
+use crate::setup::{self, UserSetup};
+
+/// The reason kept with a record ended by `end_abandoned`.
+const ABANDONED: &str = "its collector was gone before the record was ended: end time and exit status unknown";
+
+/// As long as a collector's writer would wait for a busy database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Stores `begin` and `end` as one record; Err: why neither the database nor
+/// the spool took it.
+pub fn store(user: &UserSetup, begin: &CommandBegin, end: &CommandEnd) -> Result<(), String> {
+    // The collector takes secrets out of texts before storing; without it,
+    // this does the same, so no path stores a secret.
+    let redactor = prov_model::redact::Redactor::new(&user.config.redact);
+    let begin = &CommandBegin { text: redactor.redact(&begin.text), ..begin.clone() };
+    let end = &CommandEnd { text: end.text.as_deref().map(|t| redactor.redact(t)), ..end.clone() };
+    let database = user.database();
+    let stored = Store::open(&database, BUSY_TIMEOUT).and_then(|mut store| {
+        let id = store.begin_command(begin)?;
+        store.end_command(id, end)
+    });
+    let Err(db_error) = stored else { return Ok(()) };
+    let spool_dir = user.locations.spool_dir();
+    SpoolWriter::create(&spool_dir, &begin.uuid)
+        .and_then(|mut spool| {
+            spool.append(&SpoolEntry::Begin(begin.clone()))?;
+            spool.append(&SpoolEntry::End(end.clone()))
+        })
+        .map_err(|e| format!("{db_error}; nor into the spool {}: {e}", spool_dir.display()))
+}
+
+/// Ends the records of this host whose collector is gone without having
+/// ended them (killed while the shell's command ran): the next `prov`
+/// notices. Costs one read of the few records without an end; any failure
+/// leaves them for the next one.
+pub fn end_abandoned(database: &Path) {
+    let Ok(store) = Store::open_read_only(database) else { return };
+    let Ok(unended) = store.unended_observed(&setup::host_name()) else { return };
+    drop(store);
+    let gone: Vec<i64> =
+        unended.into_iter().filter(|(_, observer)| prov_model::observer::is_gone(observer)).map(|(id, _)| id).collect();
+    if gone.is_empty() {
+        return;
+    }
+    let Ok(mut store) = Store::open(database, BUSY_TIMEOUT) else { return };
+    for id in gone {
+        let _ = store.end_abandoned(id, crate::run::now_ns(), ABANDONED);
+    }
+}

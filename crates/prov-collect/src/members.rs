@@ -1,0 +1,185 @@
+//! Which processes still belong to the command: every process in its mount
+//! namespace, whatever descriptors it has closed. The tracker socket's
+//! hang-up is only the cheap first sign that the command may be over; a
+//! double-forked daemon that closed every inherited descriptor hangs it up
+//! too, yet goes on writing inside the namespace. Only the holder, which
+//! keeps the namespace alive, is not part of the command.
+//!
+//! Gone means all its file events are queued. An exiting process leaves its
+//! namespace (`exit_task_namespaces`) *before* the kernel finishes closing
+//! its files (`exit_task_work`, where the close events are queued, and where
+//! the tracker's hang-up comes from, last in or first out: the closes of its
+//! lower descriptors, a redirected stdout, and of its mapped executable and
+//! libraries come after it). Such a process no longer shows a namespace, so
+//! it is waited for by its pidfd, which becomes readable only once the
+//! process is a zombie: then every close it made is in the queue.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::sys;
+
+/// How long one look waits for processes in the last steps of their exit. It
+/// takes microseconds; only a close the kernel blocks on (a hung network
+/// filesystem) takes longer, and such a process, ours or another of the
+/// user's, must not hold the record forever.
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
+pub struct Members {
+    /// Device and inode of the namespace (nsfs), as `/proc/PID/ns/mnt` shows them.
+    namespace: (u64, u64),
+    holder_pid: i32,
+}
+
+/// Where a process is, as far as its `/proc/PID/ns/mnt` tells.
+#[derive(Debug, PartialEq)]
+enum Place {
+    Inside,
+    /// In another namespace, or not ours to look at (another user's).
+    Elsewhere,
+    /// In no namespace at all: exiting (or a zombie already).
+    Leaving,
+}
+
+impl Members {
+    pub fn of(namespace: &OwnedFd, holder_pid: i32) -> std::io::Result<Members> {
+        let st = nix::sys::stat::fstat(namespace.as_fd())?;
+        Ok(Members { namespace: (st.st_dev, st.st_ino), holder_pid })
+    }
+
+    /// The command's processes alive now, as pidfds (readable once each has
+    /// exited). Processes of other users, and ours whose namespace cannot
+    /// be read (non-dumpable), are not seen; zombies have left already.
+    /// A process forked after the scan has a parent in this list, and is
+    /// found when that parent exits and the caller scans again.
+    ///
+    /// Before it returns, processes of the user in the last steps of their
+    /// exit (see the module's comment) have finished it: then the file
+    /// events of every process not returned are in the kernel's queue.
+    pub fn alive(&self) -> Vec<OwnedFd> {
+        let mut alive = Vec::new();
+        let mut leaving = Vec::new();
+        for (pid, place) in self.scan() {
+            // Pinned by the pidfd, the number cannot name another process
+            // now: checked again, it is still where it was.
+            let Ok(pidfd) = sys::pidfd_open(pid) else { continue };
+            match (place, self.place(pid)) {
+                (Place::Inside, Place::Inside) => alive.push(pidfd),
+                (_, Place::Leaving) => leaving.push(pidfd),
+                _ => {}
+            }
+        }
+        wait_exited(leaving, EXIT_WAIT);
+        alive
+    }
+
+    /// Our processes inside the namespace and those leaving any namespace.
+    fn scan(&self) -> Vec<(i32, Place)> {
+        let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let own = std::process::id() as i32;
+        dir.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&pid| pid != self.holder_pid && pid != own)
+            .map(|pid| (pid, self.place(pid)))
+            .filter(|(_, place)| *place != Place::Elsewhere)
+            .collect()
+    }
+
+    #[cfg(test)]
+    fn pids(&self) -> Vec<i32> {
+        self.scan().into_iter().filter(|(_, place)| *place == Place::Inside).map(|(pid, _)| pid).collect()
+    }
+
+    fn place(&self, pid: i32) -> Place {
+        match std::fs::metadata(format!("/proc/{pid}/ns/mnt")) {
+            Ok(m) if (m.dev(), m.ino()) == self.namespace => Place::Inside,
+            // The link of a process that has left its namespaces is gone
+            // (another user's process answers EACCES instead).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Place::Leaving,
+            _ => Place::Elsewhere,
+        }
+    }
+}
+
+/// Waits, at most `limit`, until each pidfd is readable: its process has
+/// exited (a zombie's is readable at once).
+fn wait_exited(mut pidfds: Vec<OwnedFd>, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while !pidfds.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds: Vec<PollFd> = pidfds.iter().map(|p| PollFd::new(p.as_fd(), PollFlags::POLLIN)).collect();
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO);
+        match poll(&mut fds, timeout) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+        let exited: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+        drop(fds);
+        let mut i = 0;
+        pidfds.retain(|_| {
+            i += 1;
+            !exited[i - 1]
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_processes_of_a_namespace_but_not_the_holder() {
+        // Our own namespace stands in for the command's: a child of ours is
+        // in it; this process itself never counts.
+        let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        let members = Members::of(&ns.into(), -1).unwrap();
+        let pids = members.pids();
+        assert!(pids.contains(&pid));
+        assert!(!pids.contains(&(std::process::id() as i32)));
+        assert!(!members.alive().is_empty());
+        let with_holder = Members { holder_pid: pid, ..members };
+        assert!(!with_holder.pids().contains(&pid), "the holder is left out");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_zombie_is_leaving_and_needs_no_wait() {
+        let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+        let members = Members::of(&ns.into(), -1).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let pidfd = sys::pidfd_open(pid).unwrap();
+        // Exited, not yet reaped: a zombie, in no namespace.
+        wait_exited(vec![pidfd], Duration::from_secs(10));
+        assert_eq!(members.place(pid), Place::Leaving);
+        let started = Instant::now();
+        wait_exited(vec![sys::pidfd_open(pid).unwrap()], Duration::from_secs(10));
+        assert!(started.elapsed() < Duration::from_secs(1), "a zombie's pidfd is readable at once");
+        assert!(!members.pids().contains(&pid));
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_process_still_running_is_waited_for_at_most_the_limit() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let started = Instant::now();
+        wait_exited(vec![sys::pidfd_open(child.id() as i32).unwrap()], Duration::from_millis(100));
+        assert!(started.elapsed() >= Duration::from_millis(50), "waited, then gave up");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn another_namespace_has_none_of_our_processes() {
+        let members = Members { namespace: (0, 1), holder_pid: -1 };
+        assert!(members.pids().is_empty());
+    }
+}

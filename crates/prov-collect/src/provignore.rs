@@ -1,0 +1,94 @@
+//! Per-directory `.provignore` files (gitignore syntax): a file matched by
+//! the nearest `.provignore` above it that says anything about it is not
+//! recorded (`!pattern` in a nearer one takes it back).
+//!
+//! Read once per directory and observation, so an edited `.provignore`
+//! applies from the next command on. Only files owned by the observed user
+//! or root count: anyone may create `/tmp/.provignore`, and it must not hide
+//! another user's files from their own journal.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+pub const FILE_NAME: &str = ".provignore";
+
+pub struct ProvIgnore {
+    uid: u32,
+    /// Directory → its parsed `.provignore`, or None when it has none.
+    dirs: HashMap<PathBuf, Option<Gitignore>>,
+}
+
+impl ProvIgnore {
+    pub fn new(uid: u32) -> ProvIgnore {
+        ProvIgnore { uid, dirs: HashMap::new() }
+    }
+
+    /// Whether a `.provignore` above the file at absolute `path` leaves it out.
+    pub fn ignores(&mut self, path: &[u8]) -> bool {
+        let path = Path::new(OsStr::from_bytes(path));
+        for dir in path.ancestors().skip(1) {
+            let Some(rules) = self.rules_of(dir) else { continue };
+            match rules.matched(path, false) {
+                ignore::Match::None => {
+                    // A pattern may name a directory above the file (`build/`).
+                    match rules.matched_path_or_any_parents(path, false) {
+                        ignore::Match::None => continue,
+                        m => return m.is_ignore(),
+                    }
+                }
+                m => return m.is_ignore(),
+            }
+        }
+        false
+    }
+
+    fn rules_of(&mut self, dir: &Path) -> Option<&Gitignore> {
+        if !self.dirs.contains_key(dir) {
+            let rules = self.load(dir);
+            self.dirs.insert(dir.to_owned(), rules);
+        }
+        self.dirs.get(dir).and_then(Option::as_ref)
+    }
+
+    fn load(&self, dir: &Path) -> Option<Gitignore> {
+        let file = dir.join(FILE_NAME);
+        let meta = std::fs::metadata(&file).ok()?;
+        if !meta.is_file() || (meta.uid() != self.uid && meta.uid() != 0) {
+            return None;
+        }
+        let mut builder = GitignoreBuilder::new(dir);
+        // A line that does not parse is skipped; the others still apply.
+        let _ = builder.add(&file);
+        builder.build().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn nearest_provignore_decides_for_files_below_it() {
+        let tmp = std::env::temp_dir().join(format!("provignore-test-{}", std::process::id()));
+        let proj = tmp.join("proj");
+        std::fs::create_dir_all(proj.join("sub/build")).unwrap();
+        std::fs::write(proj.join(FILE_NAME), "*.tmp\nbuild/\n# a comment\nscratch.csv\n").unwrap();
+        std::fs::write(proj.join("sub").join(FILE_NAME), "!keep.tmp\n").unwrap();
+        let mut p = ProvIgnore::new(nix::unistd::getuid().as_raw());
+        let at = |rel: &str| proj.join(rel).into_os_string().into_vec();
+        assert!(p.ignores(&at("a.tmp")));
+        assert!(p.ignores(&at("sub/deep/b.tmp")));
+        assert!(p.ignores(&at("sub/build/out.o")));
+        assert!(p.ignores(&at("scratch.csv")));
+        assert!(!p.ignores(&at("sub/keep.tmp")), "a nearer ! takes it back");
+        assert!(!p.ignores(&at("data.csv")));
+        assert!(!p.ignores(&tmp.join("a.tmp").into_os_string().into_vec()), "not above its directory");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}

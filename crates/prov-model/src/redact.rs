@@ -1,0 +1,269 @@
+//! Secrets out of the journal: well-known secret shapes in a command text are
+//! replaced by [`MARK`] before the text is stored or spooled. The command is
+//! kept (dropping it would lose the record); only the secret goes.
+//!
+//! Each built-in shape is narrow on purpose: a false positive silently
+//! changes a command the user will later read or run again, so a shape
+//! matches only where the secret is certain (a token's own prefix, a named
+//! option, a URL's password), never on "looks random".
+
+use regex::bytes::{Captures, Regex};
+use serde::{de, Deserialize, Deserializer, Serialize};
+
+/// What replaces a secret: plain ASCII, so `prov query history --text
+/// '[REDACTED]'` finds every redacted command.
+pub const MARK: &str = "[REDACTED]";
+
+/// A built-in shape: its name (for documentation and tests) and a regex
+/// whose group `s` is the secret (the whole match when there is none).
+const SHAPES: &[(&str, &str)] = &[
+    // AWS access key ids (AKIA long-term, ASIA temporary).
+    ("aws-access-key-id", r"\b(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b"),
+    // A variable named like a secret assigned a literal value:
+    // AWS_SECRET_ACCESS_KEY=…, GITHUB_TOKEN=…, DB_PASSWORD=… ($VAR and $(…)
+    // are references, not secrets).
+    (
+        "secret-variable",
+        r"\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|secret|password|passwd|token|api_key|access_key)[A-Za-z0-9_]*\s*=\s*['\x22]?(?P<s>[^\s'\x22$`][^\s'\x22]*)",
+    ),
+    // GitHub: classic (ghp_ personal, gho_ OAuth, ghu_/ghs_ app, ghr_ refresh) and fine-grained.
+    ("github-token", r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{36,255})\b"),
+    ("github-fine-grained-token", r"\b(?P<s>github_pat_[A-Za-z0-9_]{22,255})\b"),
+    // GitLab personal/project/group access tokens and others of the glXX- family.
+    ("gitlab-token", r"\b(?P<s>gl(?:pat|dt|rt|ptt|oas|cbt|ft|imt|agent|soat)-[A-Za-z0-9_\-]{20,})"),
+    // Slack bot/user/app tokens and incoming webhooks.
+    ("slack-token", r"\b(?P<s>xox[abeoprs]-[A-Za-z0-9-]{10,})"),
+    ("slack-webhook", r"hooks\.slack\.com/services/(?P<s>[A-Za-z0-9/_-]{20,})"),
+    // Google API keys, Stripe secret keys, npm and PyPI tokens, OpenAI keys.
+    ("google-api-key", r"\b(?P<s>AIza[0-9A-Za-z_\-]{35})"),
+    ("stripe-key", r"\b(?P<s>[sr]k_(?:live|test)_[0-9A-Za-z]{16,})"),
+    ("npm-token", r"\b(?P<s>npm_[A-Za-z0-9]{36})\b"),
+    ("pypi-token", r"\b(?P<s>pypi-[A-Za-z0-9_\-]{50,})"),
+    ("openai-key", r"\b(?P<s>sk-(?:proj-)?[A-Za-z0-9_\-]{32,})"),
+    // HTTP credentials in a header: Authorization: Bearer …, Basic …, token ….
+    ("authorization-header", r"(?i)\bauthorization:\s*(?:bearer|basic|token|digest)?\s*(?P<s>[^\s'\x22]+)"),
+    // A password option with its value: --password=…, --passwd …, --token=….
+    (
+        "password-option",
+        r"(?:^|\s)--?(?:password|passwd|pass|token|secret|api-key|apikey|access-token|auth-token|client-secret)(?:=|\s+)['\x22]?(?P<s>[^\s'\x22=-][^\s'\x22]*)",
+    ),
+    // mysql -pSECRET (the value glued to -p); `mysql -p` alone prompts.
+    (
+        "mysql-password",
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b[^|;&\n]*?\s-p['\x22]?(?P<s>[^\s'\x22]+)",
+    ),
+    // sshpass -p SECRET, curl -u user:SECRET, --user user:SECRET.
+    ("sshpass", r"\bsshpass\b[^|;&\n]*?\s-p\s*['\x22]?(?P<s>[^\s'\x22]+)"),
+    // (curl only: `-u` of other programs is anything, socat -u udp-recvfrom:1234).
+    ("curl-user-password", r"\bcurl\b[^|;&\n]*?\s(?:-u|--user)(?:=|\s+)?['\x22]?[^\s:'\x22/]+:(?P<s>[^\s'\x22@]+)"),
+    // URL credentials: scheme://user:PASSWORD@host.
+    ("url-credentials", r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@'\x22]+:(?P<s>[^\s/@'\x22]+)@"),
+    // A private key pasted into a command.
+    ("private-key", r"(?s)(?P<s>-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$))"),
+];
+
+/// `[redact]` in the configuration (see config.default.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedactConfig {
+    /// The built-in shapes above.
+    pub builtin: bool,
+    /// The user's own regexes, in addition to the built-in ones.
+    pub patterns: Vec<UserPattern>,
+}
+
+impl Default for RedactConfig {
+    fn default() -> Self {
+        RedactConfig { builtin: true, patterns: Vec::new() }
+    }
+}
+
+/// A user's regex, checked when the configuration is read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserPattern(pub String);
+
+impl<'de> Deserialize<'de> for UserPattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match Regex::new(&s) {
+            Ok(_) if s.is_empty() => Err(de::Error::custom("an empty pattern would match everywhere")),
+            Ok(_) => Ok(UserPattern(s)),
+            Err(e) => Err(de::Error::custom(format!("pattern {s:?} is not a regex: {}", one_line(&e.to_string())))),
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// The compiled shapes of one configuration.
+#[derive(Debug, Clone)]
+pub struct Redactor {
+    shapes: Vec<Regex>,
+}
+
+/// The built-in shapes, compiled once per process: compiling them takes a
+/// few milliseconds, which the collector spends before it is asked (see
+/// [`compile_builtin`]) rather than between a command's start and its record.
+static BUILTIN: std::sync::OnceLock<Vec<Regex>> = std::sync::OnceLock::new();
+
+/// Compiles the built-in shapes now (the collector calls it in a thread of
+/// its own while it waits for its settings); a `Redactor::new` meanwhile
+/// waits for it rather than compiling them twice.
+pub fn compile_builtin() {
+    BUILTIN.get_or_init(|| SHAPES.iter().map(|(_, re)| Regex::new(re).expect("built-in shape")).collect());
+}
+
+impl Redactor {
+    pub fn new(config: &RedactConfig) -> Redactor {
+        let builtin: &[Regex] = if config.builtin {
+            compile_builtin();
+            BUILTIN.get().map_or(&[], Vec::as_slice)
+        } else {
+            &[]
+        };
+        // Checked when the configuration was read; one that fails now is skipped.
+        let user = config.patterns.iter().filter_map(|p| Regex::new(&p.0).ok());
+        Redactor { shapes: builtin.iter().cloned().chain(user).collect() }
+    }
+
+    /// `text` with every secret replaced by [`MARK`]; the same bytes when
+    /// nothing matched.
+    pub fn redact(&self, text: &[u8]) -> Vec<u8> {
+        let mut out = text.to_vec();
+        for re in &self.shapes {
+            if !re.is_match(&out) {
+                continue;
+            }
+            out = re.replace_all(&out, |c: &Captures<'_>| replace_secret(c)).into_owned();
+        }
+        out
+    }
+
+    /// Whether `text` holds a secret shape.
+    pub fn finds_secret(&self, text: &[u8]) -> bool {
+        self.redact(text) != text
+    }
+}
+
+/// The whole match with its secret part (group `s`, else the first group,
+/// else all of it) replaced.
+fn replace_secret(c: &Captures<'_>) -> Vec<u8> {
+    let whole = c.get(0).expect("group 0");
+    let secret = c.name("s").or_else(|| c.get(1)).unwrap_or(whole);
+    if secret.as_bytes() == MARK.as_bytes() {
+        return whole.as_bytes().to_vec();
+    }
+    let mut out = whole.as_bytes()[..secret.start() - whole.start()].to_vec();
+    out.extend_from_slice(MARK.as_bytes());
+    out.extend_from_slice(&whole.as_bytes()[secret.end() - whole.start()..]);
+    out
+}
+
+/// Whether a stored text had a secret taken out.
+pub fn was_redacted(text: &[u8]) -> bool {
+    text.windows(MARK.len()).any(|w| w == MARK.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redact(text: &str) -> String {
+        String::from_utf8(Redactor::new(&RedactConfig::default()).redact(text.as_bytes())).unwrap()
+    }
+
+    // Real shapes: AWS's documented example keys, and tokens of each
+    // provider's published format (random bodies, never issued).
+    #[test]
+    fn real_secret_shapes_are_redacted_and_the_command_kept() {
+        let cases = [
+            ("export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "export AWS_ACCESS_KEY_ID=[REDACTED]"),
+            (
+                "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "export AWS_SECRET_ACCESS_KEY=[REDACTED]",
+            ),
+            ("socat -u udp-recvfrom:1234,fork tcp:localhost:4321", "socat -u udp-recvfrom:1234,fork tcp:localhost:4321"),
+            ("aws s3 ls --profile x # AKIAIOSFODNN7EXAMPLE", "aws s3 ls --profile x # [REDACTED]"),
+            (
+                "git clone https://ghp_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8@github.com/o/r.git",
+                "git clone https://[REDACTED]@github.com/o/r.git",
+            ),
+            (
+                "gh auth login --with-token <<< github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123",
+                "gh auth login --with-token <<< [REDACTED]",
+            ),
+            (
+                "curl --header \"PRIVATE-TOKEN: glpat-xYz12AbC34dEf56GhI78j\" https://gitlab.com/api/v4/projects",
+                "curl --header \"PRIVATE-TOKEN: [REDACTED]\" https://gitlab.com/api/v4/projects",
+            ),
+            (
+                "curl -H 'Authorization: Bearer xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy' https://slack.com/api/x",
+                "curl -H 'Authorization: Bearer [REDACTED]' https://slack.com/api/x",
+            ),
+            (
+                "curl -H \"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl\" api/x",
+                "curl -H \"Authorization: Bearer [REDACTED]\" api/x",
+            ),
+            ("mysql -u root -pS3cr3t! mydb < dump.sql", "mysql -u root -p[REDACTED] mydb < dump.sql"),
+            ("mysqldump -uroot -p'hunter2' db > d.sql", "mysqldump -uroot -p'[REDACTED]' db > d.sql"),
+            ("psql --password=hunter2 -h db", "psql --password=[REDACTED] -h db"),
+            ("mytool --token abc123def456 run", "mytool --token [REDACTED] run"),
+            ("git clone https://alice:hunter2@example.org/r.git", "git clone https://alice:[REDACTED]@example.org/r.git"),
+            ("psql postgresql://app:s3cr3t@db:5432/app", "psql postgresql://app:[REDACTED]@db:5432/app"),
+            ("curl -u alice:hunter2 https://x.org", "curl -u alice:[REDACTED] https://x.org"),
+            ("sshpass -p hunter2 ssh host", "sshpass -p [REDACTED] ssh host"),
+            ("DB_PASSWORD=hunter2 ./migrate", "DB_PASSWORD=[REDACTED] ./migrate"),
+            ("npm config set //registry.npmjs.org/:_authToken npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm config set //registry.npmjs.org/:_authToken [REDACTED]"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn references_and_ordinary_options_are_kept() {
+        for text in [
+            "export GITHUB_TOKEN=$(cat ~/.token)",
+            "export AWS_SECRET_ACCESS_KEY=\"$SECRET\"",
+            "mkdir -p results/plots",
+            "cp -pr a b",
+            "mysql -p mydb",
+            "docker login --password-stdin -u me",
+            "ssh -p 2222 host",
+            "git log --author=alice",
+            "curl https://example.org/a:b/c",
+            "rsync -av user@host:/data/ .",
+            "scp file user@host:/tmp/",
+            "python train.py --tokenizer bert --max-tokens 512",
+            "grep -r password src/",
+            "head -c 16 /dev/urandom | base64",
+            "sort -u names.txt",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn user_patterns_add_to_the_builtin_ones() {
+        let config = RedactConfig { builtin: true, patterns: vec![UserPattern(r"corp-(\d{6})".into())] };
+        let r = Redactor::new(&config);
+        assert_eq!(r.redact(b"login corp-123456 AKIAIOSFODNN7EXAMPLE"), b"login corp-[REDACTED] [REDACTED]");
+        let only_user = Redactor::new(&RedactConfig { builtin: false, ..config });
+        assert_eq!(only_user.redact(b"corp-123456 AKIAIOSFODNN7EXAMPLE"), b"corp-[REDACTED] AKIAIOSFODNN7EXAMPLE");
+    }
+
+    #[test]
+    fn redacting_twice_changes_nothing_more() {
+        let once = redact("curl -H 'Authorization: Bearer abc' https://a:b@x.org");
+        assert_eq!(redact(&once), once);
+        assert!(was_redacted(once.as_bytes()));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_survive() {
+        let r = Redactor::new(&RedactConfig::default());
+        assert_eq!(r.redact(b"cat \xff\xfe TOKEN=abc"), b"cat \xff\xfe TOKEN=[REDACTED]");
+    }
+}

@@ -1,0 +1,329 @@
+//! The central store's schema. Everything lives in schema `prov`, owned by
+//! the role that ran the migrations (the administrator's `prov_owner`, see
+//! docs/cluster-store.md). Users (members of role `prov_user`) have no
+//! INSERT, UPDATE or DELETE right on any table: they push through the
+//! SECURITY DEFINER functions below, which stamp every row with the
+//! session's login role, and read through row-level security, which shows a
+//! role its own rows and those an administrator granted to one of its
+//! groups (`prov.read_grants`: a role and a directory). So privacy holds
+//! for any SQL a user writes, not only for prov's.
+//!
+//! `MIGRATIONS` is append-only, like the journal's. The first client of a
+//! new version whose role owns the schema applies them, in one transaction
+//! under an advisory lock: concurrent clients wait and then see the new
+//! version.
+
+use crate::{Central, Result, SyncError};
+
+/// (version, sql), applied in order.
+const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1)];
+
+/// The newest server schema this build knows.
+pub const SERVER_SCHEMA: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// pg_advisory_xact_lock key of migrations ("prov" in ASCII).
+const MIGRATION_LOCK: i64 = 0x7072_6f76;
+
+const MIGRATION_1: &str = r#"
+-- The group role of prov's users: GRANT prov_user TO alice.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'prov_user') THEN
+        CREATE ROLE prov_user NOLOGIN;
+    END IF;
+END $$;
+
+-- One row per record (a command), keyed by the uuid the journal gave it:
+-- pushing a record twice finds it there. owner is the login role that
+-- pushed it (set by push_command, never by the client). inserted is the
+-- transaction that stored it: a cache pulls the rows of the transactions
+-- that finished since its last pull (see pull.rs), whatever the records'
+-- clocks said.
+CREATE TABLE prov.commands(
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    uuid uuid NOT NULL UNIQUE,
+    inserted xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    start_ns bigint NOT NULL,
+    end_ns bigint,
+    seq bigint NOT NULL,
+    exit_status integer,
+    owner text NOT NULL,
+    session text NOT NULL,
+    host text NOT NULL,
+    user_name text NOT NULL,
+    shell text NOT NULL,
+    text bytea NOT NULL,
+    cwd bytea NOT NULL,
+    -- queue_overflows, unreadable, denied, dropped_read_limit,
+    -- dropped_write_limit, unobserved_setuid, unmarked_mounts
+    counters bigint[] NOT NULL,
+    incomplete text,
+    untraced text,
+    -- The hash parameters of the record's events, as (chunk_size, chunks)
+    -- pairs; an event names its pair by index (nearly always 0).
+    hash_params integer[] NOT NULL
+);
+-- pull: the rows stored since a transaction horizon.
+CREATE INDEX commands_inserted ON prov.commands(inserted);
+-- a user's history by time, on the server.
+CREATE INDEX commands_owner_start ON prov.commands(owner, start_ns);
+
+-- The directories of a record's events, each once per record: an event
+-- names its directory by index. Per record rather than shared between
+-- users, so that row-level security covers them as it covers events.
+CREATE TABLE prov.command_dirs(
+    command_id bigint NOT NULL,
+    idx integer NOT NULL,
+    path bytea NOT NULL,
+    PRIMARY KEY (command_id, idx)
+);
+-- by-path lookups on the server (a hash index: 4 bytes a key, any length).
+CREATE INDEX command_dirs_path ON prov.command_dirs USING hash (path);
+
+-- One row per file event, the bulk of the store: fixed-width columns first
+-- (no alignment padding), the name last. About 90 bytes a row with its
+-- header; benches/README.md has the measured bytes per event.
+CREATE TABLE prov.file_events(
+    command_id bigint NOT NULL,
+    size bigint NOT NULL,
+    mtime_ns bigint NOT NULL,
+    hash bigint,
+    dir_idx integer NOT NULL,
+    pid integer,
+    params smallint NOT NULL,
+    access smallint NOT NULL,   -- 0 read, 1 write
+    name bytea NOT NULL
+);
+-- pull and a record's files (deduplicated by btree: a few bytes an event).
+CREATE INDEX file_events_command ON prov.file_events(command_id);
+-- by-content lookups (lineage across hosts on the server).
+CREATE INDEX file_events_hash ON prov.file_events(hash) WHERE hash IS NOT NULL;
+
+-- Archived script contents, once per owner and content.
+CREATE TABLE prov.archive_blobs(
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner text NOT NULL,
+    digest bytea NOT NULL,
+    size bigint NOT NULL,
+    content bytea NOT NULL,
+    UNIQUE (owner, digest, size)
+);
+CREATE TABLE prov.archived_files(
+    command_id bigint NOT NULL,
+    path bytea NOT NULL,
+    mode integer NOT NULL,
+    mtime_ns bigint NOT NULL,
+    blob_id bigint NOT NULL
+);
+CREATE INDEX archived_files_command ON prov.archived_files(command_id);
+CREATE INDEX archived_files_blob ON prov.archived_files(blob_id);
+
+-- Records their owner deleted (prov delete): caches drop them at their
+-- next pull. Only uuids; readable by every user.
+CREATE TABLE prov.deleted(
+    uuid uuid PRIMARY KEY,
+    deleted xid8 NOT NULL DEFAULT pg_current_xact_id()
+);
+CREATE INDEX deleted_at ON prov.deleted(deleted);
+
+-- An administrator's grant: members of grantee may read the records run
+-- in prefix or below it (their working directory), e.g. a project's group
+-- and /project/X. Absolute, without a trailing slash.
+CREATE TABLE prov.read_grants(
+    grantee name NOT NULL,
+    prefix bytea NOT NULL CHECK (
+        substring(prefix FROM 1 FOR 1) = '\x2f'::bytea
+        AND length(prefix) > 1
+        AND substring(prefix FROM length(prefix)) <> '\x2f'::bytea),
+    PRIMARY KEY (grantee, prefix)
+);
+
+-- Row-level security: a role reads its own records and the granted ones;
+-- everything else of a record follows its command row.
+ALTER TABLE prov.commands ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.commands FOR SELECT USING (
+    owner = current_user
+    OR EXISTS (
+        SELECT 1 FROM prov.read_grants g
+        WHERE pg_has_role(current_user, g.grantee, 'MEMBER')
+          AND (cwd = g.prefix
+               OR substring(cwd FROM 1 FOR length(g.prefix) + 1) = g.prefix || '\x2f'::bytea)));
+ALTER TABLE prov.command_dirs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.command_dirs FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.id = command_id));
+ALTER TABLE prov.file_events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.file_events FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.id = command_id));
+ALTER TABLE prov.archived_files ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.archived_files FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.id = command_id));
+ALTER TABLE prov.archive_blobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.archive_blobs FOR SELECT
+    USING (owner = current_user OR EXISTS (SELECT 1 FROM prov.archived_files a WHERE a.blob_id = id));
+
+-- Only the transaction that stored a record may add to it: a record pushed
+-- again (its uuid known) gets nothing twice, and nobody adds to another's.
+CREATE FUNCTION prov.check_new(p_command bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM prov.commands WHERE id = p_command AND owner = session_user
+                   AND inserted = pg_current_xact_id()) THEN
+        RAISE EXCEPTION 'record % was not stored by this transaction of %', p_command, session_user;
+    END IF;
+END $$;
+
+-- Stores a record's command row and directories; returns its id, or NULL
+-- when a record of this uuid is already stored (then nothing is changed).
+CREATE FUNCTION prov.push_command(
+    p_uuid uuid, p_session text, p_seq bigint, p_text bytea, p_cwd bytea, p_host text,
+    p_user text, p_shell text, p_start bigint, p_end bigint, p_exit integer,
+    p_counters bigint[], p_incomplete text, p_untraced text, p_hash_params integer[],
+    p_dirs bytea[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    new_id bigint;
+BEGIN
+    INSERT INTO prov.commands(uuid, owner, session, seq, text, cwd, host, user_name, shell,
+                              start_ns, end_ns, exit_status, counters, incomplete, untraced,
+                              hash_params)
+    VALUES (p_uuid, session_user, p_session, p_seq, p_text, p_cwd, p_host, p_user, p_shell,
+            p_start, p_end, p_exit, p_counters, p_incomplete, p_untraced, p_hash_params)
+    ON CONFLICT (uuid) DO NOTHING
+    RETURNING id INTO new_id;
+    IF new_id IS NOT NULL THEN
+        INSERT INTO prov.command_dirs(command_id, idx, path)
+        SELECT new_id, (t.i - 1)::integer, t.d FROM unnest(p_dirs) WITH ORDINALITY AS t(d, i);
+    END IF;
+    RETURN new_id;
+END $$;
+
+-- A batch of a new record's events, as parallel arrays (one round trip and
+-- one INSERT for thousands of rows).
+CREATE FUNCTION prov.push_events(
+    p_command bigint, p_dir integer[], p_name bytea[], p_access smallint[], p_size bigint[],
+    p_mtime bigint[], p_hash bigint[], p_params smallint[], p_pid integer[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM prov.check_new(p_command);
+    INSERT INTO prov.file_events(command_id, size, mtime_ns, hash, dir_idx, pid, params, access, name)
+    SELECT p_command, s, m, h, d, p, pa, a, n
+    FROM unnest(p_size, p_mtime, p_hash, p_dir, p_pid, p_params, p_access, p_name)
+        AS t(s, m, h, d, p, pa, a, n);
+END $$;
+
+-- One archived file of a new record; its content is stored once per owner.
+CREATE FUNCTION prov.push_archived(
+    p_command bigint, p_path bytea, p_mode integer, p_mtime bigint, p_digest bytea,
+    p_content bytea) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    blob bigint;
+BEGIN
+    PERFORM prov.check_new(p_command);
+    INSERT INTO prov.archive_blobs(owner, digest, size, content)
+    VALUES (session_user, p_digest, length(p_content), p_content)
+    ON CONFLICT (owner, digest, size) DO NOTHING
+    RETURNING id INTO blob;
+    IF blob IS NULL THEN
+        SELECT id INTO blob FROM prov.archive_blobs
+        WHERE owner = session_user AND digest = p_digest AND size = length(p_content);
+    END IF;
+    INSERT INTO prov.archived_files(command_id, path, mode, mtime_ns, blob_id)
+    VALUES (p_command, p_path, p_mode, p_mtime, blob);
+END $$;
+
+-- Removes records by id with everything of them, leaving a tombstone for
+-- the caches; then the archived contents nothing refers to any more.
+CREATE FUNCTION prov.remove(p_ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH gone AS (
+        DELETE FROM prov.commands WHERE id = ANY(p_ids) RETURNING id, uuid
+    ), t AS (
+        INSERT INTO prov.deleted(uuid) SELECT uuid FROM gone ON CONFLICT DO NOTHING
+    ), e AS (
+        DELETE FROM prov.file_events WHERE command_id IN (SELECT id FROM gone)
+    ), d AS (
+        DELETE FROM prov.command_dirs WHERE command_id IN (SELECT id FROM gone)
+    ), a AS (
+        DELETE FROM prov.archived_files WHERE command_id IN (SELECT id FROM gone)
+    )
+    SELECT count(*) INTO n FROM gone;
+    DELETE FROM prov.archive_blobs b
+        WHERE NOT EXISTS (SELECT 1 FROM prov.archived_files a WHERE a.blob_id = b.id);
+    RETURN n;
+END $$;
+
+-- prov delete: removes the caller's own records of these uuids (others'
+-- are left alone); returns how many.
+CREATE FUNCTION prov.delete_commands(p_uuids uuid[]) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT prov.remove(array(SELECT id FROM prov.commands WHERE uuid = ANY(p_uuids) AND owner = session_user));
+$$;
+
+-- The administrator's retention (the owner's only: users cannot run it):
+-- every user's records that started before p_before_ns.
+CREATE FUNCTION prov.expire(p_before_ns bigint) RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT prov.remove(array(SELECT id FROM prov.commands WHERE start_ns < p_before_ns));
+$$;
+
+REVOKE ALL ON SCHEMA prov FROM PUBLIC;
+GRANT USAGE ON SCHEMA prov TO prov_user;
+GRANT SELECT ON ALL TABLES IN SCHEMA prov TO prov_user;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA prov FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.push_command, prov.push_events, prov.push_archived,
+    prov.delete_commands TO prov_user;
+"#;
+
+/// Reads the server's schema version; migrates an older one when `migrate`
+/// is set (or when this role may: the first client of a new version).
+pub(crate) fn ensure_schema(central: &mut Central, migrate: bool) -> Result<()> {
+    let found = version(central)?;
+    if found > SERVER_SCHEMA {
+        return Err(SyncError::NewerServer { server: central.server.clone(), found, known: SERVER_SCHEMA });
+    }
+    if found == SERVER_SCHEMA {
+        return Ok(());
+    }
+    match apply_migrations(central) {
+        Ok(()) => Ok(()),
+        Err(SyncError::Refused { why, .. }) if !migrate => {
+            Err(SyncError::OlderServer { server: central.server.clone(), found, known: SERVER_SCHEMA, why })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn version(central: &mut Central) -> Result<i32> {
+    let fail = |e| crate::error::classify(&central.server, "reading its schema version", e);
+    let exists: bool =
+        central.client.query_one("SELECT to_regclass('prov.schema_version') IS NOT NULL", &[]).map_err(fail)?.get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = central.client.query_one("SELECT coalesce(max(version), 0) FROM prov.schema_version", &[]);
+    Ok(row.map_err(fail)?.get(0))
+}
+
+fn apply_migrations(central: &mut Central) -> Result<()> {
+    let server = central.server.clone();
+    let fail = |e| crate::error::classify(&server, "a schema migration", e);
+    let mut tx = central.client.transaction().map_err(fail)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(fail)?;
+    tx.batch_execute(
+        "CREATE SCHEMA IF NOT EXISTS prov;
+         CREATE TABLE IF NOT EXISTS prov.schema_version(
+             version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())",
+    )
+    .map_err(fail)?;
+    let found: i32 =
+        tx.query_one("SELECT coalesce(max(version), 0) FROM prov.schema_version", &[]).map_err(fail)?.get(0);
+    for &(version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        tx.batch_execute(sql).map_err(fail)?;
+        tx.execute("INSERT INTO prov.schema_version(version) VALUES ($1)", &[&version]).map_err(fail)?;
+    }
+    tx.batch_execute("GRANT SELECT ON prov.schema_version TO prov_user").map_err(fail)?;
+    tx.commit().map_err(fail)
+}

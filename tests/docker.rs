@@ -1,0 +1,150 @@
+//! The Docker edition on the real engine (packaging/docker/): an ordinary
+//! user's interactive bash and zsh in the container are traced, typed into
+//! through a pty (`docker run -it`); the database on a named volume is read
+//! from a second container; without CAP_SYS_ADMIN every command still runs
+//! and prov says once which `docker run` option is missing.
+
+use std::process::Command;
+use std::time::Duration;
+
+use expectrl::session::OsSession;
+use prov_e2e::container::{docker, image, Volume, CAP_OPTIONS};
+use prov_e2e::pty::{prompt_rc, Shell};
+use prov_e2e::*;
+
+/// `docker run -it` of the image in a pty: `shell` as the image's user,
+/// its home on `volume`, with `options` (the capabilities under test).
+fn container_shell(volume: &Volume, options: &[&str], name: &'static str) -> Shell {
+    let mut cmd = Command::new("docker");
+    cmd.args(["run", "--rm", "-it", "-e", "TERM=dumb", "-e", "LANG=C.UTF-8"])
+        .args(["-v", &format!("{}:/home/user", volume.name)])
+        .args(options)
+        .args([image(), name, "-i"]);
+    let mut session = OsSession::spawn(cmd).expect("spawn docker run -it in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    let mut shell = Shell { name, session, pid: 0, startup: String::new() };
+    shell.startup = shell.wait_prompt();
+    shell
+}
+
+/// The test's prompt in the user's own rc files (the image's system-wide
+/// rc files, read first, turn prov on).
+fn set_prompts(volume: &Volume) {
+    let script = format!(
+        "printf '%s' \"{}\" >> ~/.bashrc && printf '%s' \"{}\" >> ~/.zshrc",
+        prompt_rc("bash"),
+        prompt_rc("zsh")
+    );
+    volume.run(&[], &["sh", "-c", &script]);
+}
+
+#[test]
+fn bash_and_zsh_of_an_ordinary_user_are_traced_and_the_volume_outlives_the_container() {
+    let volume = Volume::new("traced");
+    set_prompts(&volume);
+    for (name, file) in [("bash", "from-bash.txt"), ("zsh", "from-zsh.txt")] {
+        let mut shell = container_shell(&volume, CAP_OPTIONS, name);
+        let id = shell.run("id -un");
+        assert!(id.contains("user") && !id.contains("root"), "{name} runs as the image's ordinary user: {id}");
+        let out = shell.run(&format!("echo written by {name} > {file}"));
+        assert!(!out.contains("prov:"), "{name}: prov said something: {out}");
+        shell.exit();
+    }
+    // A second container, a new process tree: the records are on the volume.
+    for (name, file) in [("bash", "from-bash.txt"), ("zsh", "from-zsh.txt")] {
+        let out = volume.run(&[], &["prov", "query", "wrote", file, "--json"]);
+        let found = parse_json_lines(&out.stdout);
+        assert_eq!(found.len(), 1, "one writer of {file}: {}", describe(&out));
+        assert_eq!(found[0]["text"], format!("echo written by {name} > {file}"));
+        assert_eq!(found[0]["shell"], name, "{:#}", found[0]);
+        assert_eq!(found[0]["user"], "user", "{:#}", found[0]);
+    }
+    let doctor = volume.run(CAP_OPTIONS, &["prov", "doctor"]);
+    assert!(doctor.status.success(), "prov doctor with the capability: {}", describe(&doctor));
+}
+
+#[test]
+fn without_sys_admin_commands_run_untraced_and_prov_says_once_which_option_is_missing() {
+    let volume = Volume::new("refused");
+    set_prompts(&volume);
+    let missing = "start it with `docker run --cap-add SYS_ADMIN --cap-add SYS_PTRACE`";
+    for name in ["bash", "zsh"] {
+        let mut shell = container_shell(&volume, &[], name);
+        let mut said = shell.startup.clone();
+        said += &shell.run("echo one > one.txt");
+        said += &shell.run("echo two > two.txt");
+        let both = shell.run("cat one.txt two.txt");
+        said += &both;
+        shell.exit();
+        assert!(both.contains("one") && both.contains("two"), "{name}: the commands ran: {both}");
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov:")).collect();
+        assert_eq!(lines.len(), 1, "{name}: prov says it once, in one line: {said}");
+        assert!(lines[0].contains("CAP_SYS_ADMIN") && lines[0].contains(missing), "{name}: {}", lines[0]);
+    }
+    // Half of it: the helper could observe but not let the command join.
+    let out = volume.run(&["--cap-add", "SYS_ADMIN"], &["prov", "run", "--", "sh", "-c", "echo three > three.txt"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "prov: not tracing: this container lacks CAP_SYS_PTRACE, which prov's helper needs: start it with `docker run --cap-add SYS_PTRACE`"
+    );
+    let doctor = volume.run(&[], &["prov", "doctor"]);
+    assert_eq!(doctor.status.code(), Some(1), "{}", describe(&doctor));
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    // Each finding is its line and, below it, what to do.
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines.windows(2).any(|w| w[0].starts_with("FAIL")
+            && w[0].contains("lacks CAP_SYS_ADMIN")
+            && w[1].contains(missing)
+            && w[1].contains("mount namespace")),
+        "doctor names the option and why: {report}"
+    );
+    let out = volume.run(&[], &["prov", "query", "wrote", "one.txt", "--json"]);
+    assert!(parse_json_lines(&out.stdout).is_empty(), "nothing recorded without the capability: {}", describe(&out));
+}
+
+#[test]
+fn the_image_holds_prov_from_the_package_and_no_rust_toolchain() {
+    let out = docker(&[
+        "run",
+        "--rm",
+        image(),
+        "sh",
+        "-c",
+        "dpkg-query -W -f '${Status}' prov; command -v cargo rustc || true",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "install ok installed", "{}", describe(&out));
+}
+
+#[test]
+fn doctor_names_the_nosuid_mount_a_helper_is_on() {
+    // prov copied as root, modes kept, onto a tmpfs mounted nosuid.
+    let out = docker(&[
+        "run",
+        "--rm",
+        "--user",
+        "root",
+        "--tmpfs",
+        "/opt/prov:exec,nosuid",
+        CAP_OPTIONS[0],
+        CAP_OPTIONS[1],
+        CAP_OPTIONS[2],
+        CAP_OPTIONS[3],
+        image(),
+        "sh",
+        "-c",
+        "mkdir -p /opt/prov/bin /opt/prov/lib && cp -a /usr/bin/prov /opt/prov/bin/ && cp -a /usr/libexec /opt/prov/ \
+         && cp -a /usr/lib/prov /opt/prov/lib/ && cd /home/user \
+         && setpriv --reuid=user --regid=user --init-groups env HOME=/home/user /opt/prov/bin/prov doctor",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let report = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines.windows(2).any(|w| w[0]
+            .starts_with("FAIL  the helper /opt/prov/libexec/prov/prov-helper is on /opt/prov, mounted nosuid")
+            && w[1].contains("install prov on a filesystem without nosuid")),
+        "{report}"
+    );
+}

@@ -1,0 +1,15 @@
+//! The fault-injection suite (issue 11): commands run as the ordinary user
+//! through the real setuid helper while parts of prov are killed, stopped,
+//! starved or handed broken files. Each scenario counts the commands it ran
+//! against the records it finds and prints one row of the reliability table
+//! in README.md ("Reliability under faults").
+
+#[path = "faults/tally.rs"]
+mod tally;
+
+#[path = "faults/lifecycle.rs"]
+mod lifecycle;
+#[path = "faults/membership.rs"]
+mod membership;
+#[path = "faults/storage.rs"]
+mod storage;

@@ -1,0 +1,321 @@
+//! Issue 11, items 1, 2, 8 and 10: every command that started has a record
+//! from its start, and whoever is still alive ends it truthfully: killed
+//! collectors, killed or terminated `prov run`, a stopped collector, and
+//! commands that could not be traced at all.
+
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use expectrl::Expect;
+use prov_e2e::processes::{child_named, spawn_prov_run, wait_or_hang};
+use prov_e2e::*;
+use serde_json::Value;
+
+use super::tally::{record_with_text, Tally};
+
+/// Sends signal `sig` (e.g. "KILL", "STOP") to `pid`.
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill").args([format!("-{sig}"), pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// Sends SIGCONT to a stopped process when dropped.
+struct Continue(u32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is gone for our purposes: its descriptors are closed.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// Waits until `pid` has exited (a collector finishing in the background).
+fn wait_gone(pid: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "{what} (pid {pid}) never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pseudo-random delay below `max_ms` (the moments of the kills).
+fn random_ms(max_ms: u64, salt: u64) -> u64 {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos() as u64;
+    (nanos ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % max_ms
+}
+
+fn history(case: &Case) -> Vec<Value> {
+    case.query(["history", "-n", "1000"])
+}
+
+/// Counts a record as a user checks it: there, ended, with the expected
+/// status (`None`: shown as unknown), and saying why it is incomplete.
+fn tally_record(t: &mut Tally, records: &[Value], text: &str, status: Option<i64>) -> Result<(), String> {
+    t.run += 1;
+    let Some(r) = record_with_text(records, text) else { return Err(format!("no record of {text:?}")) };
+    t.found += 1;
+    let reason = r["incomplete_reason"].as_str().or(r["untraced"].as_str());
+    if r["complete"] == false && reason.is_some_and(|s| !s.is_empty()) {
+        t.marked_incomplete += 1;
+    }
+    if r["exit_status"].as_i64() == status && !r["end_ns"].is_null() {
+        t.status_right += 1;
+    }
+    Ok(())
+}
+
+/// Item 1: a collector killed at any moment while its command runs leaves a
+/// record with text, start, end and status, marked incomplete with why.
+#[test]
+fn a_killed_collector_leaves_an_ended_record_that_says_so() {
+    const KILLS: usize = 50;
+    let case = Case::new("lifecycle-kill-collector");
+    let mut texts = Vec::new();
+    for i in 0..KILLS {
+        let script = format!("sleep 0.6; exit {}", i % 7 + 1);
+        let run = spawn_prov_run(&case, &script);
+        let collector = child_named(run.id(), "prov-collector");
+        std::thread::sleep(Duration::from_millis(random_ms(400, i as u64)));
+        signal(collector, "KILL");
+        let out = wait_or_hang(run, Duration::from_secs(60), "prov run with a killed collector");
+        assert_eq!(out.status.code(), Some(i as i32 % 7 + 1), "the command's own status: {}", describe(&out));
+        texts.push((format!("sh -c '{script}'"), i as i64 % 7 + 1));
+    }
+    let records = history(&case);
+    let mut t = Tally::new("collector killed (kill -9) while its command runs");
+    let missing: Vec<String> =
+        texts.iter().filter_map(|(text, status)| tally_record(&mut t, &records, text, Some(*status)).err()).collect();
+    t.print_row();
+    assert!(missing.is_empty(), "{missing:?}; {}", case.collector_state());
+    assert_eq!((t.found, t.marked_incomplete, t.status_right), (KILLS, KILLS, KILLS), "{records:#?}");
+    let reasons: Vec<&str> = records.iter().filter_map(|r| r["incomplete_reason"].as_str()).collect();
+    assert!(reasons.iter().all(|r| r.contains("collector")), "{reasons:?}");
+}
+
+/// Item 2: `prov run` killed with SIGKILL: its command goes on; once it is
+/// gone the collector ends the record, status unknown (never "success"), and
+/// `prov delete` accepts it.
+#[test]
+fn a_killed_prov_run_leaves_a_record_ended_with_status_unknown() {
+    let case = Case::new("lifecycle-kill-run");
+    let script = "sleep 1; exit 0";
+    let mut run = case.command(case.inst.prov());
+    run.env("PROV_SESSION", "killed-run").args(["run", "--", "sh", "-c", script]);
+    let run = run.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let collector = child_named(run.id(), "prov-collector");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(run.id(), "KILL");
+    let _ = wait_or_hang(run, Duration::from_secs(10), "killed prov run");
+    wait_gone(collector, "the collector of a killed prov run");
+    let records = history(&case);
+    let mut t = Tally::new("prov run killed (kill -9)");
+    let text = format!("sh -c '{script}'");
+    let found = tally_record(&mut t, &records, &text, None);
+    t.print_row();
+    found.unwrap();
+    let r = record_with_text(&records, &text).unwrap();
+    assert!(!r["end_ns"].is_null(), "still running: {r:#}");
+    assert!(r["exit_status"].is_null(), "status must be unknown: {r:#}");
+    assert_eq!(r["complete"], false, "{r:#}");
+    // The human view says unknown, not success.
+    let shown = case.prov(["query", "history", "-n", "1"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("exit ?") && !shown.contains("running"), "{shown}");
+    let del = case.prov(["delete", "--session", "killed-run", "--yes"]);
+    assert!(String::from_utf8_lossy(&del.stdout).contains("deleted 1 command"), "{}", describe(&del));
+}
+
+/// Item 2: `timeout 2 prov run …` (SIGTERM): the command is terminated as
+/// it would be without prov, and its record ends with that status.
+#[test]
+fn a_terminated_prov_run_ends_its_record() {
+    let case = Case::new("lifecycle-term-run");
+    let script = "sleep 20; exit 0";
+    let mut cmd = case.command("timeout");
+    cmd.arg("2").arg(case.inst.prov()).args(["run", "--", "sh", "-c", script]);
+    let run = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let out = wait_or_hang(run, Duration::from_secs(60), "timeout 2 prov run");
+    assert_eq!(out.status.code(), Some(124), "{}", describe(&out));
+    let text = format!("sh -c '{script}'");
+    // The collector may still be storing: wait (bounded) for the end.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let records = loop {
+        let records = history(&case);
+        let ended = record_with_text(&records, &text).is_some_and(|r| !r["end_ns"].is_null());
+        if ended || Instant::now() > deadline {
+            break records;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut t = Tally::new("timeout 2 prov run (SIGTERM)");
+    let found = tally_record(&mut t, &records, &text, Some(128 + 15));
+    t.print_row();
+    found.unwrap();
+    let r = record_with_text(&records, &text).unwrap();
+    assert!(!r["end_ns"].is_null(), "still running: {r:#}");
+    assert_eq!(r["exit_status"], 128 + 15, "{r:#}");
+}
+
+/// Item 10: a stopped collector does not hold `prov run`: it returns the
+/// command's status and says the record follows; the collector finishes
+/// the record when it runs again.
+#[test]
+fn a_stopped_collector_does_not_hold_prov_run() {
+    let case = Case::new("lifecycle-stop-collector");
+    let script = "echo data > out.txt; sleep 1; exit 6";
+    let run = spawn_prov_run(&case, script);
+    let collector = child_named(run.id(), "prov-collector");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(collector, "STOP");
+    // Continued whatever happens, so no stopped collector outlives the test.
+    let continued = Continue(collector);
+    let out = wait_or_hang(run, Duration::from_secs(30), "prov run with a stopped collector");
+    drop(continued);
+    assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("will follow"), "{err}");
+    wait_gone(collector, "the collector, continued");
+    let r = case.writer_of_eventually("out.txt");
+    let t = Tally {
+        run: 1,
+        found: 1,
+        marked_incomplete: usize::from(r["complete"] == false),
+        status_right: usize::from(r["exit_status"] == 6),
+        ..Tally::new("collector stopped (SIGSTOP) while prov run waits")
+    };
+    t.print_row();
+    assert_eq!(r["exit_status"], 6, "{r:#}");
+    assert_eq!(r["complete"], true, "{r:#}");
+}
+
+/// Item 8: commands that ran untraced are recorded with text, times and
+/// status and marked untraced with the reason.
+#[test]
+fn untraced_commands_are_recorded_as_untraced() {
+    let case = Case::new("lifecycle-untraced");
+    let prov = case.inst.prov().display().to_string();
+    let mut t = Tally::new("untraced (deleted cwd, unreadable parent, no helper)");
+    // The working directory is gone when the command starts.
+    let deleted = format!("mkdir -p gone && cd gone && rmdir ../gone && {prov} run -- sh -c 'exit 7'");
+    // The parent of the working directory may not be searched.
+    let unreadable = format!(
+        "mkdir -p locked/in && cd locked/in && chmod 0 .. && {prov} run -- sh -c 'exit 8'; s=$?; chmod 755 ..; exit $s"
+    );
+    for (script, status) in [(deleted, 7), (unreadable, 8)] {
+        let out = case.command("sh").args(["-c", &script]).output().unwrap();
+        assert_eq!(out.status.code(), Some(status), "{}", describe(&out));
+    }
+    let out = case
+        .command(case.inst.prov())
+        .env("PROV_HELPER", "/nonexistent/prov-helper")
+        .args(["run", "--", "sh", "-c", "exit 9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(9), "{}", describe(&out));
+    let records = history(&case);
+    let mut missing = Vec::new();
+    for (text, status) in [("sh -c 'exit 7'", 7), ("sh -c 'exit 8'", 8), ("sh -c 'exit 9'", 9)] {
+        if let Err(e) = tally_record(&mut t, &records, text, Some(status)) {
+            missing.push(e);
+        }
+    }
+    t.print_row();
+    assert!(missing.is_empty(), "{missing:?}: {records:#?}");
+    // The join helper's words: a deleted directory cannot even be named.
+    for (text, why) in
+        [("sh -c 'exit 7'", "directory"), ("sh -c 'exit 8'", "cannot enter"), ("sh -c 'exit 9'", "nonexistent")]
+    {
+        let r = record_with_text(&records, text).unwrap();
+        assert_eq!(r["complete"], false, "{r:#}");
+        let untraced = r["untraced"].as_str().unwrap_or_else(|| panic!("not marked untraced: {r:#}"));
+        assert!(untraced.contains(why), "{text}: {untraced}");
+    }
+    // No query mistakes them for traced commands that touched no files.
+    let incomplete = case.query(["history", "--incomplete"]);
+    assert_eq!(incomplete.len(), 3, "{incomplete:#?}");
+}
+
+/// The record of `text`, once it has an end, waited for (bounded): the
+/// collector ends it when the last process of the command is gone.
+fn ended_record(case: &Case, text: &str) -> Option<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let records = history(case);
+        let found = record_with_text(&records, text).cloned();
+        if found.as_ref().is_some_and(|r| !r["end_ns"].is_null()) || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Item 2 in a shell session (zsh: the text is known at the start): a typed
+/// `exit` and a shell killed by hang-up while a command runs leave records
+/// that are ended, status unknown, not "running" forever.
+#[test]
+fn a_shell_that_exits_or_hangs_up_leaves_no_running_record() {
+    let case = Case::new("lifecycle-shell-gone");
+    let mut t = Tally::new("zsh: typed exit, hang-up during a command");
+    let sh = pty::Shell::start(&case, "zsh");
+    sh.exit();
+    let mut sh = pty::Shell::start(&case, "zsh");
+    sh.run("echo before > before.txt");
+    sh.session.send_line("sleep 30").unwrap();
+    // The command has started once its record exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while record_with_text(&history(&case), "sleep 30").is_none() {
+        assert!(Instant::now() < deadline, "no record of the running command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(sh.pid, "HUP");
+    let mut found = Vec::new();
+    for text in ["exit", "sleep 30"] {
+        t.run += 1;
+        let Some(r) = ended_record(&case, text) else { continue };
+        t.found += 1;
+        if r["complete"] == false && r["incomplete_reason"].as_str().is_some() {
+            t.marked_incomplete += 1;
+        }
+        if r["exit_status"].is_null() && !r["end_ns"].is_null() {
+            t.status_right += 1;
+        }
+        found.push(r);
+    }
+    t.print_row();
+    assert_eq!((t.found, t.marked_incomplete, t.status_right), (2, 2, 2), "{found:#?}");
+}
+
+/// Item 2: when nobody who knew is left (the collector and `prov run`
+/// both killed while the command runs), the next `prov` finds the dead
+/// collector and ends the record: status unknown, and why.
+#[test]
+fn the_next_prov_ends_a_record_whose_collector_is_gone() {
+    let case = Case::new("lifecycle-orphan");
+    let script = "sleep 1; exit 0";
+    let run = spawn_prov_run(&case, script);
+    let collector = child_named(run.id(), "prov-collector");
+    // Its record exists once the writer has begun it.
+    let text = format!("sh -c '{script}'");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while record_with_text(&history(&case), &text).is_none() {
+        assert!(Instant::now() < deadline, "no record of the running command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(run.id(), "KILL");
+    signal(collector, "KILL");
+    let _ = wait_or_hang(run, Duration::from_secs(10), "killed prov run");
+    wait_gone(collector, "the killed collector");
+    let records = history(&case);
+    let mut t = Tally::new("collector and prov run killed (kill -9)");
+    let found = tally_record(&mut t, &records, &text, None);
+    t.print_row();
+    found.unwrap();
+    let r = record_with_text(&records, &text).unwrap();
+    assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
+    assert!(r["incomplete_reason"].as_str().is_some_and(|s| s.contains("collector was gone")), "{r:#}");
+}

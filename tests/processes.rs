@@ -1,0 +1,67 @@
+//! Finding the processes of an observation (`prov run`'s collector, its
+//! writer, the holder) so that a test can stop, kill or watch them.
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{describe, Case};
+
+/// (pid, Name) of the children of `parent`.
+pub fn children_of(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // "pid (comm) S ppid …": comm may hold spaces and parentheses.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            let name = status_field(pid, "Name").unwrap_or_default();
+            out.push((pid, name));
+        }
+    }
+    out
+}
+
+/// A field of /proc/PID/status, trimmed.
+pub fn status_field(pid: u32, name: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_string())
+}
+
+/// The child of `parent` named `name`, waited for.
+pub fn child_named(parent: u32, name: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some((pid, _)) = children_of(parent).into_iter().find(|(_, n)| n == name) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no {name} under process {parent}: {:?}", children_of(parent));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `prov run -- sh -c SCRIPT` as the user, its output captured.
+pub fn spawn_prov_run(case: &Case, script: &str) -> Child {
+    case.command(case.inst.prov())
+        .args(["run", "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` to exit; one that is still there after `limit` is a
+/// hang (killed, so the test ends), not a slow machine.
+pub fn wait_or_hang(mut child: Child, limit: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what} hung (still running after {limit:?}): {}", describe(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}

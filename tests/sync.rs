@@ -1,0 +1,473 @@
+//! The central store (issue #17): several "nodes" — separate prov homes
+//! with their own journals, each run in its own UTS namespace with its own
+//! host name — push their records to a real throwaway PostgreSQL server
+//! and query every host's records through it. Users are PostgreSQL roles
+//! with passwords in their ~/.pgpass, as on a cluster.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use prov_e2e::postgres::Postgres;
+use prov_e2e::{describe, installation, parse_json_lines, Case};
+use serde_json::Value;
+
+/// A cluster with prov's schema, set up as docs/cluster-store.md says:
+/// an owner role for the schema, the group role prov_user, and users.
+fn cluster(name: &str) -> Postgres {
+    let pg = Postgres::start(&installation().root.join(name).join("pg"));
+    for sql in [
+        "CREATE ROLE prov_owner LOGIN PASSWORD 'owner-pw'",
+        "CREATE ROLE prov_user NOLOGIN",
+        "CREATE DATABASE prov OWNER prov_owner",
+        "CREATE ROLE alice LOGIN PASSWORD 'alice-pw' IN ROLE prov_user",
+        "CREATE ROLE bob LOGIN PASSWORD 'bob-pw' IN ROLE prov_user",
+    ] {
+        pg.admin("postgres", sql);
+    }
+    pg.admin("prov", "REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    // A user cannot create the schema, and is told who can.
+    let early = Node::new(&format!("{name}-early"), "early-node", &pg, "alice", "alice-pw");
+    let out = early.prov(["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        err.contains("has schema version 0, this prov needs 1; its owner applies it with `prov sync --setup`"),
+        "{err}"
+    );
+    // The owner creates the schema: `prov sync --setup`, here from two
+    // hosts at once (the migration's lock makes one wait for the other).
+    let owner = Node::new(&format!("{name}-owner"), "admin-node", &pg, "prov_owner", "owner-pw");
+    let setups: Vec<_> = (0..2)
+        .map(|_| {
+            let mut cmd = owner.command_in(&owner.case.work, owner.case.inst.prov(), ["sync", "--setup"]);
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for setup in setups {
+        let out = setup.wait_with_output().unwrap();
+        assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 1"), "{}", describe(&out));
+    }
+    assert_eq!(pg.admin("prov", "SELECT string_agg(version::text, ',') FROM prov.schema_version"), "1");
+    pg
+}
+
+/// One host of the cluster: a prov home (its own journal) used as `role`.
+struct Node {
+    case: Case,
+    host: String,
+}
+
+impl Node {
+    fn new(name: &str, host: &str, pg: &Postgres, role: &str, password: &str) -> Node {
+        Node::with_config(name, host, pg, role, password, "background = false\n")
+    }
+
+    fn with_config(name: &str, host: &str, pg: &Postgres, role: &str, password: &str, extra: &str) -> Node {
+        let case = Case::new(name);
+        case.write_config(&format!(
+            "[sync]\nurl = \"host={} dbname=prov user={role}\"\n{extra}",
+            pg.socket_dir().display()
+        ));
+        let pgpass = case.home.join(".pgpass");
+        std::fs::write(&pgpass, format!("db.elsewhere:5432:prov:{role}:wrong\n*:*:prov:{role}:{password}\n")).unwrap();
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        case.chown_tree(&case.home);
+        Node { case, host: host.into() }
+    }
+
+    /// `program ARGS…` as the user on this node: in a UTS namespace whose
+    /// host name is the node's, in `dir`.
+    fn command_in<I, S>(&self, dir: &Path, program: impl AsRef<OsStr>, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let inner = self.case.command(program);
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--uts", "--", "sh", "-c", "hostname \"$0\" && exec \"$@\""]).arg(&self.host);
+        cmd.arg(inner.get_program()).args(inner.get_args()).args(args);
+        cmd.env_clear();
+        for (k, v) in inner.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd.current_dir(dir).stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    fn prov<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command_in(&self.case.work, self.case.inst.prov(), args).output().unwrap()
+    }
+
+    /// `prov run -- sh -c SCRIPT` in `dir`, traced and successful.
+    fn run_in(&self, dir: &Path, script: &str) {
+        let out = self.command_in(dir, self.case.inst.prov(), ["run", "--", "sh", "-c", script]).output().unwrap();
+        prov_e2e::assert_traced(&out);
+        assert!(out.status.success(), "{script}: {}", describe(&out));
+    }
+
+    /// `prov sync`, successful: its line.
+    fn sync(&self) -> String {
+        let out = self.prov(["sync"]);
+        assert!(out.status.success(), "prov sync on {}: {}", self.host, describe(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// JSON lines of `prov ARGS… --json` (exit 1 "nothing found" is empty).
+    fn json<I, S>(&self, args: I) -> Vec<Value>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        args.push("--json".into());
+        let out = self.prov(&args);
+        let nothing = out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).starts_with("prov: no ");
+        assert!(out.status.success() || nothing, "prov {args:?}: {}", describe(&out));
+        parse_json_lines(&out.stdout)
+    }
+
+    fn hosts_of(&self, args: &[&str]) -> Vec<String> {
+        self.json(args).iter().map(|c| c["host"].as_str().unwrap().to_string()).collect()
+    }
+}
+
+/// A directory every node sees (as a project directory on NFS would be).
+fn shared_dir(name: &str) -> PathBuf {
+    let dir = installation().root.join(name).join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    let inst = installation();
+    let st = Command::new("chown").arg(format!("{}:{}", inst.uid, inst.gid)).arg(&dir).status().unwrap();
+    assert!(st.success());
+    dir
+}
+
+/// (records, distinct uuids, file events) on the server, as its superuser sees them.
+fn server_counts(pg: &Postgres) -> (u64, u64, u64) {
+    let row = pg.admin(
+        "prov",
+        "SELECT (SELECT count(*) FROM prov.commands), (SELECT count(DISTINCT uuid) FROM prov.commands),
+                (SELECT count(*) FROM prov.file_events)",
+    );
+    let n: Vec<u64> = row.split('\t').map(|v| v.parse().unwrap()).collect();
+    (n[0], n[1], n[2])
+}
+
+#[test]
+fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content() {
+    let pg = cluster("sync-two-hosts");
+    let project = shared_dir("sync-two-hosts");
+    let node17 = Node::new("sync-two-hosts-node17", "node17", &pg, "alice", "alice-pw");
+    let login = Node::new("sync-two-hosts-login", "login1", &pg, "alice", "alice-pw");
+
+    node17.run_in(&project, "printf 'gene\\t3\\n' > counts.tsv");
+    login.run_in(&project, "tr a-z A-Z < counts.tsv > plot.txt");
+    // Each journal has its own host's record only.
+    assert_eq!(node17.hosts_of(&["query", "history"]), ["node17"]);
+    assert_eq!(login.hosts_of(&["query", "history"]), ["login1"]);
+
+    assert!(node17.sync().starts_with("prov sync: pushed 1 record(s) (1 file events)"), "{}", node17.sync());
+    assert!(login.sync().contains("pushed 1 record(s) (2 file events)"));
+    assert!(login.sync().starts_with("prov sync: pushed 0 record(s)"), "a second push stores nothing");
+    assert_eq!(server_counts(&pg), (2, 2, 3));
+
+    // A push whose marks were lost (a crash after the server's commit)
+    // finds the records there and stores nothing twice.
+    let db = login.case.database();
+    let st = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(&db)
+        .arg("DELETE FROM sync_pushed")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = login.prov(["sync", "--status"]);
+    assert_eq!(String::from_utf8_lossy(&status.stdout).trim(), "1 record(s) pending");
+    assert!(login.sync().contains("pushed 0 record(s) (0 file events) to alice@"), "{}", login.sync());
+    assert_eq!(server_counts(&pg), (2, 2, 3));
+
+    // Every host's records, with the same filters and output.
+    let mut everywhere = login.hosts_of(&["query", "history", "--everywhere"]);
+    everywhere.sort();
+    assert_eq!(everywhere, ["login1", "node17"]);
+    assert_eq!(login.hosts_of(&["query", "history", "--everywhere", "--host", "node17"]), ["node17"]);
+    let counts = project.join("counts.tsv");
+    let writer = login.json([OsStr::new("query"), OsStr::new("wrote"), counts.as_os_str(), OsStr::new("--everywhere")]);
+    assert_eq!(writer.len(), 1, "{writer:#?}");
+    assert_eq!(writer[0]["host"], "node17");
+    // --local (the default) is this host's journal only.
+    assert_eq!(login.hosts_of(&["query", "history", "--local"]), ["login1"]);
+
+    // Lineage follows the content from the login node to the job's node.
+    let plot = project.join("plot.txt");
+    let out = login.prov([
+        OsStr::new("query"),
+        OsStr::new("lineage"),
+        plot.as_os_str(),
+        OsStr::new("--format"),
+        OsStr::new("json"),
+        OsStr::new("--everywhere"),
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let lineage: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hosts: Vec<&str> =
+        lineage["commands"].as_array().unwrap().iter().map(|c| c["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["node17", "login1"], "{lineage:#}");
+    assert!(lineage["flows"].as_array().unwrap().iter().any(|f| f["linked_by"] == "content"), "{lineage:#}");
+
+    // The HTML report too.
+    let out = login.prov(["report", "-o", "-", "--everywhere"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let html = String::from_utf8_lossy(&out.stdout);
+    // One session (lane) per host: sessions of different hosts never merge.
+    assert!(html.contains(r#""host":"node17""#) && html.contains(r#""host":"login1""#), "a session of each host");
+
+    // prov delete applies to the central store at the next push, and to
+    // every host's cache at its next pull.
+    let out = node17.prov(["delete", "--text", "printf", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 of them are deleted in the central store at the next push")
+    );
+    assert!(node17.sync().contains(", deleted 1 there"), "{}", node17.sync());
+    assert_eq!(server_counts(&pg), (1, 1, 2));
+    assert_eq!(login.hosts_of(&["query", "history", "--everywhere"]), ["login1"]);
+}
+
+#[test]
+fn a_push_cut_by_an_outage_resumes_without_loss_or_duplicates() {
+    let pg = cluster("sync-outage");
+    let project = shared_dir("sync-outage");
+    let node = Node::new("sync-outage-node", "node3", &pg, "alice", "alice-pw");
+    for i in 1..=3 {
+        node.run_in(&project, &format!("echo {i} > out{i}.txt"));
+    }
+    // The server goes away in the middle of the push: the connection of the
+    // second record's transaction is terminated by the server.
+    pg.admin(
+        "prov",
+        "CREATE FUNCTION prov.cut() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN
+             IF position('out2' in convert_from(NEW.text, 'UTF8')) > 0 THEN
+                 PERFORM pg_terminate_backend(pg_backend_pid());
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER cut BEFORE INSERT ON prov.commands FOR EACH ROW EXECUTE FUNCTION prov.cut()",
+    );
+    let out = node.prov(["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(err.contains("cannot reach the central store"), "{err}");
+    assert!(err.contains("pushed 1 record(s) before that; 2 record(s) pending"), "{err}");
+    assert!(!err.trim().contains('\n'), "one line: {err}");
+    assert_eq!(server_counts(&pg), (1, 1, 1));
+    pg.admin("prov", "DROP TRIGGER cut ON prov.commands");
+
+    // Then the whole server is down: the push fails in one line, records
+    // stay pending, the local journal answers as before.
+    pg.stop();
+    let out = node.prov(["sync"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("prov: cannot reach the central store alice@") && err.contains("2 record(s) pending"),
+        "{err}"
+    );
+    assert_eq!(node.json(["query", "history"]).len(), 3);
+    node.run_in(&project, "echo 4 > out4.txt");
+    // --everywhere without a server and without a cache is an error, not a hang.
+    let out = node.prov(["query", "history", "--everywhere"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+
+    pg.resume();
+    assert!(node.sync().starts_with("prov sync: pushed 3 record(s) (3 file events)"), "resumed");
+    assert_eq!(server_counts(&pg), (4, 4, 4));
+    let texts: Vec<String> = node
+        .json(["query", "history", "--everywhere"])
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+
+    // The cache answers while the server is down again, and says so.
+    pg.stop();
+    let out = node.prov(["query", "history", "--everywhere", "--json"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(parse_json_lines(&out.stdout).len(), 4);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("showing the central store as last pulled"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn a_node_whose_clock_is_off_is_pulled_all_the_same() {
+    let pg = cluster("sync-skew");
+    let project = shared_dir("sync-skew");
+    let login = Node::new("sync-skew-login", "login1", &pg, "alice", "alice-pw");
+    let skewed = Node::new("sync-skew-node", "node9", &pg, "alice", "alice-pw");
+    login.run_in(&project, "echo now > now.txt");
+    login.sync();
+    assert_eq!(login.json(["query", "history", "--everywhere"]).len(), 1);
+
+    // node9's clock is three days behind: its record says so.
+    skewed.run_in(&project, "echo late > late.txt");
+    let three_days = 3 * 86_400 * 1_000_000_000i64;
+    let st = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(skewed.case.database())
+        .arg(format!("UPDATE commands SET start_ns = start_ns - {three_days}, end_ns = end_ns - {three_days}"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    skewed.sync();
+    // The login node's cache, pulled before, still gets the "older" record,
+    // and lists it by its start time.
+    let history = login.json(["query", "history", "--everywhere"]);
+    let hosts: Vec<&str> = history.iter().map(|c| c["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["login1", "node9"], "newest first: {history:#?}");
+    assert_eq!(login.hosts_of(&["query", "history", "--everywhere", "--until", "1d"]), ["node9"]);
+}
+
+#[test]
+fn users_read_only_their_own_rows_even_with_their_own_sql_unless_granted() {
+    let pg = cluster("sync-privacy");
+    let project = shared_dir("sync-privacy");
+    let alice = Node::new("sync-privacy-alice", "node1", &pg, "alice", "alice-pw");
+    let bob = Node::new("sync-privacy-bob", "node2", &pg, "bob", "bob-pw");
+    alice.run_in(&alice.case.work, "echo mine > alice.txt");
+    bob.run_in(&bob.case.work, "echo secret > bob-private.txt");
+    bob.run_in(&project, "echo shared > bob-project.txt");
+    alice.sync();
+    bob.sync();
+    assert_eq!(server_counts(&pg).0, 3);
+
+    // Alice's own SQL sees her rows only, in every table.
+    let as_alice = |sql: &str| pg.psql("alice", "alice-pw", "prov", sql);
+    assert_eq!(as_alice("SELECT count(*) FROM prov.commands").unwrap(), "1");
+    assert_eq!(as_alice("SELECT count(*) FROM prov.commands WHERE owner = 'bob'").unwrap(), "0");
+    assert_eq!(as_alice("SELECT count(*) FROM prov.file_events").unwrap(), "1");
+    assert_eq!(
+        as_alice("SELECT count(*) FROM prov.command_dirs WHERE position('bob' in encode(path, 'escape')) > 0").unwrap(),
+        "0"
+    );
+    // She cannot write around the push functions, nor into Bob's records.
+    let err = as_alice("INSERT INTO prov.commands(uuid, owner, start_ns, seq, session, host, user_name, shell, text, cwd, counters, hash_params) VALUES (gen_random_uuid(), 'bob', 0, 0, '', '', '', '', '', '', '{}', '{}')").unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    let bobs_id = pg.admin("prov", "SELECT min(id) FROM prov.commands WHERE owner = 'bob'");
+    let err = as_alice(&format!(
+        "SELECT prov.push_events({bobs_id}, '{{0}}', '{{x}}', '{{1}}', '{{1}}', '{{1}}', '{{1}}', '{{0}}', '{{1}}')"
+    ))
+    .unwrap_err();
+    assert!(err.contains("was not stored by this transaction"), "{err}");
+    let err = as_alice("DELETE FROM prov.commands").unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    assert_eq!(as_alice("SELECT prov.delete_commands(array(SELECT uuid FROM prov.commands))").unwrap(), "1");
+    alice.run_in(&alice.case.work, "echo again > alice2.txt");
+    alice.sync();
+    assert_eq!(server_counts(&pg).0, 3, "Bob's two records are still there");
+    assert_eq!(alice.hosts_of(&["query", "history", "--everywhere"]), ["node1"]);
+
+    // An administrator grants the project's group read access to records
+    // run in the project directory: Bob's project record, not his others.
+    pg.admin("prov", "CREATE ROLE proj_x NOLOGIN");
+    pg.admin("prov", "GRANT proj_x TO alice");
+    pg.admin("prov", &format!("INSERT INTO prov.read_grants VALUES ('proj_x', '{}'::bytea)", project.display()));
+    let visible = as_alice("SELECT convert_from(text, 'UTF8') FROM prov.commands WHERE owner = 'bob'").unwrap();
+    assert_eq!(visible, "sh -c 'echo shared > bob-project.txt'");
+    assert_eq!(as_alice("SELECT count(*) FROM prov.file_events").unwrap(), "2");
+    let texts: Vec<String> = alice
+        .json(["query", "history", "--everywhere"])
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(texts.contains(&"sh -c 'echo shared > bob-project.txt'".to_string()), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("secret")), "{texts:?}");
+
+    // Retention for everyone is the owner's, not a user's.
+    let err = as_alice("SELECT prov.expire(9223372036854775807)").unwrap_err();
+    assert!(err.contains("permission denied"), "{err}");
+    let expired = pg.psql("prov_owner", "owner-pw", "prov", "SELECT prov.expire(9223372036854775807)").unwrap();
+    assert_eq!(expired, "3");
+    assert_eq!(server_counts(&pg), (0, 0, 0));
+}
+
+#[test]
+fn records_are_pushed_in_the_background_after_commands() {
+    let pg = cluster("sync-background");
+    let node = Node::with_config("sync-background-node", "node5", &pg, "alice", "alice-pw", "background = true\n");
+    node.run_in(&node.case.work, "echo bg > bg.txt");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server_counts(&pg).0 < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "not pushed in the background; {}",
+            describe(&node.prov(["sync", "--status"]))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // With the server down, commands run and are recorded as ever.
+    pg.stop();
+    node.run_in(&node.case.work, "echo offline > off.txt");
+    assert_eq!(node.json(["query", "history"]).len(), 2);
+    std::thread::sleep(Duration::from_millis(500));
+    let status = node.prov(["sync", "--status"]);
+    assert_eq!(String::from_utf8_lossy(&status.stdout).trim(), "1 record(s) pending", "{}", describe(&status));
+    pg.resume();
+    assert!(node.sync().starts_with("prov sync: pushed 1 record(s)"));
+}
+
+#[test]
+fn hosts_sharing_a_home_keep_one_journal_each() {
+    let pg = cluster("sync-nfs-layout");
+    let a = Node::with_config(
+        "sync-nfs-layout",
+        "nodeA",
+        &pg,
+        "alice",
+        "alice-pw",
+        "background = false\n[database]\npath = \"~/.local/share/prov/{host}/prov.db\"\n",
+    );
+    // The same home (as over NFS), another host.
+    let b = Node { case: Case::new("sync-nfs-layout"), host: "nodeB".into() };
+    a.run_in(&a.case.work, "echo a > a.txt");
+    b.run_in(&b.case.work, "echo b > b.txt");
+    let share = a.case.home.join(".local/share/prov");
+    assert!(share.join("nodeA/prov.db").exists() && share.join("nodeB/prov.db").exists());
+    assert!(!share.join("prov.db").exists());
+    assert_eq!(a.hosts_of(&["query", "history"]), ["nodeA"]);
+    assert_eq!(b.hosts_of(&["query", "history"]), ["nodeB"]);
+    a.sync();
+    b.sync();
+    let mut hosts = a.hosts_of(&["query", "history", "--everywhere"]);
+    hosts.sort();
+    assert_eq!(hosts, ["nodeA", "nodeB"]);
+    assert!(share.join("nodeA/central.db").exists(), "the cache is per host too");
+}
+
+#[test]
+fn a_bad_url_or_no_url_is_one_line() {
+    let case = Case::new("sync-bad-url");
+    let out = case.prov(["sync"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("prov: no central store is configured: set [sync] url in "), "{err}");
+    case.write_config("[sync]\nurl = \"postgresql://a@b:notaport/x\"\n");
+    let out = case.prov(["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("prov: bad [sync] url: ") && err.trim().lines().count() == 1, "{err}");
+    case.write_config("[sync]\n\nurl = \"\"\n");
+    let out = case.prov(["config"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config.toml:3: "), "{err}");
+}
