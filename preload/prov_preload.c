@@ -110,6 +110,7 @@ static struct {
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
     int prep_sock;           /* our end of the running preparer's socket */
+    int unobserved;          /* a command runs without an observation; the preparer stores its record */
     int preparing;
     int preparer_late;       /* the running preparer missed a begin */
     int prepare_pending;     /* start a preparer at the shell's next read */
@@ -331,8 +332,8 @@ static void wait_stored(void)
     close_fd(&S.storing);
 }
 
-/* Sends Begin; a long text goes in a memfd attached to it. */
-static int send_begin(const struct buf *text, const char *cwd)
+/* Sends Begin on `sock`; a long text goes in a memfd attached to it. */
+static int send_begin(int sock, const struct buf *text, const char *cwd)
 {
     int memfd = -1;
     if (text->len > INLINE_TEXT_MAX) {
@@ -368,22 +369,47 @@ static int send_begin(const struct buf *text, const char *cwd)
             h->cmsg_len = CMSG_LEN(sizeof(int));
             memcpy(CMSG_DATA(h), &memfd, sizeof(int));
         }
-        rc = sendmsg(S.ctl, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+        rc = sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
     }
     if (memfd >= 0) close(memfd);
     buf_free(&msg);
     return rc;
 }
 
+/* A command that runs without an observation still has a record, marked
+ * untraced with the reason (the warning just printed): the preparer stores
+ * it. The preparer is there whenever it answered why it could not prepare,
+ * or is still preparing; it applies [shell] skip_space_prefixed itself. */
+static void begin_unobserved(const struct buf *text, const char *cwd)
+{
+    S.unobserved = S.prep_sock >= 0 && send_begin(S.prep_sock, text, cwd) == 0;
+}
+
+static void end_unobserved(const char *status)
+{
+    S.unobserved = 0;
+    struct buf msg = {0};
+    const char *why = S.last_warning[0] ? S.last_warning : "no observation could be prepared";
+    int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
+        || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
+        || buf_str(&msg, ",\"why\":\"") || buf_hex(&msg, (const unsigned char *)why, strlen(why))
+        || buf_str(&msg, "\"}}");
+    if (!bad) (void)send(S.prep_sock, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    buf_free(&msg);
+}
+
 static void begin_observation(const struct buf *text)
 {
-    if (S.active || !S.loaded) return;
+    if (S.active || S.unobserved || !S.loaded) return;
     if (S.r_ctl < 0) {
         spawn_preparer();
         take_prepared(S.preparer_late ? 0 : PREPARE_WAIT_MS);
     }
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     if (S.r_ctl < 0) {
         if (!S.last_warning[0]) warn_once("no observation could be prepared in time");
+        begin_unobserved(text, cwd);
         return;
     }
     /* The privacy opt-out: such a command runs untraced, and the prepared
@@ -392,11 +418,10 @@ static void begin_observation(const struct buf *text)
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
 
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-    if (send_begin(text, cwd) < 0) {
+    if (send_begin(S.ctl, text, cwd) < 0) {
         warn_once("the collector is gone");
         drop_active();
+        begin_unobserved(text, cwd);
     } else {
         /* Every process of the command inherits the tracker: its hang-up
          * tells the collector that the last of them is gone. */
@@ -408,6 +433,7 @@ static void begin_observation(const struct buf *text)
 
 static void end_observation(const char *status)
 {
+    if (S.unobserved) end_unobserved(status);
     if (S.active) {
         struct buf msg = {0};
         int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())

@@ -240,6 +240,64 @@ fn untraced_commands_are_recorded_as_untraced() {
     assert_eq!(incomplete.len(), 3, "{incomplete:#?}");
 }
 
+/// Item 8 in an interactive shell: with no observation to be had (the
+/// helper removed from the installation), every typed command still has its
+/// record (text, times, status), marked untraced with the words the shell
+/// printed; a line typed with a leading space stays out, as when traced.
+fn an_interactive_shell_without_tracing_still_records(shell: &'static str) {
+    let case = Case::new(&format!("lifecycle-shell-untraced-{shell}"));
+    let mut t = Tally::new(if shell == "bash" { "bash without the helper" } else { "zsh without the helper" });
+    // A private copy of the installation, outside the user's home.
+    let prefix = case.home.parent().unwrap().join("prefix");
+    let st = Command::new("cp").arg("-a").arg(&case.inst.prefix).arg(&prefix).status().unwrap();
+    assert!(st.success());
+    std::fs::remove_file(prefix.join("libexec/prov/prov-helper")).unwrap();
+    case.write_config("[shell]\nskip_space_prefixed = true\n");
+    let mut sh = pty::Shell::start_with(&case, shell, "", &prefix.join("bin/prov"));
+    let typed = [("echo one > one.txt", 0), ("(exit 4)", 4), ("/bin/echo three; false", 1)];
+    let mut said = String::new();
+    for (line, _) in typed {
+        said += &sh.run(line);
+    }
+    said += &sh.run(" echo private");
+    sh.exit();
+    assert!(said.matches("not tracing").count() <= 1, "at most one line per cause: {said}");
+    // Stored by the shell's preparer after each command, not on its way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut records = history(&case);
+    while typed.iter().any(|(line, _)| record_with_text(&records, line).is_none()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        records = history(&case);
+    }
+    let mut missing = Vec::new();
+    for (line, status) in typed {
+        if let Err(e) = tally_record(&mut t, &records, line, Some(status)) {
+            missing.push(e);
+        }
+    }
+    t.print_row();
+    assert!(missing.is_empty(), "{missing:?}: {records:#?}");
+    assert_eq!((t.marked_incomplete, t.status_right), (3, 3), "{records:#?}");
+    for (line, _) in typed {
+        let r = record_with_text(&records, line).unwrap();
+        let untraced = r["untraced"].as_str().unwrap_or_else(|| panic!("not marked untraced: {r:#}"));
+        assert!(untraced.contains("prov-helper"), "{line}: {untraced}");
+        assert_eq!(r["shell"], shell, "{r:#}");
+    }
+    assert!(record_with_text(&records, " echo private").is_none(), "{records:#?}");
+    assert!(record_with_text(&records, "echo private").is_none(), "{records:#?}");
+}
+
+#[test]
+fn an_interactive_bash_without_tracing_still_records() {
+    an_interactive_shell_without_tracing_still_records("bash");
+}
+
+#[test]
+fn an_interactive_zsh_without_tracing_still_records() {
+    an_interactive_shell_without_tracing_still_records("zsh");
+}
+
 /// The record of `text`, once it has an end, waited for (bounded): the
 /// collector ends it when the last process of the command is gone.
 fn ended_record(case: &Case, text: &str) -> Option<Value> {

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use prov_collect::ipc;
+use prov_collect::protocol::CommandStart;
+use prov_model::CommandEnd;
 
 use crate::observe;
 use crate::setup::{self, UserSetup};
@@ -154,11 +156,13 @@ const AHEAD_WHEN_FASTER: u32 = 4;
 /// `prov __prepare SESSION SHELL`, fd 3 being the shim's socket: answers
 /// `R<holder pid>[ skip-space]` with [control socket, namespace root,
 /// tracker], or `E<one-line reason>`; then waits for the shim's next request
-/// (any message) and answers again, until the shim hangs up (its shell is
-/// gone). Started once per shell: the preparer's own start is no longer on
-/// each command's way.
+/// (`P`) and answers again, until the shim hangs up (its shell is gone).
+/// Started once per shell: the preparer's own start is no longer on each
+/// command's way. Meanwhile the shim sends the start and end of each command
+/// it had to run without an observation, and their record is stored here.
 pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let shim = shim_socket()?;
+    let mut unobserved = Unobserved { session: &session, shell: &shell, start: None };
     let mut ahead: Option<Prepared> = None;
     let mut answered: Option<Instant> = None;
     let mut preparing_takes = Duration::ZERO;
@@ -181,11 +185,67 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
         if quick {
             ahead = Some(prepare_one(&session, &shell));
         }
-        match ipc::recv(shim) {
-            Ok(Some(_)) => {}
-            // The shell is gone; an observation prepared ahead ends unused.
-            Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+        loop {
+            match ipc::recv(shim) {
+                Ok(Some((message, _))) if message == b"P" => break,
+                Ok(Some((message, fds))) => unobserved.receive(&message, fds),
+                // The shell is gone; an observation prepared ahead ends unused.
+                Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+            }
         }
+    }
+}
+
+/// What the shim sends about a command it runs without an observation.
+#[derive(serde::Deserialize)]
+enum FromShim {
+    Begin(CommandStart),
+    End {
+        end_ns: i64,
+        exit_status: i32,
+        /// The warning the shell printed: why there was no observation.
+        #[serde(with = "prov_model::record::bytes_as_hex")]
+        why: Vec<u8>,
+    },
+}
+
+/// The record of a command the shell ran without an observation (none could
+/// be prepared, or not in time): its text, times and status, marked
+/// untraced with the reason, so the history has no hole.
+struct Unobserved<'a> {
+    session: &'a str,
+    shell: &'a str,
+    start: Option<CommandStart>,
+}
+
+impl Unobserved<'_> {
+    fn receive(&mut self, message: &[u8], fds: Vec<std::os::fd::OwnedFd>) {
+        match serde_json::from_slice(message) {
+            Ok(FromShim::Begin(mut start)) => {
+                // A text too long for the datagram came in a memfd; one that
+                // cannot be read is kept empty rather than losing the record.
+                let _ = prov_collect::long_text::receive_text(&mut start, fds);
+                self.start = Some(start);
+            }
+            Ok(FromShim::End { end_ns, exit_status, why }) => {
+                if let Some(start) = self.start.take() {
+                    self.store(start, end_ns, exit_status, String::from_utf8_lossy(&why).into_owned());
+                }
+            }
+            // Nothing the shim sends; nothing to store.
+            Err(_) => {}
+        }
+    }
+
+    fn store(&self, start: CommandStart, end_ns: i64, exit_status: i32, why: String) {
+        let Ok(user) = UserSetup::load() else { return };
+        if user.config.shell.skip_space_prefixed && start.text.first() == Some(&b' ') {
+            return;
+        }
+        let begin = observe::identity(self.session.to_string(), self.shell).begin(start);
+        let end = CommandEnd { untraced: Some(why), ..CommandEnd::with_status(end_ns, exit_status) };
+        // Nobody to tell: the shell already said why it is not tracing.
+        let _ = crate::record_end::store(&user, &begin, &end);
     }
 }
 
