@@ -28,22 +28,41 @@ fn appears(path: &Path, within: Duration) -> bool {
 /// other, after `prov run` has returned: every write belongs to the record.
 #[test]
 fn a_daemon_that_closes_every_descriptor_stays_in_its_command() {
-    let case = Case::new("faults-daemon-closerange");
-    let daemon = "import os, time\n\
+    daemon_stays_in_its_command("faults-daemon-closerange", "", "daemon closes every descriptor");
+}
+
+/// The same daemon made non-dumpable first (as ssh-agent and gpg-agent make
+/// themselves): its `/proc/PID/ns/mnt` cannot be read by its own user, yet
+/// it is still inside the command's namespace and part of the command.
+#[test]
+fn a_non_dumpable_daemon_that_closes_every_descriptor_stays_in_its_command() {
+    let dumpable_off = "import ctypes\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n";
+    daemon_stays_in_its_command(
+        "faults-daemon-nondumpable",
+        dumpable_off,
+        "non-dumpable daemon closes every descriptor",
+    );
+}
+
+fn daemon_stays_in_its_command(name: &str, prelude: &str, scenario: &'static str) {
+    let case = Case::new(name);
+    let daemon = format!(
+        "{prelude}import os, time\n\
         if os.fork(): os._exit(0)\n\
         os.setsid()\n\
         if os.fork(): os._exit(0)\n\
         os.closerange(0, 1 << 20)\n\
         for i in range(5):\n\
         \x20   time.sleep(0.3)\n\
-        \x20   with open('d%d' % i, 'w') as f: f.write('x')\n";
+        \x20   with open('d%d' % i, 'w') as f: f.write('x')\n"
+    );
     case.write("daemon.py", daemon.as_bytes());
     let out = case.run(["python3", "daemon.py"]);
     assert_traced(&out);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(appears(&case.work.join("d4"), Duration::from_secs(20)), "the daemon never wrote d4");
 
-    let mut tally = Tally::new("daemon closes every descriptor");
+    let mut tally = Tally::new(scenario);
     let mut attached = 0;
     for i in 0..5 {
         tally.run += 1;

@@ -13,7 +13,15 @@
 //! libraries come after it). Such a process no longer shows a namespace, so
 //! it is waited for by its pidfd, which becomes readable only once the
 //! process is a zombie: then every close it made is in the queue.
+//!
+//! A process made non-dumpable (ssh-agent, gpg-agent, `prctl`) hides its
+//! namespace link even from its own user, but not its mount table:
+//! `/proc/PID/mountinfo` is readable by all, and a mount's id names one
+//! mount of one namespace while it is mounted, so the id of the first mount
+//! a process shows tells whether it is inside.
 
+use std::cell::OnceCell;
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
@@ -51,8 +59,8 @@ impl Members {
     }
 
     /// The command's processes alive now, as pidfds (readable once each has
-    /// exited). Processes of other users, and ours whose namespace cannot
-    /// be read (non-dumpable), are not seen; zombies have left already.
+    /// exited). Processes of other users are not seen; zombies have left
+    /// already.
     /// A process forked after the scan has a parent in this list, and is
     /// found when that parent exits and the caller scans again.
     ///
@@ -62,11 +70,12 @@ impl Members {
     pub fn alive(&self) -> Vec<OwnedFd> {
         let mut alive = Vec::new();
         let mut leaving = Vec::new();
-        for (pid, place) in self.scan() {
+        let mount_ids = OnceCell::new();
+        for (pid, place) in self.scan(&mount_ids) {
             // Pinned by the pidfd, the number cannot name another process
             // now: checked again, it is still where it was.
             let Ok(pidfd) = sys::pidfd_open(pid) else { continue };
-            match (place, self.place(pid)) {
+            match (place, self.place(pid, &mount_ids)) {
                 (Place::Inside, Place::Inside) => alive.push(pidfd),
                 (_, Place::Leaving) => leaving.push(pidfd),
                 _ => {}
@@ -77,31 +86,70 @@ impl Members {
     }
 
     /// Our processes inside the namespace and those leaving any namespace.
-    fn scan(&self) -> Vec<(i32, Place)> {
+    fn scan(&self, mount_ids: &OnceCell<HashSet<u64>>) -> Vec<(i32, Place)> {
         let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
         let own = std::process::id() as i32;
         dir.flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
             .filter(|&pid| pid != self.holder_pid && pid != own)
-            .map(|pid| (pid, self.place(pid)))
+            .map(|pid| (pid, self.place(pid, mount_ids)))
             .filter(|(_, place)| *place != Place::Elsewhere)
             .collect()
     }
 
     #[cfg(test)]
     fn pids(&self) -> Vec<i32> {
-        self.scan().into_iter().filter(|(_, place)| *place == Place::Inside).map(|(pid, _)| pid).collect()
+        self.scan(&OnceCell::new())
+            .into_iter()
+            .filter(|(_, place)| *place == Place::Inside)
+            .map(|(pid, _)| pid)
+            .collect()
     }
 
-    fn place(&self, pid: i32) -> Place {
+    /// `mount_ids`: the namespace's mounts, read once per scan when needed.
+    fn place(&self, pid: i32, mount_ids: &OnceCell<HashSet<u64>>) -> Place {
         match std::fs::metadata(format!("/proc/{pid}/ns/mnt")) {
             Ok(m) if (m.dev(), m.ino()) == self.namespace => Place::Inside,
-            // The link of a process that has left its namespaces is gone
-            // (another user's process answers EACCES instead).
+            // The link of a process that has left its namespaces is gone.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Place::Leaving,
+            // Another user's process, or one of ours made non-dumpable (its
+            // /proc entries then belong to root).
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && self.ours_or_roots(pid) => {
+                match first_mount_id(pid) {
+                    Some(id) if mount_ids.get_or_init(|| self.namespace_mount_ids()).contains(&id) => Place::Inside,
+                    Some(_) => Place::Elsewhere,
+                    // Its mount table is gone with its namespaces.
+                    None => Place::Leaving,
+                }
+            }
             _ => Place::Elsewhere,
         }
     }
+
+    fn ours_or_roots(&self, pid: i32) -> bool {
+        std::fs::metadata(format!("/proc/{pid}"))
+            .is_ok_and(|m| m.uid() == 0 || m.uid() == nix::unistd::getuid().as_raw())
+    }
+
+    /// The ids of the namespace's mounts, from the holder's mount table
+    /// (none without a holder: the unit tests).
+    fn namespace_mount_ids(&self) -> HashSet<u64> {
+        if self.holder_pid <= 0 {
+            return HashSet::new();
+        }
+        let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.holder_pid)).unwrap_or_default();
+        text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
+    }
+}
+
+/// The id of the first mount in `pid`'s mount table; None once the process
+/// has left its namespaces (or is gone).
+fn first_mount_id(pid: i32) -> Option<u64> {
+    let mut file = std::fs::File::open(format!("/proc/{pid}/mountinfo")).ok()?;
+    // The first line only: the kernel formats the table as it is read.
+    let mut start = [0u8; 32];
+    let n = std::io::Read::read(&mut file, &mut start).ok()?;
+    std::str::from_utf8(&start[..n]).ok()?.split(' ').next()?.parse().ok()
 }
 
 /// Waits, at most `limit`, until each pidfd is readable: its process has
@@ -159,7 +207,7 @@ mod tests {
         let pidfd = sys::pidfd_open(pid).unwrap();
         // Exited, not yet reaped: a zombie, in no namespace.
         wait_exited(vec![pidfd], Duration::from_secs(10));
-        assert_eq!(members.place(pid), Place::Leaving);
+        assert_eq!(members.place(pid, &OnceCell::new()), Place::Leaving);
         let started = Instant::now();
         wait_exited(vec![sys::pidfd_open(pid).unwrap()], Duration::from_secs(10));
         assert!(started.elapsed() < Duration::from_secs(1), "a zombie's pidfd is readable at once");
