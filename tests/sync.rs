@@ -34,7 +34,7 @@ fn cluster(name: &str) -> Postgres {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
-        err.contains("has schema version 0, this prov needs 1; its owner applies it with `prov sync --setup`"),
+        err.contains("has schema version 0, this prov needs 2; its owner applies it with `prov sync --setup`"),
         "{err}"
     );
     // The owner creates the schema: `prov sync --setup`, here from two
@@ -49,9 +49,9 @@ fn cluster(name: &str) -> Postgres {
     for setup in setups {
         let out = setup.wait_with_output().unwrap();
         assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 1"), "{}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 2"), "{}", describe(&out));
     }
-    assert_eq!(pg.admin("prov", "SELECT string_agg(version::text, ',') FROM prov.schema_version"), "1");
+    assert_eq!(pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"), "1,2");
     pg
 }
 
@@ -470,4 +470,125 @@ fn a_bad_url_or_no_url_is_one_line() {
     let out = case.prov(["config"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config.toml:3: "), "{err}");
+}
+
+/// A process tree as compared across hosts: everything of each process but
+/// its ids (the cache numbers records and processes its own way), its
+/// parent by position, its files sorted.
+fn process_tree(all: &[Value]) -> Vec<Value> {
+    let position = |id: &Value| all.iter().position(|p| &p["id"] == id);
+    all.iter()
+        .map(|p| {
+            let sorted = |key: &str| {
+                let mut v: Vec<String> =
+                    p[key].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect();
+                v.sort();
+                v
+            };
+            serde_json::json!({
+                "parent": position(&p["parent"]), "depth": p["depth"], "pid": p["pid"], "ppid": p["ppid"],
+                "exe": p["exe"], "args": p["args"], "args_unknown": p["args_unknown"], "cwd": p["cwd"],
+                "start_ns": p["start_ns"], "end_ns": p["end_ns"],
+                "writes": sorted("writes"), "reads": sorted("reads"),
+            })
+        })
+        .collect()
+}
+
+/// `prov query lineage FILE --processes` with the record ids masked.
+fn process_lineage(node: &Node, file: &Path, extra: &[&str]) -> String {
+    let mut args = vec![OsStr::new("query"), OsStr::new("lineage"), file.as_os_str(), OsStr::new("--processes")];
+    args.extend([OsStr::new("--no-pager")]);
+    args.extend(extra.iter().map(OsStr::new));
+    let out = node.prov(&args);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut masked = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("command ") {
+        masked.push_str(&rest[..at + "command ".len()]);
+        rest = rest[at + "command ".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        masked.push('#');
+    }
+    masked.push_str(rest);
+    masked
+}
+
+#[test]
+fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
+    let pg = cluster("sync-processes");
+    let project = shared_dir("sync-processes");
+    let node_a = Node::new("sync-processes-a", "node21", &pg, "alice", "alice-pw");
+    let login = Node::new("sync-processes-login", "login1", &pg, "alice", "alice-pw");
+    let bob = Node::new("sync-processes-bob", "node22", &pg, "bob", "bob-pw");
+    std::fs::write(
+        project.join("Makefile"),
+        "report.txt: sorted.txt\n\twc -l sorted.txt > report.txt\nsorted.txt: data.txt\n\tsort -o sorted.txt data.txt\n",
+    )
+    .unwrap();
+    node_a.run_in(&project, "seq 30000 -1 1 > data.txt");
+    // A make-like command: make, a shell per recipe, sort and wc under them
+    // (the recipe's sh and its wc are one pid, two images).
+    node_a.run_in(&project, "make report.txt");
+    let id_on = |node: &Node, everywhere: bool| -> String {
+        let mut args = vec!["query", "history"];
+        if everywhere {
+            args.push("--everywhere");
+        }
+        let all = node.json(&args);
+        let make = all.iter().find(|c| c["text"].as_str().unwrap().contains("make report.txt"));
+        make.unwrap_or_else(|| panic!("the make record: {all:#?}"))["id"].as_i64().unwrap().to_string()
+    };
+    let local_id = id_on(&node_a, false);
+    // The process table is stored once the last process is gone, which can
+    // trail the record's end by a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let on_a = loop {
+        let all = node_a.json(["query", "processes", &local_id]);
+        if all.len() >= 4 || Instant::now() > deadline {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(on_a.len() >= 4, "make, sh, sort, wc: {on_a:#?}");
+    node_a.sync();
+    let rows = pg.admin("prov", "SELECT count(*) FROM prov.processes");
+    assert_eq!(rows, on_a.len().to_string(), "one server row per process");
+
+    // The login node sees the same tree, each file under the same process.
+    let cache_id = id_on(&login, true);
+    let on_login = login.json(["query", "processes", &cache_id, "--everywhere"]);
+    assert_eq!(process_tree(&on_login), process_tree(&on_a), "{on_login:#?}\n{on_a:#?}");
+    let report = project.join("report.txt");
+    let here = process_lineage(&node_a, &report, &[]);
+    assert!(here.contains("written by wc -l sorted.txt") && here.contains("written by sort -o sorted.txt"), "{here}");
+    assert_eq!(process_lineage(&login, &report, &["--everywhere"]), here);
+    // Pushed again (marks lost), nothing is stored twice.
+    pg.admin("prov", "SELECT 1");
+    let st = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(node_a.case.database())
+        .arg("DELETE FROM sync_pushed")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    node_a.sync();
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), rows);
+
+    // Bob's own SQL sees none of Alice's processes; Alice's sees them.
+    bob.run_in(&bob.case.work, "echo b > b.txt");
+    bob.sync();
+    assert_eq!(pg.psql("bob", "bob-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), "0");
+    assert_eq!(pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), rows);
+    let err = pg
+        .psql("bob", "bob-pw", "prov", "SELECT prov.push_processes(1, '{1}', '{1}', '{x}', '{x}', '{x}', '{x}', '{1}', '{1}', '{0}')")
+        .unwrap_err();
+    assert!(err.contains("was not stored by this transaction"), "{err}");
+
+    // prov delete removes them centrally and from the caches.
+    let out = node_a.prov(["delete", "--text", "make report.txt", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    node_a.sync();
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), "0");
+    assert!(login.json(["query", "history", "--everywhere"]).iter().all(|c| !c["text"].as_str().unwrap().contains("make")));
 }

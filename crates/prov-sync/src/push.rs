@@ -7,13 +7,15 @@
 //! (network, server, this process) is resumed by pushing again: nothing is
 //! lost, and nothing stored twice. Records still running wait for their end.
 //!
-//! A further table of the journal (processes) is one more step in
-//! `push_record`, with its `prov.push_…` function checking `check_new`.
+//! A record's processes go with it. The server keeps no order of a
+//! record's events, which the journal's link from an event to its process
+//! depends on (see processes.rs in prov-store), so each event carries which
+//! image of its pid it belongs to (server.rs, migration 2).
 
 use std::collections::HashMap;
 
-use prov_model::{Access, HashParams};
-use prov_store::{CommandRow, FileRow, PushCounts, Store};
+use prov_model::{Access, HashParams, ProcessRecord};
+use prov_store::{CommandRow, FileRow, ProcessRow, PushCounts, Store};
 use uuid::Uuid;
 
 use crate::{Central, Result};
@@ -66,9 +68,12 @@ pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> 
         for id in ids {
             let Some(command) = journal.command(id)? else { continue };
             let files = journal.files_of(id)?;
+            let processes = journal.processes_of(id)?;
+            let images = images_of_events(&journal.process_of_events(id, &files, &processes)?, &processes);
             let archived = archived_of(journal, id)?;
             group.events += files.len();
-            group.records.push((command, files, archived));
+            let processes = processes.into_iter().map(|p| p.record).collect();
+            group.records.push(Record { command, files, images, processes, archived });
             if group.events >= EVENTS_PER_TRANSACTION || group.records.len() >= records_limit {
                 push_group(central, journal, std::mem::take(&mut group), pushed)?;
                 records_limit = (records_limit * 2).min(RECORDS_PER_TRANSACTION);
@@ -81,8 +86,39 @@ pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> 
 /// Records of one server transaction.
 #[derive(Default)]
 struct Group {
-    records: Vec<(CommandRow, Vec<FileRow>, Vec<Archived>)>,
+    records: Vec<Record>,
     events: usize,
+}
+
+/// A record as pushed.
+struct Record {
+    command: CommandRow,
+    files: Vec<FileRow>,
+    /// For each of `files`, which image of its pid closed it (0: the
+    /// first, or none known).
+    images: Vec<u8>,
+    processes: Vec<ProcessRecord>,
+    archived: Vec<Archived>,
+}
+
+/// The highest image number an event can name (7 bits of a smallint).
+const MAX_IMAGE: u8 = 127;
+
+/// For each event, the image of its pid it belongs to, numbered per pid in
+/// first_event order from 0 (the order `process_of_events` chooses by).
+fn images_of_events(owners: &[Option<usize>], processes: &[ProcessRow]) -> Vec<u8> {
+    let mut by_pid: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
+    for (i, p) in processes.iter().enumerate() {
+        by_pid.entry(p.record.pid).or_default().push((p.record.first_event, i));
+    }
+    let mut number = vec![0u8; processes.len()];
+    for images in by_pid.values_mut() {
+        images.sort();
+        for (n, &(_, i)) in images.iter().enumerate() {
+            number[i] = n.min(MAX_IMAGE as usize) as u8;
+        }
+    }
+    owners.iter().map(|o| o.map_or(0, |i| number[i])).collect()
 }
 
 fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: &mut Pushed) -> Result<()> {
@@ -93,16 +129,16 @@ fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: 
     let fail = |what| crate::error::on(&server, what);
     let mut tx = central.client.transaction().map_err(fail("a transaction"))?;
     let mut done = Pushed::default();
-    for (command, files, archived) in &group.records {
-        if push_record(&mut tx, &server, command, files, archived)? {
+    for record in &group.records {
+        if push_record(&mut tx, &server, record)? {
             done.records += 1;
-            done.events += files.len() as u64;
+            done.events += record.files.len() as u64;
         } else {
             done.already_there += 1;
         }
     }
     tx.commit().map_err(fail("a commit"))?;
-    let uuids: Vec<String> = group.records.iter().map(|(c, _, _)| c.uuid.clone()).collect();
+    let uuids: Vec<String> = group.records.iter().map(|r| r.command.uuid.clone()).collect();
     journal.mark_pushed(&uuids)?;
     pushed.records += done.records;
     pushed.events += done.events;
@@ -137,13 +173,8 @@ pub fn server_uuid(uuid: &str) -> Uuid {
 
 /// Stores one record inside the group's transaction; false when the
 /// server had it (then nothing of it is sent).
-fn push_record(
-    tx: &mut postgres::Transaction,
-    server: &str,
-    c: &CommandRow,
-    files: &[FileRow],
-    archived: &[Archived],
-) -> Result<bool> {
+fn push_record(tx: &mut postgres::Transaction, server: &str, record: &Record) -> Result<bool> {
+    let Record { command: c, files, images, processes, archived } = record;
     let layout = Layout::of(files);
     let fail = |what| crate::error::on(server, what);
     let k = &c.completeness;
@@ -186,10 +217,10 @@ fn push_record(
     let Some(server_id) = row.get::<_, Option<i64>>(0) else {
         return Ok(false);
     };
-    for chunk in files.chunks(EVENTS_PER_CALL) {
+    for (chunk, images) in files.chunks(EVENTS_PER_CALL).zip(images.chunks(EVENTS_PER_CALL)) {
         let mut cols = EventColumns::default();
-        for f in chunk {
-            cols.add(f, &layout);
+        for (f, &image) in chunk.iter().zip(images) {
+            cols.add(f, image, &layout);
         }
         tx.execute(
             "SELECT prov.push_events($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -214,7 +245,35 @@ fn push_record(
         )
         .map_err(fail("an archived file"))?;
     }
+    if !processes.is_empty() {
+        push_processes(tx, server, server_id, processes)?;
+    }
     Ok(true)
+}
+
+/// A new record's processes, in one call.
+fn push_processes(
+    tx: &mut postgres::Transaction,
+    server: &str,
+    server_id: i64,
+    processes: &[ProcessRecord],
+) -> Result<()> {
+    let bytes = |b: &[u8]| -> Option<Vec<u8>> { (!b.is_empty()).then(|| b.to_vec()) };
+    let pid: Vec<i32> = processes.iter().map(|p| p.pid as i32).collect();
+    let ppid: Vec<Option<i32>> = processes.iter().map(|p| p.ppid.map(|n| n as i32)).collect();
+    let exe: Vec<Option<Vec<u8>>> = processes.iter().map(|p| bytes(&p.exe)).collect();
+    let args: Vec<Option<Vec<u8>>> = processes.iter().map(|p| p.unknown.is_none().then(|| p.args.clone())).collect();
+    let cwd: Vec<Option<Vec<u8>>> = processes.iter().map(|p| bytes(&p.cwd)).collect();
+    let unknown: Vec<Option<String>> = processes.iter().map(|p| p.unknown.clone()).collect();
+    let start: Vec<i64> = processes.iter().map(|p| p.start_ns).collect();
+    let end: Vec<Option<i64>> = processes.iter().map(|p| p.end_ns).collect();
+    let first: Vec<i64> = processes.iter().map(|p| i64::try_from(p.first_event).unwrap_or(i64::MAX)).collect();
+    tx.execute(
+        "SELECT prov.push_processes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &[&server_id, &pid, &ppid, &exe, &args, &cwd, &unknown, &start, &end, &first],
+    )
+    .map_err(crate::error::on(server, "processes"))?;
+    Ok(())
 }
 
 /// A record's directories and hash parameters, each once, in order of
@@ -253,6 +312,17 @@ pub(crate) fn split(path: &[u8]) -> (Option<&[u8]>, &[u8]) {
     }
 }
 
+/// file_events.params: the hash parameters' index (low 8 bits) and the
+/// event's image of its pid (the high bits; server.rs, migration 2).
+pub(crate) fn params_column(params: usize, image: u8) -> i16 {
+    (params.min(255) as i16) | (i16::from(image.min(MAX_IMAGE)) << 8)
+}
+
+/// `params_column` read back: (hash parameters' index, image).
+pub(crate) fn from_params_column(column: i16) -> (usize, u8) {
+    ((column & 0xff) as usize, ((column >> 8) & 0x7f) as u8)
+}
+
 /// push_events' parallel arrays.
 #[derive(Default)]
 struct EventColumns<'a> {
@@ -267,7 +337,7 @@ struct EventColumns<'a> {
 }
 
 impl<'a> EventColumns<'a> {
-    fn add(&mut self, f: &'a FileRow, layout: &Layout) {
+    fn add(&mut self, f: &'a FileRow, image: u8, layout: &Layout) {
         let (dir, name) = split(&f.path);
         self.dir.push(dir.map_or(-1, |d| layout.dir_index[d]));
         self.name.push(name);
@@ -278,7 +348,8 @@ impl<'a> EventColumns<'a> {
         self.size.push(f.size as i64);
         self.mtime.push(f.mtime_ns);
         self.hash.push(f.hash.map(|h| h as i64));
-        self.params.push(layout.params.iter().position(|p| *p == f.hash_params).unwrap_or(0) as i16);
+        let params = layout.params.iter().position(|p| *p == f.hash_params).unwrap_or(0);
+        self.params.push(params_column(params, image));
         self.pid.push(f.pid.map(|p| p as i32));
     }
 }
@@ -292,6 +363,15 @@ mod tests {
         assert_eq!(split(b"/a/b/c.txt"), (Some(&b"/a/b"[..]), &b"c.txt"[..]));
         assert_eq!(split(b"/c"), (Some(&b""[..]), &b"c"[..]));
         assert_eq!(split(b"rel"), (None, &b"rel"[..]));
+    }
+
+    #[test]
+    fn the_params_column_holds_the_hash_parameters_and_the_image() {
+        for (params, image) in [(0, 0), (1, 0), (0, 1), (3, 5), (255, 127)] {
+            assert_eq!(from_params_column(params_column(params, image)), (params, image));
+        }
+        assert_eq!(from_params_column(params_column(0, 200)), (0, MAX_IMAGE));
+        assert!(params_column(255, 255) > 0, "a smallint, never negative");
     }
 
     #[test]

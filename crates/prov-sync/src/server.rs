@@ -16,7 +16,7 @@
 use crate::{Central, Result, SyncError};
 
 /// (version, sql), applied in order.
-const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2)];
 
 /// The newest server schema this build knows.
 pub const SERVER_SCHEMA: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -275,6 +275,81 @@ GRANT SELECT ON ALL TABLES IN SCHEMA prov TO prov_user;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA prov FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION prov.push_command, prov.push_events, prov.push_archived,
     prov.delete_commands TO prov_user;
+"#;
+
+/// The process table of a record (the journal's migration 4).
+const MIGRATION_2: &str = r#"
+-- One row per program image that ran in a record, as in the journal: idx
+-- is its place in the journal's order, first_event how many of the
+-- record's events came before it was seen (in the journal's order).
+CREATE TABLE prov.processes(
+    command_id bigint NOT NULL,
+    first_event bigint NOT NULL,
+    start_ns bigint NOT NULL,
+    end_ns bigint,
+    idx integer NOT NULL,
+    pid integer NOT NULL,
+    ppid integer,
+    exe bytea,
+    args bytea,      -- NUL-terminated arguments; NULL: unknown (args_unknown says why)
+    cwd bytea,
+    args_unknown text,
+    PRIMARY KEY (command_id, idx)
+);
+ALTER TABLE prov.processes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.processes FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.id = command_id));
+GRANT SELECT ON prov.processes TO prov_user;
+
+-- The server keeps no order of a record's events, so an event names its
+-- process itself: in file_events.params, the hash parameters' index is the
+-- low 8 bits, and the high bits are which image of the event's pid closed
+-- it (0 the first, in first_event order). No byte more per event; a pid
+-- with more than 127 images gives the rest to its 128th.
+COMMENT ON COLUMN prov.file_events.params IS
+    'low 8 bits: index in the record''s hash_params pairs; high bits: the image of pid that closed it (0: first)';
+
+-- A new record's processes, as parallel arrays in the journal's order.
+CREATE FUNCTION prov.push_processes(
+    p_command bigint, p_pid integer[], p_ppid integer[], p_exe bytea[], p_args bytea[], p_cwd bytea[],
+    p_unknown text[], p_start bigint[], p_end bigint[], p_first bigint[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM prov.check_new(p_command);
+    INSERT INTO prov.processes(command_id, idx, first_event, start_ns, end_ns, pid, ppid, exe, args, cwd,
+                               args_unknown)
+    SELECT p_command, (t.i - 1)::integer, f, s, e, p, pp, x, a, c, u
+    FROM unnest(p_pid, p_ppid, p_exe, p_args, p_cwd, p_unknown, p_start, p_end, p_first)
+        WITH ORDINALITY AS t(p, pp, x, a, c, u, s, e, f, i);
+END $$;
+
+-- prov.remove as before, and the records' processes with them.
+CREATE OR REPLACE FUNCTION prov.remove(p_ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH gone AS (
+        DELETE FROM prov.commands WHERE id = ANY(p_ids) RETURNING id, uuid
+    ), t AS (
+        INSERT INTO prov.deleted(uuid) SELECT uuid FROM gone ON CONFLICT DO NOTHING
+    ), e AS (
+        DELETE FROM prov.file_events WHERE command_id IN (SELECT id FROM gone)
+    ), d AS (
+        DELETE FROM prov.command_dirs WHERE command_id IN (SELECT id FROM gone)
+    ), a AS (
+        DELETE FROM prov.archived_files WHERE command_id IN (SELECT id FROM gone)
+    ), p AS (
+        DELETE FROM prov.processes WHERE command_id IN (SELECT id FROM gone)
+    )
+    SELECT count(*) INTO n FROM gone;
+    DELETE FROM prov.archive_blobs b
+        WHERE NOT EXISTS (SELECT 1 FROM prov.archived_files a WHERE a.blob_id = b.id);
+    RETURN n;
+END $$;
+
+REVOKE EXECUTE ON FUNCTION prov.push_processes FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.push_processes TO prov_user;
 "#;
 
 /// Reads the server's schema version; migrates an older one when `migrate`
