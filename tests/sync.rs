@@ -51,7 +51,10 @@ fn cluster(name: &str) -> Postgres {
         assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 2"), "{}", describe(&out));
     }
-    assert_eq!(pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"), "1,2");
+    assert_eq!(
+        pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"),
+        "1,2"
+    );
     pg
 }
 
@@ -523,12 +526,12 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
     let bob = Node::new("sync-processes-bob", "node22", &pg, "bob", "bob-pw");
     std::fs::write(
         project.join("Makefile"),
-        "report.txt: sorted.txt\n\twc -l sorted.txt > report.txt\nsorted.txt: data.txt\n\tsort -o sorted.txt data.txt\n",
+        "report.txt: sorted.txt\n\tcp sorted.txt report.txt\nsorted.txt: data.txt\n\tsort -o sorted.txt data.txt\n",
     )
     .unwrap();
     node_a.run_in(&project, "seq 30000 -1 1 > data.txt");
-    // A make-like command: make, a shell per recipe, sort and wc under them
-    // (the recipe's sh and its wc are one pid, two images).
+    // A make-like command: make, and sort and cp under it (the sh that
+    // runs make and make are one pid, two images).
     node_a.run_in(&project, "make report.txt");
     let id_on = |node: &Node, everywhere: bool| -> String {
         let mut args = vec!["query", "history"];
@@ -552,7 +555,11 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
     };
     assert!(on_a.len() >= 4, "make, sh, sort, wc: {on_a:#?}");
     node_a.sync();
-    let rows = pg.admin("prov", "SELECT count(*) FROM prov.processes");
+    let rows = pg.admin(
+        "prov",
+        "SELECT count(*) FROM prov.processes p JOIN prov.commands c ON c.id = p.command_id
+         WHERE position('make report.txt' in convert_from(c.text, 'UTF8')) > 0",
+    );
     assert_eq!(rows, on_a.len().to_string(), "one server row per process");
 
     // The login node sees the same tree, each file under the same process.
@@ -561,10 +568,11 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
     assert_eq!(process_tree(&on_login), process_tree(&on_a), "{on_login:#?}\n{on_a:#?}");
     let report = project.join("report.txt");
     let here = process_lineage(&node_a, &report, &[]);
-    assert!(here.contains("written by wc -l sorted.txt") && here.contains("written by sort -o sorted.txt"), "{here}");
+    // report.txt <- cp <- sorted.txt <- sort <- data.txt.
+    assert!(here.contains("written by cp sorted.txt report.txt") && here.contains("read /"), "{here}");
+    assert!(here.contains("written by sort -o sorted.txt data.txt"), "{here}");
     assert_eq!(process_lineage(&login, &report, &["--everywhere"]), here);
     // Pushed again (marks lost), nothing is stored twice.
-    pg.admin("prov", "SELECT 1");
     let st = Command::new("sqlite3")
         .args(["-cmd", ".timeout 10000"])
         .arg(node_a.case.database())
@@ -573,15 +581,33 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
         .unwrap();
     assert!(st.success());
     node_a.sync();
-    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), rows);
+    let all_rows = pg.admin("prov", "SELECT count(*) FROM prov.processes");
+    node_a.sync();
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), all_rows);
 
     // Bob's own SQL sees none of Alice's processes; Alice's sees them.
     bob.run_in(&bob.case.work, "echo b > b.txt");
     bob.sync();
-    assert_eq!(pg.psql("bob", "bob-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), "0");
-    assert_eq!(pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), rows);
+    let alices = pg.admin(
+        "prov",
+        "SELECT string_agg(DISTINCT command_id::text, ',') FROM prov.processes
+         WHERE command_id IN (SELECT id FROM prov.commands WHERE owner = 'alice')",
+    );
+    let as_bob = |sql: &str| pg.psql("bob", "bob-pw", "prov", sql).unwrap();
+    assert_eq!(as_bob(&format!("SELECT count(*) FROM prov.processes WHERE command_id IN ({alices})")), "0");
+    let bobs = pg.admin(
+        "prov",
+        "SELECT count(*) FROM prov.processes WHERE command_id IN (SELECT id FROM prov.commands WHERE owner = 'bob')",
+    );
+    assert_eq!(as_bob("SELECT count(*) FROM prov.processes"), bobs, "his own only");
+    assert_eq!(pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), all_rows);
     let err = pg
-        .psql("bob", "bob-pw", "prov", "SELECT prov.push_processes(1, '{1}', '{1}', '{x}', '{x}', '{x}', '{x}', '{1}', '{1}', '{0}')")
+        .psql(
+            "bob",
+            "bob-pw",
+            "prov",
+            "SELECT prov.push_processes(1, '{1}', '{1}', '{x}', '{x}', '{x}', '{x}', '{1}', '{1}', '{0}')",
+        )
         .unwrap_err();
     assert!(err.contains("was not stored by this transaction"), "{err}");
 
@@ -589,6 +615,10 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
     let out = node_a.prov(["delete", "--text", "make report.txt", "--yes"]);
     assert!(out.status.success(), "{}", describe(&out));
     node_a.sync();
-    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), "0");
-    assert!(login.json(["query", "history", "--everywhere"]).iter().all(|c| !c["text"].as_str().unwrap().contains("make")));
+    let left = pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap();
+    assert_eq!(left.parse::<u64>().unwrap(), all_rows.parse::<u64>().unwrap() - rows.parse::<u64>().unwrap());
+    assert!(login
+        .json(["query", "history", "--everywhere"])
+        .iter()
+        .all(|c| !c["text"].as_str().unwrap().contains("make")));
 }

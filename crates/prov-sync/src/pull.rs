@@ -20,9 +20,7 @@
 
 use std::collections::HashMap;
 
-use prov_model::{
-    Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, HashParams, ProcessRecord,
-};
+use prov_model::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, HashParams, ProcessRecord};
 use prov_store::Store;
 
 use crate::{Central, Result};
@@ -332,10 +330,8 @@ fn in_cache_order(
         .into_iter()
         .zip(images)
         .map(|(e, &image)| {
-            let key = e
-                .pid
-                .and_then(|pid| by_pid.get(&pid))
-                .map_or(0, |list| list[(image as usize).min(list.len() - 1)].0);
+            let key =
+                e.pid.and_then(|pid| by_pid.get(&pid)).map_or(0, |list| list[(image as usize).min(list.len() - 1)].0);
             (key, e)
         })
         .collect();
