@@ -189,7 +189,7 @@ fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content(
     let st = Command::new("sqlite3")
         .args(["-cmd", ".timeout 10000"])
         .arg(&db)
-        .arg("DELETE FROM sync_pushed")
+        .arg("DELETE FROM sync_pushed; DELETE FROM sync_state WHERE key = 'pushed_through'")
         .status()
         .unwrap();
     assert!(st.success());
@@ -580,7 +580,7 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
     let st = Command::new("sqlite3")
         .args(["-cmd", ".timeout 10000"])
         .arg(node_a.case.database())
-        .arg("DELETE FROM sync_pushed")
+        .arg("DELETE FROM sync_pushed; DELETE FROM sync_state WHERE key = 'pushed_through'")
         .status()
         .unwrap();
     assert!(st.success());

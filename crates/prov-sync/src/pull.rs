@@ -131,6 +131,35 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
         .iter()
         .map(|r| r.get(0))
         .collect();
+    let pulled = if ids.is_empty() { Pulled::default() } else { pull_records(&mut tx, &server, cache, &ids)? };
+    // Records deleted by their owner since the horizon.
+    if horizon.is_some() {
+        let gone = tx
+            .query("SELECT uuid::text FROM prov.deleted WHERE deleted >= $1::text::xid8", &[&horizon])
+            .map_err(fail("reading deletions"))?;
+        let mut ids = Vec::new();
+        for row in gone {
+            ids.extend(cache.command_by_uuid(row.get(0))?);
+        }
+        if !ids.is_empty() {
+            cache.delete_commands(&ids)?;
+            cache.delete_unreferenced_archive()?;
+        }
+    }
+    tx.commit().map_err(fail("a read transaction"))?;
+    // Written when changed only: a query with nothing new writes nothing.
+    if cache.sync_state(SERVER)?.as_deref() != Some(identity.as_str()) {
+        cache.set_sync_state(SERVER, &identity)?;
+    }
+    if horizon.as_deref() != Some(new_horizon.as_str()) {
+        cache.set_sync_state(HORIZON, &new_horizon)?;
+    }
+    Ok(pulled)
+}
+
+/// The records `ids` (ascending) with everything of them into the cache.
+fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store, ids: &Vec<i64>) -> Result<Pulled> {
+    let fail = |what| crate::error::on(server, what);
     let commands = tx
         .prepare(
             "SELECT id, uuid::text, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
@@ -160,19 +189,19 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
              FROM prov.processes WHERE command_id = ANY($1) ORDER BY command_id, idx",
         )
         .map_err(fail("reading processes"))?;
-    let mut commands = Stream::open(&mut tx, &commands, &ids).map_err(fail("reading records"))?;
-    let mut dirs = Stream::open(&mut tx, &dirs, &ids).map_err(fail("reading directories"))?;
-    let mut events = Stream::open(&mut tx, &events, &ids).map_err(fail("reading file events"))?;
-    let mut archived = Stream::open(&mut tx, &archived, &ids).map_err(fail("reading archived files"))?;
-    let mut processes = Stream::open(&mut tx, &processes, &ids).map_err(fail("reading processes"))?;
+    let mut commands = Stream::open(tx, &commands, &ids).map_err(fail("reading records"))?;
+    let mut dirs = Stream::open(tx, &dirs, &ids).map_err(fail("reading directories"))?;
+    let mut events = Stream::open(tx, &events, &ids).map_err(fail("reading file events"))?;
+    let mut archived = Stream::open(tx, &archived, &ids).map_err(fail("reading archived files"))?;
+    let mut processes = Stream::open(tx, &processes, &ids).map_err(fail("reading processes"))?;
     let mut pulled = Pulled::default();
-    while let Some(row) = commands.next(&mut tx).map_err(fail("reading records"))? {
+    while let Some(row) = commands.next(tx).map_err(fail("reading records"))? {
         let server_id: i64 = row.get(0);
         let uuid: String = row.get(1);
-        let dir_rows = dirs.take_for(&mut tx, server_id).map_err(fail("reading directories"))?;
-        let event_rows = events.take_for(&mut tx, server_id).map_err(fail("reading file events"))?;
-        let archived_rows = archived.take_for(&mut tx, server_id).map_err(fail("reading archived files"))?;
-        let process_rows = processes.take_for(&mut tx, server_id).map_err(fail("reading processes"))?;
+        let dir_rows = dirs.take_for(tx, server_id).map_err(fail("reading directories"))?;
+        let event_rows = events.take_for(tx, server_id).map_err(fail("reading file events"))?;
+        let archived_rows = archived.take_for(tx, server_id).map_err(fail("reading archived files"))?;
+        let process_rows = processes.take_for(tx, server_id).map_err(fail("reading processes"))?;
         if let Some(id) = cache.command_by_uuid(&uuid)? {
             if cache.command(id)?.is_some_and(|c| c.end_ns.is_some()) {
                 continue;
@@ -264,23 +293,6 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
         pulled.records += 1;
         pulled.events += events.len() as u64;
     }
-    // Records deleted by their owner since the horizon.
-    if horizon.is_some() {
-        let gone = tx
-            .query("SELECT uuid::text FROM prov.deleted WHERE deleted >= $1::text::xid8", &[&horizon])
-            .map_err(fail("reading deletions"))?;
-        let mut ids = Vec::new();
-        for row in gone {
-            ids.extend(cache.command_by_uuid(row.get(0))?);
-        }
-        if !ids.is_empty() {
-            cache.delete_commands(&ids)?;
-            cache.delete_unreferenced_archive()?;
-        }
-    }
-    tx.commit().map_err(fail("a read transaction"))?;
-    cache.set_sync_state(SERVER, &identity)?;
-    cache.set_sync_state(HORIZON, &new_horizon)?;
     Ok(pulled)
 }
 

@@ -57,7 +57,8 @@ pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> 
     let mut after = 0;
     loop {
         let ids = journal.unpushed(after, RECORDS_PER_ROUND)?;
-        let Some(&last) = ids.last() else { return Ok(()) };
+        // Nothing left: a journal from before the push mark gets one.
+        let Some(&last) = ids.last() else { return Ok(journal.advance_push_mark()?) };
         after = last;
         // Records go in groups, one server transaction each (a commit per
         // record would cost more than the record); a group cut short is
