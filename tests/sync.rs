@@ -469,6 +469,15 @@ fn a_bad_url_or_no_url_is_one_line() {
     let out = case.prov(["sync"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("prov: bad [sync] url: ") && err.trim().lines().count() == 1, "{err}");
+    // TLS is refused rather than done without (no TLS in prov's client).
+    case.write_config("[sync]\nurl = \"postgresql://a@db.example/prov?sslmode=verify-full\"\n");
+    let out = case.prov(["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("sslmode=verify-full (from the [sync] url) asks for TLS") && err.trim().lines().count() == 1,
+        "{err}"
+    );
     case.write_config("[sync]\n\nurl = \"\"\n");
     let out = case.prov(["config"]);
     let err = String::from_utf8_lossy(&out.stderr);
