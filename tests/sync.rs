@@ -635,3 +635,44 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
         .iter()
         .all(|c| !c["text"].as_str().unwrap().contains("make")));
 }
+
+#[test]
+fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
+    let pg = cluster("sync-doctor");
+    let node = Node::new("sync-doctor-node", "node7", &pg, "alice", "alice-pw");
+    let central_lines = |node: &Node| -> Vec<String> {
+        let out = node.prov(["doctor"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains("central store"));
+        let at = at.unwrap_or_else(|| panic!("a central store line: {}", describe(&out)));
+        // The finding and, when not ok, its remedy.
+        lines[at..].iter().take(2).map(|l| l.to_string()).collect()
+    };
+    node.run_in(&node.case.work, "echo one > one.txt");
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("ok    central store alice@"), "{lines:?}");
+    assert!(lines[0].ends_with(": reachable, schema version 2, 1 record(s) pending"), "{lines:?}");
+
+    // A wrong password: said, with where the password comes from.
+    let pgpass = node.case.home.join(".pgpass");
+    let good = std::fs::read_to_string(&pgpass).unwrap();
+    std::fs::write(&pgpass, good.replace("alice-pw", "not-it")).unwrap();
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("WARN  the central store alice@"), "{lines:?}");
+    assert!(
+        lines[0].contains("password authentication failed") && lines[0].ends_with("; 1 record(s) pending"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("~/.pgpass"), "{lines:?}");
+    std::fs::write(&pgpass, good).unwrap();
+
+    // The server down: said, and that records wait.
+    pg.stop();
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("WARN  cannot reach the central store alice@"), "{lines:?}");
+    assert!(lines[1].contains("records wait in the local journal"), "{lines:?}");
+    pg.resume();
+    node.sync();
+    assert!(central_lines(&node)[0].ends_with("schema version 2, 0 record(s) pending"));
+}
