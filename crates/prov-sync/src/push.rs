@@ -70,7 +70,11 @@ pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> 
             let Some(command) = journal.command(id)? else { continue };
             let files = journal.files_of(id)?;
             let processes = journal.processes_of(id)?;
-            let images = images_of_events(&journal.process_of_events(id, &files, &processes)?, &processes);
+            let images = if processes.is_empty() {
+                vec![0; files.len()]
+            } else {
+                images_of_events(&journal.process_of_events(id, &files, &processes)?, &processes)
+            };
             let archived = archived_of(journal, id)?;
             group.events += files.len();
             let processes = processes.into_iter().map(|p| p.record).collect();
@@ -130,13 +134,29 @@ fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: 
     let fail = |what| crate::error::on(&server, what);
     let mut tx = central.client.transaction().map_err(fail("a transaction"))?;
     let mut done = Pushed::default();
-    for record in &group.records {
-        if push_record(&mut tx, &server, record)? {
+    let mut count = |record: &Record, stored: bool| {
+        if stored {
             done.records += 1;
             done.events += record.files.len() as u64;
         } else {
             done.already_there += 1;
         }
+    };
+    // Small records in one call; one with more events than a call takes
+    // goes alone, its events in portions.
+    let (big, small): (Vec<&Record>, Vec<&Record>) =
+        group.records.iter().partition(|r| r.files.len() > EVENTS_PER_CALL);
+    if !small.is_empty() {
+        let ids = push_batch(&mut tx, &server, &small)?;
+        for (record, id) in small.iter().zip(ids) {
+            if let Some(id) = id {
+                push_extras(&mut tx, &server, id, record)?;
+            }
+            count(record, id.is_some());
+        }
+    }
+    for record in big {
+        count(record, push_record(&mut tx, &server, record)?);
     }
     tx.commit().map_err(fail("a commit"))?;
     let uuids: Vec<String> = group.records.iter().map(|r| r.command.uuid.clone()).collect();
@@ -175,23 +195,11 @@ pub fn server_uuid(uuid: &str) -> Uuid {
 /// Stores one record inside the group's transaction; false when the
 /// server had it (then nothing of it is sent).
 fn push_record(tx: &mut postgres::Transaction, server: &str, record: &Record) -> Result<bool> {
-    let Record { command: c, files, images, processes, archived } = record;
+    let Record { command: c, files, images, .. } = record;
     let layout = Layout::of(files);
     let fail = |what| crate::error::on(server, what);
-    let k = &c.completeness;
-    let counters: Vec<i64> = [
-        k.queue_overflows,
-        k.unreadable,
-        k.denied,
-        k.dropped_read_limit,
-        k.dropped_write_limit,
-        k.unobserved_setuid,
-        k.unmarked_mounts,
-    ]
-    .iter()
-    .map(|&n| n as i64)
-    .collect();
-    let params: Vec<i32> = layout.params.iter().flat_map(|p| [p.chunk_size as i32, p.chunks as i32]).collect();
+    let counters = counters_of(c).to_vec();
+    let params = params_of(&layout);
     let row = tx
         .query_one(
             "SELECT prov.push_command($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
@@ -239,17 +247,127 @@ fn push_record(tx: &mut postgres::Transaction, server: &str, record: &Record) ->
         )
         .map_err(fail("file events"))?;
     }
-    for (path, mode, mtime, digest, content) in archived {
+    push_extras(tx, server, server_id, record)?;
+    Ok(true)
+}
+
+/// A new record's archived files and processes.
+fn push_extras(tx: &mut postgres::Transaction, server: &str, server_id: i64, record: &Record) -> Result<()> {
+    for (path, mode, mtime, digest, content) in &record.archived {
         tx.execute(
             "SELECT prov.push_archived($1, $2, $3, $4, $5, $6)",
             &[&server_id, path, &(*mode as i32), mtime, &digest.as_slice(), content],
         )
-        .map_err(fail("an archived file"))?;
+        .map_err(crate::error::on(server, "an archived file"))?;
     }
-    if !processes.is_empty() {
-        push_processes(tx, server, server_id, processes)?;
+    if !record.processes.is_empty() {
+        push_processes(tx, server, server_id, &record.processes)?;
     }
-    Ok(true)
+    Ok(())
+}
+
+/// Records (each with at most EVENTS_PER_CALL events) in one call of
+/// prov.push_records: each one's new server id, None where the server had it.
+fn push_batch(tx: &mut postgres::Transaction, server: &str, records: &[&Record]) -> Result<Vec<Option<i64>>> {
+    let mut uuid = Vec::with_capacity(records.len());
+    let (mut session, mut seq, mut text, mut cwd, mut host, mut user, mut shell) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut start, mut end, mut exit, mut counters, mut incomplete, mut untraced) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut hash_params, mut params_from, mut params_len) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut dir_rec, mut dir_idx, mut dirs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ev_rec = Vec::new();
+    let mut events = EventColumns::default();
+    for (i, record) in records.iter().enumerate() {
+        let rec = i as i32 + 1;
+        let c = &record.command;
+        let layout = Layout::of(&record.files);
+        uuid.push(server_uuid(&c.uuid));
+        session.push(c.session.as_str());
+        seq.push(c.seq as i64);
+        text.push(c.text.as_slice());
+        cwd.push(c.cwd.as_slice());
+        host.push(c.host.as_str());
+        user.push(c.user.as_str());
+        shell.push(c.shell.as_str());
+        start.push(c.start_ns);
+        end.push(c.end_ns);
+        exit.push(c.exit_status);
+        counters.extend(counters_of(c));
+        incomplete.push(c.incomplete.as_deref());
+        untraced.push(c.untraced.as_deref());
+        let pairs = params_of(&layout);
+        params_from.push(hash_params.len() as i32 + 1);
+        params_len.push(pairs.len() as i32);
+        hash_params.extend(pairs);
+        for (idx, dir) in layout.dirs.iter().enumerate() {
+            dir_rec.push(rec);
+            dir_idx.push(idx as i32);
+            dirs.push(dir.clone());
+        }
+        for (f, &image) in record.files.iter().zip(&record.images) {
+            ev_rec.push(rec);
+            events.add(f, image, &layout);
+        }
+    }
+    let row = tx
+        .query_one(
+            "SELECT prov.push_records($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                                      $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+            &[
+                &uuid,
+                &session,
+                &seq,
+                &text,
+                &cwd,
+                &host,
+                &user,
+                &shell,
+                &start,
+                &end,
+                &exit,
+                &counters,
+                &incomplete,
+                &untraced,
+                &hash_params,
+                &params_from,
+                &params_len,
+                &dir_rec,
+                &dir_idx,
+                &dirs,
+                &ev_rec,
+                &events.dir,
+                &events.name,
+                &events.access,
+                &events.size,
+                &events.mtime,
+                &events.hash,
+                &events.params,
+                &events.pid,
+            ],
+        )
+        .map_err(crate::error::on(server, "records"))?;
+    Ok(row.get::<_, Vec<Option<i64>>>(0))
+}
+
+/// A record's completeness counters in the server's order.
+fn counters_of(c: &CommandRow) -> [i64; 7] {
+    let k = &c.completeness;
+    [
+        k.queue_overflows,
+        k.unreadable,
+        k.denied,
+        k.dropped_read_limit,
+        k.dropped_write_limit,
+        k.unobserved_setuid,
+        k.unmarked_mounts,
+    ]
+    .map(|n| n as i64)
+}
+
+/// A record's hash parameters as (chunk_size, chunks) pairs, flat.
+fn params_of(layout: &Layout) -> Vec<i32> {
+    layout.params.iter().flat_map(|p| [p.chunk_size as i32, p.chunks as i32]).collect()
 }
 
 /// A new record's processes, in one call.

@@ -348,8 +348,55 @@ BEGIN
     RETURN n;
 END $$;
 
-REVOKE EXECUTE ON FUNCTION prov.push_processes FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION prov.push_processes TO prov_user;
+-- Many small records in one call (one round trip and four set-based
+-- INSERTs for a whole transaction's worth, instead of two calls a record):
+-- the records' columns as parallel arrays (counters seven a record,
+-- hash_params pairs from p_params_from for p_params_len values), their
+-- directories and events each with the record's place (1-based) in the
+-- arrays. Returns each record's new id, NULL where its uuid was stored
+-- already (then nothing of it is added); processes and archived files
+-- follow through push_processes and push_archived.
+CREATE FUNCTION prov.push_records(
+    p_uuid uuid[], p_session text[], p_seq bigint[], p_text bytea[], p_cwd bytea[], p_host text[],
+    p_user text[], p_shell text[], p_start bigint[], p_end bigint[], p_exit integer[],
+    p_counters bigint[], p_incomplete text[], p_untraced text[], p_hash_params integer[],
+    p_params_from integer[], p_params_len integer[],
+    p_dir_rec integer[], p_dir_idx integer[], p_dir bytea[],
+    p_ev_rec integer[], p_ev_dir integer[], p_name bytea[], p_access smallint[], p_size bigint[],
+    p_mtime bigint[], p_hash bigint[], p_params smallint[], p_pid integer[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    WITH input AS (
+        SELECT * FROM unnest(p_uuid, p_session, p_seq, p_text, p_cwd, p_host, p_user, p_shell, p_start,
+                             p_end, p_exit, p_incomplete, p_untraced, p_params_from, p_params_len)
+            WITH ORDINALITY AS t(uuid, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
+                                 exit_status, incomplete, untraced, params_from, params_len, rec)
+    ), stored AS (
+        INSERT INTO prov.commands(uuid, owner, session, seq, text, cwd, host, user_name, shell, start_ns,
+                                  end_ns, exit_status, counters, incomplete, untraced, hash_params)
+        SELECT uuid, session_user, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
+               exit_status, p_counters[(rec - 1) * 7 + 1 : rec * 7], incomplete, untraced,
+               coalesce(p_hash_params[params_from : params_from + params_len - 1], '{}')
+        FROM input ORDER BY rec
+        ON CONFLICT (uuid) DO NOTHING
+        RETURNING id, uuid
+    )
+    SELECT array_agg(stored.id ORDER BY input.rec) INTO ids
+    FROM input LEFT JOIN stored ON stored.uuid = input.uuid;
+    INSERT INTO prov.command_dirs(command_id, idx, path)
+    SELECT ids[r], i, d FROM unnest(p_dir_rec, p_dir_idx, p_dir) AS t(r, i, d) WHERE ids[r] IS NOT NULL;
+    INSERT INTO prov.file_events(command_id, size, mtime_ns, hash, dir_idx, pid, params, access, name)
+    SELECT ids[r], s, m, h, d, p, pa, a, n
+    FROM unnest(p_ev_rec, p_size, p_mtime, p_hash, p_ev_dir, p_pid, p_params, p_access, p_name)
+        AS t(r, s, m, h, d, p, pa, a, n)
+    WHERE ids[r] IS NOT NULL;
+    RETURN ids;
+END $$;
+
+REVOKE EXECUTE ON FUNCTION prov.push_processes, prov.push_records FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.push_processes, prov.push_records TO prov_user;
 "#;
 
 /// Reads the server's schema version; migrates an older one when `migrate`
