@@ -189,11 +189,11 @@ fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store,
              FROM prov.processes WHERE command_id = ANY($1) ORDER BY command_id, idx",
         )
         .map_err(fail("reading processes"))?;
-    let mut commands = Stream::open(tx, &commands, &ids).map_err(fail("reading records"))?;
-    let mut dirs = Stream::open(tx, &dirs, &ids).map_err(fail("reading directories"))?;
-    let mut events = Stream::open(tx, &events, &ids).map_err(fail("reading file events"))?;
-    let mut archived = Stream::open(tx, &archived, &ids).map_err(fail("reading archived files"))?;
-    let mut processes = Stream::open(tx, &processes, &ids).map_err(fail("reading processes"))?;
+    let mut commands = Stream::open(tx, &commands, ids).map_err(fail("reading records"))?;
+    let mut dirs = Stream::open(tx, &dirs, ids).map_err(fail("reading directories"))?;
+    let mut events = Stream::open(tx, &events, ids).map_err(fail("reading file events"))?;
+    let mut archived = Stream::open(tx, &archived, ids).map_err(fail("reading archived files"))?;
+    let mut processes = Stream::open(tx, &processes, ids).map_err(fail("reading processes"))?;
     let mut pulled = Pulled::default();
     while let Some(row) = commands.next(tx).map_err(fail("reading records"))? {
         let server_id: i64 = row.get(0);
