@@ -607,6 +607,7 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
          WHERE command_id IN (SELECT id FROM prov.commands WHERE owner = 'alice')",
     );
     let as_bob = |sql: &str| pg.psql("bob", "bob-pw", "prov", sql).unwrap();
+    let as_role = |role: &str, sql: &str| pg.psql(role, &format!("{role}-pw"), "prov", sql).unwrap();
     assert_eq!(as_bob(&format!("SELECT count(*) FROM prov.processes WHERE command_id IN ({alices})")), "0");
     let bobs = pg.admin(
         "prov",
@@ -623,6 +624,17 @@ fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
         )
         .unwrap_err();
     assert!(err.contains("was not stored by this transaction"), "{err}");
+    // Nor can push_records add to another's record: a uuid the server has is
+    // skipped whole, events and all.
+    let bobs = pg.admin("prov", "SELECT uuid FROM prov.commands WHERE owner = 'bob'");
+    let events_before = pg.admin("prov", "SELECT count(*) FROM prov.file_events");
+    let ids = as_role("alice", &format!(
+        "SELECT prov.push_records(ARRAY['{bobs}']::uuid[], '{{s}}', '{{1}}', '{{x}}', '{{/}}', '{{h}}', '{{u}}', '{{sh}}',
+             '{{1}}', '{{2}}', '{{0}}', '{{0,0,0,0,0,0,0}}', '{{NULL}}', '{{NULL}}', '{{}}', '{{1}}', '{{0}}', '{{}}', '{{}}',
+             '{{}}', '{{1}}', '{{-1}}', '{{planted}}', '{{1}}', '{{1}}', '{{1}}', '{{NULL}}', '{{0}}', '{{1}}')"
+    ));
+    assert_eq!(ids, "{NULL}");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.file_events"), events_before);
 
     // prov delete removes them centrally and from the caches.
     let out = node_a.prov(["delete", "--text", "make report.txt", "--yes"]);
