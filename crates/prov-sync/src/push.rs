@@ -1,9 +1,12 @@
 //! Pushing a journal's finished records to the central store.
 //!
-//! Each record goes in one server transaction (its command row, its events
-//! in batches, its archived files) and is marked pushed in the journal only
-//! after that commit. A record whose uuid the server has already is left as
-//! it is there (push_command returns no id), so a push interrupted anywhere
+//! Records go in groups, one server transaction each: the group's small
+//! records in one `prov.push_records` call (command rows, directories and
+//! events as parallel arrays), a big one through push_command and its
+//! events in portions, then each new record's archived files and processes.
+//! They are marked pushed in the journal only after that commit. A record
+//! whose uuid the server has already is left as it is there (no id comes
+//! back for it), so a push interrupted anywhere
 //! (network, server, this process) is resumed by pushing again: nothing is
 //! lost, and nothing stored twice. Records still running wait for their end.
 //!
