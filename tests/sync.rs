@@ -34,7 +34,7 @@ fn cluster(name: &str) -> Postgres {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
-        err.contains("has schema version 0, this prov needs 1; its owner applies it with `prov sync --setup`"),
+        err.contains("has schema version 0, this prov needs 2; its owner applies it with `prov sync --setup`"),
         "{err}"
     );
     // The owner creates the schema: `prov sync --setup`, here from two
@@ -49,9 +49,12 @@ fn cluster(name: &str) -> Postgres {
     for setup in setups {
         let out = setup.wait_with_output().unwrap();
         assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 1"), "{}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 2"), "{}", describe(&out));
     }
-    assert_eq!(pg.admin("prov", "SELECT string_agg(version::text, ',') FROM prov.schema_version"), "1");
+    assert_eq!(
+        pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"),
+        "1,2"
+    );
     pg
 }
 
@@ -186,7 +189,7 @@ fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content(
     let st = Command::new("sqlite3")
         .args(["-cmd", ".timeout 10000"])
         .arg(&db)
-        .arg("DELETE FROM sync_pushed")
+        .arg("DELETE FROM sync_pushed; DELETE FROM sync_state WHERE key = 'pushed_through'")
         .status()
         .unwrap();
     assert!(st.success());
@@ -466,8 +469,222 @@ fn a_bad_url_or_no_url_is_one_line() {
     let out = case.prov(["sync"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("prov: bad [sync] url: ") && err.trim().lines().count() == 1, "{err}");
+    // TLS is refused rather than done without (no TLS in prov's client).
+    case.write_config("[sync]\nurl = \"postgresql://a@db.example/prov?sslmode=verify-full\"\n");
+    let out = case.prov(["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("sslmode=verify-full (from the [sync] url) asks for TLS") && err.trim().lines().count() == 1,
+        "{err}"
+    );
     case.write_config("[sync]\n\nurl = \"\"\n");
     let out = case.prov(["config"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config.toml:3: "), "{err}");
+}
+
+/// A process tree as compared across hosts: everything of each process but
+/// its ids (the cache numbers records and processes its own way), its
+/// parent by position, its files sorted.
+fn process_tree(all: &[Value]) -> Vec<Value> {
+    let position = |id: &Value| all.iter().position(|p| &p["id"] == id);
+    all.iter()
+        .map(|p| {
+            let sorted = |key: &str| {
+                let mut v: Vec<String> =
+                    p[key].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect();
+                v.sort();
+                v
+            };
+            serde_json::json!({
+                "parent": position(&p["parent"]), "depth": p["depth"], "pid": p["pid"], "ppid": p["ppid"],
+                "exe": p["exe"], "args": p["args"], "args_unknown": p["args_unknown"], "cwd": p["cwd"],
+                "start_ns": p["start_ns"], "end_ns": p["end_ns"],
+                "writes": sorted("writes"), "reads": sorted("reads"),
+            })
+        })
+        .collect()
+}
+
+/// `prov query lineage FILE --processes` with the record ids masked.
+fn process_lineage(node: &Node, file: &Path, extra: &[&str]) -> String {
+    let mut args = vec![OsStr::new("query"), OsStr::new("lineage"), file.as_os_str(), OsStr::new("--processes")];
+    args.extend([OsStr::new("--no-pager")]);
+    args.extend(extra.iter().map(OsStr::new));
+    let out = node.prov(&args);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut masked = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("command ") {
+        masked.push_str(&rest[..at + "command ".len()]);
+        rest = rest[at + "command ".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        masked.push('#');
+    }
+    masked.push_str(rest);
+    masked
+}
+
+#[test]
+fn a_commands_processes_are_pushed_and_read_on_another_host_as_their_own() {
+    let pg = cluster("sync-processes");
+    let project = shared_dir("sync-processes");
+    let node_a = Node::new("sync-processes-a", "node21", &pg, "alice", "alice-pw");
+    let login = Node::new("sync-processes-login", "login1", &pg, "alice", "alice-pw");
+    let bob = Node::new("sync-processes-bob", "node22", &pg, "bob", "bob-pw");
+    std::fs::write(
+        project.join("Makefile"),
+        "report.txt: sorted.txt\n\tcp sorted.txt report.txt\nsorted.txt: data.txt\n\tsort -o sorted.txt data.txt\n",
+    )
+    .unwrap();
+    node_a.run_in(&project, "seq 30000 -1 1 > data.txt");
+    // A make-like command: make, and sort and cp under it (the sh that
+    // runs make and make are one pid, two images).
+    node_a.run_in(&project, "make report.txt");
+    let id_on = |node: &Node, everywhere: bool| -> String {
+        let mut args = vec!["query", "history"];
+        if everywhere {
+            args.push("--everywhere");
+        }
+        let all = node.json(&args);
+        let make = all.iter().find(|c| c["text"].as_str().unwrap().contains("make report.txt"));
+        make.unwrap_or_else(|| panic!("the make record: {all:#?}"))["id"].as_i64().unwrap().to_string()
+    };
+    let local_id = id_on(&node_a, false);
+    // The process table is stored once the last process is gone, which can
+    // trail the record's end by a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let on_a = loop {
+        let all = node_a.json(["query", "processes", &local_id]);
+        if all.len() >= 4 || Instant::now() > deadline {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(on_a.len() >= 4, "make, sh, sort, wc: {on_a:#?}");
+    node_a.sync();
+    let rows = pg.admin(
+        "prov",
+        "SELECT count(*) FROM prov.processes p JOIN prov.commands c ON c.id = p.command_id
+         WHERE position('make report.txt' in convert_from(c.text, 'UTF8')) > 0",
+    );
+    assert_eq!(rows, on_a.len().to_string(), "one server row per process");
+
+    // The login node sees the same tree, each file under the same process.
+    let cache_id = id_on(&login, true);
+    let on_login = login.json(["query", "processes", &cache_id, "--everywhere"]);
+    assert_eq!(process_tree(&on_login), process_tree(&on_a), "{on_login:#?}\n{on_a:#?}");
+    let report = project.join("report.txt");
+    let here = process_lineage(&node_a, &report, &[]);
+    // report.txt <- cp <- sorted.txt <- sort <- data.txt.
+    // (A process gone within a millisecond may keep no arguments, only its
+    // executable: process_table.rs.)
+    let lines: Vec<&str> = here.lines().collect();
+    assert!(lines.len() >= 5 && lines[1].contains("written by ") && lines[1].contains("cp"), "{here}");
+    assert!(lines[2].ends_with(&format!("read {}/sorted.txt", project.display())), "{here}");
+    assert!(lines[3].contains("written by ") && lines[3].contains("sort"), "{here}");
+    assert_eq!(process_lineage(&login, &report, &["--everywhere"]), here);
+    // Pushed again (marks lost), nothing is stored twice.
+    let st = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(node_a.case.database())
+        .arg("DELETE FROM sync_pushed; DELETE FROM sync_state WHERE key = 'pushed_through'")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    node_a.sync();
+    let all_rows = pg.admin("prov", "SELECT count(*) FROM prov.processes");
+    node_a.sync();
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.processes"), all_rows);
+
+    // Bob's own SQL sees none of Alice's processes; Alice's sees them.
+    bob.run_in(&bob.case.work, "echo b > b.txt");
+    bob.sync();
+    let alices = pg.admin(
+        "prov",
+        "SELECT string_agg(DISTINCT command_id::text, ',') FROM prov.processes
+         WHERE command_id IN (SELECT id FROM prov.commands WHERE owner = 'alice')",
+    );
+    let as_bob = |sql: &str| pg.psql("bob", "bob-pw", "prov", sql).unwrap();
+    let as_role = |role: &str, sql: &str| pg.psql(role, &format!("{role}-pw"), "prov", sql).unwrap();
+    assert_eq!(as_bob(&format!("SELECT count(*) FROM prov.processes WHERE command_id IN ({alices})")), "0");
+    let bobs = pg.admin(
+        "prov",
+        "SELECT count(*) FROM prov.processes WHERE command_id IN (SELECT id FROM prov.commands WHERE owner = 'bob')",
+    );
+    assert_eq!(as_bob("SELECT count(*) FROM prov.processes"), bobs, "his own only");
+    assert_eq!(pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap(), all_rows);
+    let err = pg
+        .psql(
+            "bob",
+            "bob-pw",
+            "prov",
+            "SELECT prov.push_processes(1, '{1}', '{1}', '{x}', '{x}', '{x}', '{x}', '{1}', '{1}', '{0}')",
+        )
+        .unwrap_err();
+    assert!(err.contains("was not stored by this transaction"), "{err}");
+    // Nor can push_records add to another's record: a uuid the server has is
+    // skipped whole, events and all.
+    let bobs = pg.admin("prov", "SELECT uuid FROM prov.commands WHERE owner = 'bob'");
+    let events_before = pg.admin("prov", "SELECT count(*) FROM prov.file_events");
+    let ids = as_role("alice", &format!(
+        "SELECT prov.push_records(ARRAY['{bobs}']::uuid[], '{{s}}', '{{1}}', '{{x}}', '{{/}}', '{{h}}', '{{u}}', '{{sh}}',
+             '{{1}}', '{{2}}', '{{0}}', '{{0,0,0,0,0,0,0}}', '{{NULL}}', '{{NULL}}', '{{}}', '{{1}}', '{{0}}', '{{}}', '{{}}',
+             '{{}}', '{{1}}', '{{-1}}', '{{planted}}', '{{1}}', '{{1}}', '{{1}}', '{{NULL}}', '{{0}}', '{{1}}')"
+    ));
+    assert_eq!(ids, "{NULL}");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.file_events"), events_before);
+
+    // prov delete removes them centrally and from the caches.
+    let out = node_a.prov(["delete", "--text", "make report.txt", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    node_a.sync();
+    let left = pg.psql("alice", "alice-pw", "prov", "SELECT count(*) FROM prov.processes").unwrap();
+    assert_eq!(left.parse::<u64>().unwrap(), all_rows.parse::<u64>().unwrap() - rows.parse::<u64>().unwrap());
+    assert!(login
+        .json(["query", "history", "--everywhere"])
+        .iter()
+        .all(|c| !c["text"].as_str().unwrap().contains("make")));
+}
+
+#[test]
+fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
+    let pg = cluster("sync-doctor");
+    let node = Node::new("sync-doctor-node", "node7", &pg, "alice", "alice-pw");
+    let central_lines = |node: &Node| -> Vec<String> {
+        let out = node.prov(["doctor"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains("central store"));
+        let at = at.unwrap_or_else(|| panic!("a central store line: {}", describe(&out)));
+        // The finding and, when not ok, its remedy.
+        lines[at..].iter().take(2).map(|l| l.to_string()).collect()
+    };
+    node.run_in(&node.case.work, "echo one > one.txt");
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("ok    central store alice@"), "{lines:?}");
+    assert!(lines[0].ends_with(": reachable, schema version 2, 1 record(s) pending"), "{lines:?}");
+
+    // A wrong password: said, with where the password comes from.
+    let pgpass = node.case.home.join(".pgpass");
+    let good = std::fs::read_to_string(&pgpass).unwrap();
+    std::fs::write(&pgpass, good.replace("alice-pw", "not-it")).unwrap();
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("WARN  the central store alice@"), "{lines:?}");
+    assert!(
+        lines[0].contains("password authentication failed") && lines[0].ends_with("; 1 record(s) pending"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("~/.pgpass"), "{lines:?}");
+    std::fs::write(&pgpass, good).unwrap();
+
+    // The server down: said, and that records wait.
+    pg.stop();
+    let lines = central_lines(&node);
+    assert!(lines[0].starts_with("WARN  cannot reach the central store alice@"), "{lines:?}");
+    assert!(lines[1].contains("records wait in the local journal"), "{lines:?}");
+    pg.resume();
+    node.sync();
+    assert!(central_lines(&node)[0].ends_with("schema version 2, 0 record(s) pending"));
 }

@@ -101,6 +101,7 @@ const CHECKS: &[Check] = &[
     excludes_replaced,
     database,
     spool,
+    central_store,
     collector_log,
 ];
 
@@ -334,6 +335,63 @@ fn spool(ctx: &Context) -> Vec<Finding> {
         found.push(f);
     }
     found
+}
+
+/// The central store, when [sync] url is set: reachable, the role
+/// accepted, the schema this prov needs, and what waits to be pushed. Its
+/// problems never stop recording (records wait in the journal): warnings.
+fn central_store(ctx: &Context) -> Vec<Finding> {
+    let Ok(user) = &ctx.user else { return Vec::new() };
+    if user.config.sync.url.is_none() {
+        return Vec::new();
+    }
+    let pending = prov_store::Store::open_read_only(&user.database()).and_then(|j| j.push_counts()).map_or_else(
+        |_| "records wait in the local journal".to_string(),
+        |c| format!("{} record(s) pending", c.pending),
+    );
+    let config = match crate::sync::connection(user) {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![Finding::warn(
+                format!("central store: {e:#}; {pending}"),
+                "fix [sync] url in the configuration (docs/cluster-store.md); records wait in the local journal",
+            )]
+        }
+    };
+    match prov_sync::Central::connect(&config, false) {
+        Ok(central) => {
+            let mut found = vec![Finding::ok(format!(
+                "central store {}: reachable, schema version {}, {pending}",
+                central.server,
+                prov_sync::server::SERVER_SCHEMA
+            ))];
+            let paused = std::fs::metadata(crate::sync::retry_file(user))
+                .and_then(|m| m.modified())
+                .is_ok_and(|until| until > std::time::SystemTime::now());
+            if paused {
+                found.push(Finding::note(
+                    "background pushes are paused for a minute after an outage",
+                    "`prov sync` pushes now",
+                ));
+            }
+            found
+        }
+        Err(e) => {
+            use prov_sync::SyncError;
+            let remedy = match &e {
+                SyncError::Unreachable { .. } => {
+                    "check that the server runs and this host reaches it (host and port in [sync] url); records wait in the local journal and are pushed once it answers".to_string()
+                }
+                SyncError::Refused { why, .. } if why.contains("authentication") || why.contains("role") => {
+                    "check the user in [sync] url and its password in ~/.pgpass (mode 0600) or PGPASSWORD; the administrator grants prov_user to the role (docs/cluster-store.md)".to_string()
+                }
+                SyncError::OlderServer { .. } => "its owner runs `prov sync --setup` once (docs/cluster-store.md)".to_string(),
+                SyncError::NewerServer { .. } => "upgrade prov on this host".to_string(),
+                _ => "see docs/cluster-store.md; records wait in the local journal".to_string(),
+            };
+            vec![Finding::warn(format!("{e}; {pending}"), remedy)]
+        }
+    }
 }
 
 /// Where this runs (container, WSL, mounts, kernel). Each finding of

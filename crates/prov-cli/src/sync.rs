@@ -46,7 +46,7 @@ pub fn cache_path(setup: &UserSetup) -> PathBuf {
     setup.database().with_file_name("central.db")
 }
 
-fn connection(setup: &UserSetup) -> Result<postgres::Config> {
+pub(crate) fn connection(setup: &UserSetup) -> Result<postgres::Config> {
     let Some(url) = &setup.config.sync.url else {
         bail!(
             "no central store is configured: set [sync] url in {} (docs/cluster-store.md)",
@@ -57,7 +57,7 @@ fn connection(setup: &UserSetup) -> Result<postgres::Config> {
     Ok(prov_sync::conninfo::config(&url.0, &env)?)
 }
 
-fn retry_file(setup: &UserSetup) -> PathBuf {
+pub(crate) fn retry_file(setup: &UserSetup) -> PathBuf {
     setup.locations.state_dir.join("sync.retry-after")
 }
 

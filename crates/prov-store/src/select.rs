@@ -475,6 +475,7 @@ impl Store {
     pub fn delete_commands(&mut self, ids: &[i64]) -> Result<(u64, u64)> {
         let path = self.path.clone();
         let tx = self.conn.transaction().ctx(&path, "starting a deletion")?;
+        crate::sync::lower_push_mark(&tx, &path, ids)?;
         let mut events = 0u64;
         {
             let mut runs = tx

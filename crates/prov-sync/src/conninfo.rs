@@ -43,13 +43,17 @@ impl Environment {
 pub fn config(url: &str, env: &Environment) -> Result<Config> {
     let bad = |why: String| SyncError::BadUrl(why);
     let (url, service) = take_service(url);
+    let service_keys = match service.clone().or_else(|| env.var("PGSERVICE").map(str::to_owned)) {
+        Some(name) => Some(service_keys(&name, env)?),
+        None => None,
+    };
+    refuse_tls_modes(&url, service_keys.as_ref(), env)?;
     let mut config: Config = if url.trim().is_empty() {
         Config::new()
     } else {
         url.parse().map_err(|e: postgres::Error| bad(e.to_string()))?
     };
-    if let Some(name) = service.or_else(|| env.var("PGSERVICE").map(str::to_owned)) {
-        let keys = service_keys(&name, env)?;
+    if let Some(keys) = &service_keys {
         apply_defaults(&mut config, |k| keys.get(k).map(String::as_str))?;
     }
     apply_defaults(&mut config, |k| {
@@ -83,6 +87,37 @@ pub fn config(url: &str, env: &Environment) -> Result<Config> {
     }
     config.application_name("prov");
     Ok(config)
+}
+
+/// prov's client does not speak TLS (docs/cluster-store.md): settings that
+/// require it (`sslmode` require, verify-ca or verify-full, in the URL, the
+/// service or PGSSLMODE, first found in that order as libpq takes them)
+/// are refused in one line rather than connected without. disable, allow
+/// and prefer connect without TLS, as libpq does with a server without it.
+fn refuse_tls_modes(url: &str, service: Option<&BTreeMap<String, String>>, env: &Environment) -> Result<()> {
+    let from_url = url_setting(url, "sslmode").map(|m| (m, "the [sync] url"));
+    let from_service = || service.and_then(|k| k.get("sslmode")).map(|m| (m.clone(), "the service file"));
+    let from_env = || env.var("PGSSLMODE").map(|m| (m.to_owned(), "PGSSLMODE"));
+    let Some((mode, from)) = from_url.or_else(from_service).or_else(from_env) else { return Ok(()) };
+    match mode.as_str() {
+        "disable" | "allow" | "prefer" => Ok(()),
+        "require" | "verify-ca" | "verify-full" => Err(SyncError::BadUrl(format!(
+            "sslmode={mode} (from {from}) asks for TLS, which prov's client does not speak: connect over the \
+             server's Unix socket, a trusted network or an SSH tunnel with sslmode=disable or prefer \
+             (docs/cluster-store.md)"
+        ))),
+        other => Err(SyncError::BadUrl(format!("sslmode={other:?} (from {from}) is not one libpq knows"))),
+    }
+}
+
+/// A setting's value in `key=value` words or a URL's query string.
+fn url_setting(url: &str, key: &str) -> Option<String> {
+    let pairs: Vec<&str> = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        url.split_once('?').map(|(_, q)| q.split('&').collect()).unwrap_or_default()
+    } else {
+        url.split_whitespace().collect()
+    };
+    pairs.iter().find_map(|p| p.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_owned()))
 }
 
 /// The server as said in messages: `user@host:port/dbname`, no password.
@@ -287,6 +322,32 @@ mod tests {
         std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
         let c = config("host=/tmp/sock dbname=prov", &env(&home, &[])).unwrap();
         assert_eq!(c.get_password(), None);
+    }
+
+    #[test]
+    fn settings_asking_for_tls_are_refused_in_one_line() {
+        let none = env(Path::new("/nonexistent"), &[]);
+        for url in
+            ["host=db sslmode=require", "postgresql://a@db/prov?sslmode=verify-full", "sslmode=verify-ca dbname=p"]
+        {
+            let err = config(url, &none).unwrap_err().to_string();
+            assert!(err.contains("asks for TLS, which prov's client does not speak") && !err.contains('\n'), "{err}");
+            assert!(err.contains("from the [sync] url"), "{err}");
+        }
+        let err = config("host=db", &env(Path::new("/nonexistent"), &[("PGSSLMODE", "require")])).unwrap_err();
+        assert!(err.to_string().contains("sslmode=require (from PGSSLMODE) asks for TLS"), "{err}");
+        // The URL's word wins over the variable, as in libpq.
+        let e = env(Path::new("/nonexistent"), &[("PGSSLMODE", "verify-full")]);
+        assert!(config("host=db sslmode=disable", &e).is_ok());
+        for ok in ["host=db sslmode=prefer", "postgresql://a@db/prov?sslmode=disable", "host=db"] {
+            assert!(config(ok, &none).is_ok(), "{ok}");
+        }
+        let home = temp_home("service-tls");
+        std::fs::write(home.join(".pg_service.conf"), "[prov]\nhost=db\nsslmode=verify-full\n").unwrap();
+        let err = config("service=prov", &env(&home, &[])).unwrap_err().to_string();
+        assert!(err.contains("(from the service file)"), "{err}");
+        let err = config("host=db sslmode=sometimes", &none).unwrap_err().to_string();
+        assert!(err.contains("is not one libpq knows"), "{err}");
     }
 
     #[test]

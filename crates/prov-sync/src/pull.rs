@@ -10,8 +10,17 @@
 //! in this snapshot or never will be. A record read twice (its transaction
 //! was at or after the horizon) is already in the cache and skipped. A node
 //! whose clock is off changes nothing here.
+//!
+//! A record's processes come with it. The cache links an event to its
+//! process by the event's place among the record's events (prov-store's
+//! processes.rs), which the server does not keep; each event says which
+//! image of its pid it belongs to instead, and the pull stores the events
+//! in an order, and the processes with first_event values, that give each
+//! event that image again.
 
-use prov_model::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, HashParams};
+use std::collections::HashMap;
+
+use prov_model::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, HashParams, ProcessRecord};
 use prov_store::Store;
 
 use crate::{Central, Result};
@@ -122,6 +131,35 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
         .iter()
         .map(|r| r.get(0))
         .collect();
+    let pulled = if ids.is_empty() { Pulled::default() } else { pull_records(&mut tx, &server, cache, &ids)? };
+    // Records deleted by their owner since the horizon.
+    if horizon.is_some() {
+        let gone = tx
+            .query("SELECT uuid::text FROM prov.deleted WHERE deleted >= $1::text::xid8", &[&horizon])
+            .map_err(fail("reading deletions"))?;
+        let mut ids = Vec::new();
+        for row in gone {
+            ids.extend(cache.command_by_uuid(row.get(0))?);
+        }
+        if !ids.is_empty() {
+            cache.delete_commands(&ids)?;
+            cache.delete_unreferenced_archive()?;
+        }
+    }
+    tx.commit().map_err(fail("a read transaction"))?;
+    // Written when changed only: a query with nothing new writes nothing.
+    if cache.sync_state(SERVER)?.as_deref() != Some(identity.as_str()) {
+        cache.set_sync_state(SERVER, &identity)?;
+    }
+    if horizon.as_deref() != Some(new_horizon.as_str()) {
+        cache.set_sync_state(HORIZON, &new_horizon)?;
+    }
+    Ok(pulled)
+}
+
+/// The records `ids` (ascending) with everything of them into the cache.
+fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store, ids: &Vec<i64>) -> Result<Pulled> {
+    let fail = |what| crate::error::on(server, what);
     let commands = tx
         .prepare(
             "SELECT id, uuid::text, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
@@ -145,17 +183,25 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
              WHERE a.command_id = ANY($1) ORDER BY a.command_id",
         )
         .map_err(fail("reading archived files"))?;
-    let mut commands = Stream::open(&mut tx, &commands, &ids).map_err(fail("reading records"))?;
-    let mut dirs = Stream::open(&mut tx, &dirs, &ids).map_err(fail("reading directories"))?;
-    let mut events = Stream::open(&mut tx, &events, &ids).map_err(fail("reading file events"))?;
-    let mut archived = Stream::open(&mut tx, &archived, &ids).map_err(fail("reading archived files"))?;
+    let processes = tx
+        .prepare(
+            "SELECT command_id, first_event, start_ns, end_ns, pid, ppid, exe, args, cwd, args_unknown
+             FROM prov.processes WHERE command_id = ANY($1) ORDER BY command_id, idx",
+        )
+        .map_err(fail("reading processes"))?;
+    let mut commands = Stream::open(tx, &commands, ids).map_err(fail("reading records"))?;
+    let mut dirs = Stream::open(tx, &dirs, ids).map_err(fail("reading directories"))?;
+    let mut events = Stream::open(tx, &events, ids).map_err(fail("reading file events"))?;
+    let mut archived = Stream::open(tx, &archived, ids).map_err(fail("reading archived files"))?;
+    let mut processes = Stream::open(tx, &processes, ids).map_err(fail("reading processes"))?;
     let mut pulled = Pulled::default();
-    while let Some(row) = commands.next(&mut tx).map_err(fail("reading records"))? {
+    while let Some(row) = commands.next(tx).map_err(fail("reading records"))? {
         let server_id: i64 = row.get(0);
         let uuid: String = row.get(1);
-        let dir_rows = dirs.take_for(&mut tx, server_id).map_err(fail("reading directories"))?;
-        let event_rows = events.take_for(&mut tx, server_id).map_err(fail("reading file events"))?;
-        let archived_rows = archived.take_for(&mut tx, server_id).map_err(fail("reading archived files"))?;
+        let dir_rows = dirs.take_for(tx, server_id).map_err(fail("reading directories"))?;
+        let event_rows = events.take_for(tx, server_id).map_err(fail("reading file events"))?;
+        let archived_rows = archived.take_for(tx, server_id).map_err(fail("reading archived files"))?;
+        let process_rows = processes.take_for(tx, server_id).map_err(fail("reading processes"))?;
         if let Some(id) = cache.command_by_uuid(&uuid)? {
             if cache.command(id)?.is_some_and(|c| c.end_ns.is_some()) {
                 continue;
@@ -169,6 +215,7 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
             .map(|p| HashParams { chunk_size: p[0] as u32, chunks: p.get(1).copied().unwrap_or(1) as u32 })
             .collect();
         let dir_paths: Vec<Vec<u8>> = dir_rows.iter().map(|r| r.get(1)).collect();
+        let mut images = Vec::with_capacity(event_rows.len());
         let events: Vec<FileEvent> = event_rows
             .iter()
             .map(|e| {
@@ -178,18 +225,21 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
                     Some(dir) => [dir.as_slice(), b"/", &name].concat(),
                     None => name,
                 };
-                let params_idx: i16 = e.get(7);
+                let (params_idx, image) = crate::push::from_params_column(e.get(7));
+                images.push(image);
                 FileEvent {
                     access: if e.get::<_, i16>(3) == 1 { Access::Write } else { Access::Read },
                     path,
                     size: e.get::<_, i64>(4) as u64,
                     mtime_ns: e.get(5),
                     hash: e.get::<_, Option<i64>>(6).map(|h| h as u64),
-                    hash_params: params.get(params_idx as usize).copied().unwrap_or_default(),
+                    hash_params: params.get(params_idx).copied().unwrap_or_default(),
                     pid: e.get::<_, Option<i32>>(8).map(|p| p as u32),
                 }
             })
             .collect();
+        let processes: Vec<ProcessRecord> = process_rows.iter().map(process_record).collect();
+        let (events, processes) = in_cache_order(events, &images, processes);
         let archived: Vec<ArchivedRead> = archived_rows
             .iter()
             .map(|a| ArchivedRead {
@@ -235,27 +285,134 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
         if !archived.is_empty() {
             cache.add_archived(id, &archived)?;
         }
+        if !processes.is_empty() {
+            cache.add_processes(id, &processes)?;
+        }
         cache.set_completeness(id, &completeness)?;
         cache.end_command(id, &end)?;
         pulled.records += 1;
         pulled.events += events.len() as u64;
     }
-    // Records deleted by their owner since the horizon.
-    if horizon.is_some() {
-        let gone = tx
-            .query("SELECT uuid::text FROM prov.deleted WHERE deleted >= $1::text::xid8", &[&horizon])
-            .map_err(fail("reading deletions"))?;
-        let mut ids = Vec::new();
-        for row in gone {
-            ids.extend(cache.command_by_uuid(row.get(0))?);
-        }
-        if !ids.is_empty() {
-            cache.delete_commands(&ids)?;
-            cache.delete_unreferenced_archive()?;
+    Ok(pulled)
+}
+
+/// A row of prov.processes (without its record's id).
+fn process_record(r: &postgres::Row) -> ProcessRecord {
+    let args: Option<Vec<u8>> = r.get(7);
+    let unknown: Option<String> = r.get(9);
+    ProcessRecord {
+        first_event: r.get::<_, i64>(1).max(0) as u64,
+        start_ns: r.get(2),
+        end_ns: r.get(3),
+        pid: r.get::<_, i32>(4) as u32,
+        ppid: r.get::<_, Option<i32>>(5).map(|p| p as u32),
+        exe: r.get::<_, Option<Vec<u8>>>(6).unwrap_or_default(),
+        unknown: match (&args, unknown) {
+            (None, None) => Some("not recorded".into()),
+            (_, u) => u,
+        },
+        args: args.unwrap_or_default(),
+        cwd: r.get::<_, Option<Vec<u8>>>(8).unwrap_or_default(),
+    }
+}
+
+/// A record's events in the order the cache stores them, and its
+/// processes with first_event counted in that order, such that each event
+/// belongs to image `images[i]` of its pid (numbered per pid in the
+/// journal's first_event order), as it did in the journal: events are
+/// ordered by their image's journal first_event, and an image starts where
+/// the events of later first_events begin. The processes keep their order.
+fn in_cache_order(
+    events: Vec<FileEvent>,
+    images: &[u8],
+    mut processes: Vec<ProcessRecord>,
+) -> (Vec<FileEvent>, Vec<ProcessRecord>) {
+    if processes.is_empty() {
+        return (events, processes);
+    }
+    let mut by_pid: HashMap<u32, Vec<(u64, usize)>> = HashMap::new();
+    for (i, p) in processes.iter().enumerate() {
+        by_pid.entry(p.pid).or_default().push((p.first_event, i));
+    }
+    for list in by_pid.values_mut() {
+        list.sort();
+    }
+    // Each event's key: its image's journal first_event (0 without one).
+    let mut keyed: Vec<(u64, FileEvent)> = events
+        .into_iter()
+        .zip(images)
+        .map(|(e, &image)| {
+            let key =
+                e.pid.and_then(|pid| by_pid.get(&pid)).map_or(0, |list| list[(image as usize).min(list.len() - 1)].0);
+            (key, e)
+        })
+        .collect();
+    keyed.sort_by_key(|(key, _)| *key);
+    let keys: Vec<u64> = keyed.iter().map(|(k, _)| *k).collect();
+    for p in &mut processes {
+        p.first_event = keys.partition_point(|&k| k < p.first_event) as u64;
+    }
+    (keyed.into_iter().map(|(_, e)| e).collect(), processes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(path: &str, pid: u32) -> FileEvent {
+        FileEvent {
+            access: Access::Read,
+            path: path.into(),
+            size: 1,
+            mtime_ns: 1,
+            hash: None,
+            hash_params: HashParams::default(),
+            pid: Some(pid),
         }
     }
-    tx.commit().map_err(fail("a read transaction"))?;
-    cache.set_sync_state(SERVER, &identity)?;
-    cache.set_sync_state(HORIZON, &new_horizon)?;
-    Ok(pulled)
+
+    fn process(pid: u32, first_event: u64) -> ProcessRecord {
+        ProcessRecord {
+            pid,
+            ppid: None,
+            exe: Vec::new(),
+            args: Vec::new(),
+            cwd: Vec::new(),
+            unknown: None,
+            start_ns: 0,
+            end_ns: None,
+            first_event,
+        }
+    }
+
+    /// The image an event at `index` of `pid` belongs to, as prov-store's
+    /// process_of_events decides it.
+    fn owner(processes: &[ProcessRecord], pid: u32, index: u64) -> Option<usize> {
+        let mut images: Vec<(u64, usize)> =
+            processes.iter().enumerate().filter(|(_, p)| p.pid == pid).map(|(i, p)| (p.first_event, i)).collect();
+        images.sort();
+        let k = images.partition_point(|&(first, _)| first <= index);
+        images.get(k.saturating_sub(1)).map(|&(_, i)| i)
+    }
+
+    #[test]
+    fn events_keep_their_image_whatever_order_the_server_gave() {
+        // Journal: pid 10 ran sh (events 0..2) then wc (from event 5);
+        // pid 11 sort (from event 2).
+        let processes = vec![process(10, 0), process(11, 2), process(10, 5)];
+        // As the server hands them back: shuffled, each with its image.
+        let events = vec![event("/wc-out", 10), event("/sort-in", 11), event("/sh-in", 10), event("/wc-in", 10)];
+        let images = [1, 0, 0, 1];
+        let (events, processes) = in_cache_order(events, &images, processes);
+        let owner_of = |path: &str| {
+            let i = events.iter().position(|e| e.path == path.as_bytes()).unwrap();
+            owner(&processes, events[i].pid.unwrap(), i as u64)
+        };
+        assert_eq!(owner_of("/sh-in"), Some(0));
+        assert_eq!(owner_of("/sort-in"), Some(1));
+        assert_eq!(owner_of("/wc-in"), Some(2));
+        assert_eq!(owner_of("/wc-out"), Some(2));
+        let firsts: Vec<u64> = processes.iter().map(|p| p.first_event).collect();
+        assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "the processes' order is kept: {firsts:?}");
+    }
 }

@@ -16,7 +16,7 @@
 use crate::{Central, Result, SyncError};
 
 /// (version, sql), applied in order.
-const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2)];
 
 /// The newest server schema this build knows.
 pub const SERVER_SCHEMA: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -275,6 +275,128 @@ GRANT SELECT ON ALL TABLES IN SCHEMA prov TO prov_user;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA prov FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION prov.push_command, prov.push_events, prov.push_archived,
     prov.delete_commands TO prov_user;
+"#;
+
+/// The process table of a record (the journal's migration 4).
+const MIGRATION_2: &str = r#"
+-- One row per program image that ran in a record, as in the journal: idx
+-- is its place in the journal's order, first_event how many of the
+-- record's events came before it was seen (in the journal's order).
+CREATE TABLE prov.processes(
+    command_id bigint NOT NULL,
+    first_event bigint NOT NULL,
+    start_ns bigint NOT NULL,
+    end_ns bigint,
+    idx integer NOT NULL,
+    pid integer NOT NULL,
+    ppid integer,
+    exe bytea,
+    args bytea,      -- NUL-terminated arguments; NULL: unknown (args_unknown says why)
+    cwd bytea,
+    args_unknown text,
+    PRIMARY KEY (command_id, idx)
+);
+ALTER TABLE prov.processes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.processes FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.id = command_id));
+GRANT SELECT ON prov.processes TO prov_user;
+
+-- The server keeps no order of a record's events, so an event names its
+-- process itself: in file_events.params, the hash parameters' index is the
+-- low 8 bits, and the high bits are which image of the event's pid closed
+-- it (0 the first, in first_event order). No byte more per event; a pid
+-- with more than 127 images gives the rest to its 128th.
+COMMENT ON COLUMN prov.file_events.params IS
+    'low 8 bits: index in the record''s hash_params pairs; high bits: the image of pid that closed it (0: first)';
+
+-- A new record's processes, as parallel arrays in the journal's order.
+CREATE FUNCTION prov.push_processes(
+    p_command bigint, p_pid integer[], p_ppid integer[], p_exe bytea[], p_args bytea[], p_cwd bytea[],
+    p_unknown text[], p_start bigint[], p_end bigint[], p_first bigint[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM prov.check_new(p_command);
+    INSERT INTO prov.processes(command_id, idx, first_event, start_ns, end_ns, pid, ppid, exe, args, cwd,
+                               args_unknown)
+    SELECT p_command, (t.i - 1)::integer, f, s, e, p, pp, x, a, c, u
+    FROM unnest(p_pid, p_ppid, p_exe, p_args, p_cwd, p_unknown, p_start, p_end, p_first)
+        WITH ORDINALITY AS t(p, pp, x, a, c, u, s, e, f, i);
+END $$;
+
+-- prov.remove as before, and the records' processes with them.
+CREATE OR REPLACE FUNCTION prov.remove(p_ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH gone AS (
+        DELETE FROM prov.commands WHERE id = ANY(p_ids) RETURNING id, uuid
+    ), t AS (
+        INSERT INTO prov.deleted(uuid) SELECT uuid FROM gone ON CONFLICT DO NOTHING
+    ), e AS (
+        DELETE FROM prov.file_events WHERE command_id IN (SELECT id FROM gone)
+    ), d AS (
+        DELETE FROM prov.command_dirs WHERE command_id IN (SELECT id FROM gone)
+    ), a AS (
+        DELETE FROM prov.archived_files WHERE command_id IN (SELECT id FROM gone)
+    ), p AS (
+        DELETE FROM prov.processes WHERE command_id IN (SELECT id FROM gone)
+    )
+    SELECT count(*) INTO n FROM gone;
+    DELETE FROM prov.archive_blobs b
+        WHERE NOT EXISTS (SELECT 1 FROM prov.archived_files a WHERE a.blob_id = b.id);
+    RETURN n;
+END $$;
+
+-- Many small records in one call (one round trip and four set-based
+-- INSERTs for a whole transaction's worth, instead of two calls a record):
+-- the records' columns as parallel arrays (counters seven a record,
+-- hash_params pairs from p_params_from for p_params_len values), their
+-- directories and events each with the record's place (1-based) in the
+-- arrays. Returns each record's new id, NULL where its uuid was stored
+-- already (then nothing of it is added); processes and archived files
+-- follow through push_processes and push_archived.
+CREATE FUNCTION prov.push_records(
+    p_uuid uuid[], p_session text[], p_seq bigint[], p_text bytea[], p_cwd bytea[], p_host text[],
+    p_user text[], p_shell text[], p_start bigint[], p_end bigint[], p_exit integer[],
+    p_counters bigint[], p_incomplete text[], p_untraced text[], p_hash_params integer[],
+    p_params_from integer[], p_params_len integer[],
+    p_dir_rec integer[], p_dir_idx integer[], p_dir bytea[],
+    p_ev_rec integer[], p_ev_dir integer[], p_name bytea[], p_access smallint[], p_size bigint[],
+    p_mtime bigint[], p_hash bigint[], p_params smallint[], p_pid integer[]) RETURNS bigint[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    WITH input AS (
+        SELECT * FROM unnest(p_uuid, p_session, p_seq, p_text, p_cwd, p_host, p_user, p_shell, p_start,
+                             p_end, p_exit, p_incomplete, p_untraced, p_params_from, p_params_len)
+            WITH ORDINALITY AS t(uuid, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
+                                 exit_status, incomplete, untraced, params_from, params_len, rec)
+    ), stored AS (
+        INSERT INTO prov.commands(uuid, owner, session, seq, text, cwd, host, user_name, shell, start_ns,
+                                  end_ns, exit_status, counters, incomplete, untraced, hash_params)
+        SELECT uuid, session_user, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
+               exit_status, p_counters[(rec - 1) * 7 + 1 : rec * 7], incomplete, untraced,
+               coalesce(p_hash_params[params_from : params_from + params_len - 1], '{}')
+        FROM input ORDER BY rec
+        ON CONFLICT (uuid) DO NOTHING
+        RETURNING id, uuid
+    )
+    SELECT array_agg(stored.id ORDER BY input.rec) INTO ids
+    FROM input LEFT JOIN stored ON stored.uuid = input.uuid;
+    INSERT INTO prov.command_dirs(command_id, idx, path)
+    SELECT ids[r], i, d FROM unnest(p_dir_rec, p_dir_idx, p_dir) AS t(r, i, d) WHERE ids[r] IS NOT NULL;
+    INSERT INTO prov.file_events(command_id, size, mtime_ns, hash, dir_idx, pid, params, access, name)
+    SELECT ids[r], s, m, h, d, p, pa, a, n
+    FROM unnest(p_ev_rec, p_size, p_mtime, p_hash, p_ev_dir, p_pid, p_params, p_access, p_name)
+        AS t(r, s, m, h, d, p, pa, a, n)
+    WHERE ids[r] IS NOT NULL;
+    RETURN ids;
+END $$;
+
+REVOKE EXECUTE ON FUNCTION prov.push_processes, prov.push_records FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.push_processes, prov.push_records TO prov_user;
 "#;
 
 /// Reads the server's schema version; migrates an older one when `migrate`
