@@ -795,6 +795,11 @@ fn processes_stored_after_their_record_was_pushed_reach_the_central_store() {
     // The login node caches the record as it is now.
     assert_eq!(login.json(["query", "history", "--everywhere"]).len(), 1);
 
+    // Nobody takes back another's record.
+    let uuid = pg.admin("prov", "SELECT uuid FROM prov.commands");
+    assert_eq!(pg.psql("bob", "bob-pw", "prov", &format!("SELECT prov.take_back('{uuid}')")).unwrap(), "f");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "1");
+
     std::fs::write(work.join("gate"), "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let on_node = loop {
