@@ -37,6 +37,8 @@ pub struct Postgres {
     /// The port (of the socket's name, and of TCP when `tls`).
     pub port: u16,
     tls: bool,
+    /// TLS turned off again (restart_without_tls).
+    ssl_off: bool,
     bin: PathBuf,
 }
 
@@ -63,7 +65,7 @@ impl Postgres {
             make_certificates(&dir.join("tls"));
         }
         chown(dir, inst.uid, inst.gid);
-        let pg = Postgres { dir: dir.to_owned(), port, tls, bin: bin_dir() };
+        let pg = Postgres { dir: dir.to_owned(), port, tls, ssl_off: false, bin: bin_dir() };
         pg.as_owner("initdb")
             .arg("-D")
             .arg(pg.data())
@@ -121,7 +123,8 @@ impl Postgres {
         if self.tls {
             let tls = self.tls_dir();
             options += &format!(
-                " -c listen_addresses='127.0.0.1' -c ssl=on -c ssl_cert_file='{}' -c ssl_key_file='{}'",
+                " -c listen_addresses='127.0.0.1' -c ssl={} -c ssl_cert_file='{}' -c ssl_key_file='{}'",
+                if self.ssl_off { "off" } else { "on" },
                 tls.join("server.crt").display(),
                 tls.join("server.key").display()
             );
@@ -136,6 +139,13 @@ impl Postgres {
             describe(&out),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
+    }
+
+    /// Restarts a `start_tls` server with TLS off (still on TCP).
+    pub fn restart_without_tls(&mut self) {
+        self.stop();
+        self.ssl_off = true;
+        self.resume();
     }
 
     /// Stops the server at once (an outage: connections are cut).

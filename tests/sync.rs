@@ -700,9 +700,10 @@ fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
 #[test]
 fn tls_to_the_central_store_is_checked_as_sslmode_asks() {
     let pg = set_up(Postgres::start_tls(&installation().root.join("sync-tls").join("pg")), "sync-tls");
+    let port = pg.port;
     let tls = pg.tls_dir();
     let (ca, other_ca) = (tls.join("ca.crt"), tls.join("other-ca.crt"));
-    let url = |host: &str, settings: &str| format!("host={host} port={} dbname=prov user=alice {settings}", pg.port);
+    let url = |host: &str, settings: &str| format!("host={host} port={port} dbname=prov user=alice {settings}");
     let node = |name: &str, url: &str| Node::with_url(name, "node9", url, "alice", "alice-pw", "background = false\n");
     let failure = |node: &Node| {
         let out = node.prov(["sync"]);
@@ -764,6 +765,12 @@ fn tls_to_the_central_store_is_checked_as_sslmode_asks() {
     let err = failure(&plain);
     assert!(err.contains("no pg_hba.conf entry") && err.contains("no encryption"), "{err}");
     assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "2");
+
+    // A server that offers no TLS: require refuses it, saying so.
+    let mut pg = pg;
+    pg.restart_without_tls();
+    let err = failure(&required);
+    assert!(err.contains("the server does not offer TLS, which sslmode=require asks for"), "{err}");
 }
 
 #[test]
