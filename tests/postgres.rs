@@ -1,9 +1,15 @@
 //! A throwaway PostgreSQL cluster for the central store's tests: initdb and
 //! pg_ctl (Debian's packages, which tests/run installs) in a temporary
 //! directory, run as the test user (PostgreSQL refuses root), reachable
-//! only over a Unix socket in that directory, with password (SCRAM)
+//! over a Unix socket in that directory, with password (SCRAM)
 //! authentication for every role. Stopped when dropped.
+//!
+//! `start_tls` adds loopback TCP on a free port with TLS only (hostssl in
+//! pg_hba.conf), its certificates made here with the openssl command: a
+//! test CA, a server certificate it signs for `localhost`, and another CA
+//! that signed nothing.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -28,19 +34,38 @@ const ADMIN_PASSWORD: &str = "admin-pw";
 
 pub struct Postgres {
     pub dir: PathBuf,
+    /// The port (of the socket's name, and of TCP when `tls`).
+    pub port: u16,
+    tls: bool,
+    /// TLS turned off again (restart_without_tls).
+    ssl_off: bool,
     bin: PathBuf,
 }
 
 impl Postgres {
     /// A new cluster in `dir` (created, owned by the test user), started.
     pub fn start(dir: &Path) -> Postgres {
+        Postgres::create(dir, false)
+    }
+
+    /// A new cluster that also listens on 127.0.0.1 (a free port), where
+    /// it takes only TLS connections (certificates in `tls_dir()`).
+    pub fn start_tls(dir: &Path) -> Postgres {
+        Postgres::create(dir, true)
+    }
+
+    fn create(dir: &Path, tls: bool) -> Postgres {
         let inst = installation();
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let pw = dir.join("admin-password");
         std::fs::write(&pw, ADMIN_PASSWORD).unwrap();
+        let port = if tls { free_port() } else { 5432 };
+        if tls {
+            make_certificates(&dir.join("tls"));
+        }
         chown(dir, inst.uid, inst.gid);
-        let pg = Postgres { dir: dir.to_owned(), bin: bin_dir() };
+        let pg = Postgres { dir: dir.to_owned(), port, tls, ssl_off: false, bin: bin_dir() };
         pg.as_owner("initdb")
             .arg("-D")
             .arg(pg.data())
@@ -49,8 +74,19 @@ impl Postgres {
             .output()
             .map(|o| assert!(o.status.success(), "initdb: {}", describe(&o)))
             .unwrap();
+        if tls {
+            // TCP only with TLS: a client without it finds no entry.
+            let hba = "local all all scram-sha-256\nhostssl all all 127.0.0.1/32 scram-sha-256\n";
+            std::fs::write(pg.data().join("pg_hba.conf"), hba).unwrap();
+        }
         pg.resume();
         pg
+    }
+
+    /// The test CA (ca.crt), the server's certificate and key, and a CA
+    /// that signed nothing (other-ca.crt).
+    pub fn tls_dir(&self) -> PathBuf {
+        self.dir.join("tls")
     }
 
     fn data(&self) -> PathBuf {
@@ -82,8 +118,19 @@ impl Postgres {
 
     /// Starts (again) the server: no TCP, the socket in `dir`.
     pub fn resume(&self) {
-        let options =
-            format!("-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off", self.dir.display());
+        let mut options =
+            format!("-c unix_socket_directories='{}' -c fsync=off -c port={}", self.dir.display(), self.port);
+        if self.tls {
+            let tls = self.tls_dir();
+            options += &format!(
+                " -c listen_addresses='127.0.0.1' -c ssl={} -c ssl_cert_file='{}' -c ssl_key_file='{}'",
+                if self.ssl_off { "off" } else { "on" },
+                tls.join("server.crt").display(),
+                tls.join("server.key").display()
+            );
+        } else {
+            options += " -c listen_addresses=''";
+        }
         let log = self.dir.join("log");
         let out = self.pg_ctl(&["-o", &options, "-l", log.to_str().unwrap(), "-w", "-t", "60", "start"]);
         assert!(
@@ -92,6 +139,13 @@ impl Postgres {
             describe(&out),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
+    }
+
+    /// Restarts a `start_tls` server with TLS off (still on TCP).
+    pub fn restart_without_tls(&mut self) {
+        self.stop();
+        self.ssl_off = true;
+        self.resume();
     }
 
     /// Stops the server at once (an outage: connections are cut).
@@ -106,7 +160,7 @@ impl Postgres {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(&self.dir)
-            .args(["-U", role, "-d", db, "-c", sql])
+            .args(["-p", &self.port.to_string(), "-U", role, "-d", db, "-c", sql])
             .env_clear()
             .env("PGPASSWORD", password)
             .env("PATH", "/usr/bin:/bin")
@@ -134,4 +188,61 @@ impl Drop for Postgres {
 fn chown(path: &Path, uid: u32, gid: u32) {
     let st = Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg(path).status().unwrap();
     assert!(st.success());
+}
+
+/// A port nobody listens on now on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The certificates of a TLS test server, made with the openssl command
+/// (P-256 keys: quick to make): ca.crt signs server.crt, for the name
+/// localhost only (so 127.0.0.1 is the wrong name); other-ca.crt signed
+/// nothing.
+fn make_certificates(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", describe(&out));
+    };
+    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    for (name, subject) in [("ca", "/CN=prov test CA"), ("other-ca", "/CN=another CA")] {
+        let (keyfile, certfile) = (format!("{name}.key"), format!("{name}.crt"));
+        let mut args = vec!["req", "-x509", "-days", "2", "-subj", subject, "-keyout", &keyfile, "-out", &certfile];
+        args.extend(key);
+        args.extend([
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        openssl(&args);
+    }
+    let mut args = vec!["req", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"];
+    args.extend(key);
+    openssl(&args);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.crt",
+    ]);
+    // PostgreSQL refuses a key others can read.
+    std::fs::set_permissions(dir.join("server.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
 }

@@ -17,7 +17,11 @@ use serde_json::Value;
 /// A cluster with prov's schema, set up as docs/cluster-store.md says:
 /// an owner role for the schema, the group role prov_user, and users.
 fn cluster(name: &str) -> Postgres {
-    let pg = Postgres::start(&installation().root.join(name).join("pg"));
+    set_up(Postgres::start(&installation().root.join(name).join("pg")), name)
+}
+
+/// prov's roles and schema on a started server (over its socket).
+fn set_up(pg: Postgres, name: &str) -> Postgres {
     for sql in [
         "CREATE ROLE prov_owner LOGIN PASSWORD 'owner-pw'",
         "CREATE ROLE prov_user NOLOGIN",
@@ -34,7 +38,7 @@ fn cluster(name: &str) -> Postgres {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
-        err.contains("has schema version 0, this prov needs 2; its owner applies it with `prov sync --setup`"),
+        err.contains("has schema version 0, this prov needs 3; its owner applies it with `prov sync --setup`"),
         "{err}"
     );
     // The owner creates the schema: `prov sync --setup`, here from two
@@ -49,11 +53,11 @@ fn cluster(name: &str) -> Postgres {
     for setup in setups {
         let out = setup.wait_with_output().unwrap();
         assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 2"), "{}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 3"), "{}", describe(&out));
     }
     assert_eq!(
         pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"),
-        "1,2"
+        "1,2,3"
     );
     pg
 }
@@ -70,11 +74,13 @@ impl Node {
     }
 
     fn with_config(name: &str, host: &str, pg: &Postgres, role: &str, password: &str, extra: &str) -> Node {
+        let url = format!("host={} port={} dbname=prov user={role}", pg.socket_dir().display(), pg.port);
+        Node::with_url(name, host, &url, role, password, extra)
+    }
+
+    fn with_url(name: &str, host: &str, url: &str, role: &str, password: &str, extra: &str) -> Node {
         let case = Case::new(name);
-        case.write_config(&format!(
-            "[sync]\nurl = \"host={} dbname=prov user={role}\"\n{extra}",
-            pg.socket_dir().display()
-        ));
+        case.write_config(&format!("[sync]\nurl = \"{url}\"\n{extra}"));
         let pgpass = case.home.join(".pgpass");
         std::fs::write(&pgpass, format!("db.elsewhere:5432:prov:{role}:wrong\n*:*:prov:{role}:{password}\n")).unwrap();
         std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -469,13 +475,15 @@ fn a_bad_url_or_no_url_is_one_line() {
     let out = case.prov(["sync"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("prov: bad [sync] url: ") && err.trim().lines().count() == 1, "{err}");
-    // TLS is refused rather than done without (no TLS in prov's client).
-    case.write_config("[sync]\nurl = \"postgresql://a@db.example/prov?sslmode=verify-full\"\n");
+    // verify-ca with no CA to verify with: said before any connection.
+    case.write_config("[sync]\nurl = \"postgresql://a@db.example/prov?sslmode=verify-ca\"\n");
     let out = case.prov(["sync"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        err.contains("sslmode=verify-full (from the [sync] url) asks for TLS") && err.trim().lines().count() == 1,
+        err.contains("sslmode=verify-ca needs the CA that signed the server's certificate")
+            && err.contains(".postgresql/root.crt does not exist")
+            && err.trim().lines().count() == 1,
         "{err}"
     );
     case.write_config("[sync]\n\nurl = \"\"\n");
@@ -664,7 +672,7 @@ fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
     node.run_in(&node.case.work, "echo one > one.txt");
     let lines = central_lines(&node);
     assert!(lines[0].starts_with("ok    central store alice@"), "{lines:?}");
-    assert!(lines[0].ends_with(": reachable, schema version 2, 1 record(s) pending"), "{lines:?}");
+    assert!(lines[0].ends_with(": reachable, schema version 3, 1 record(s) pending"), "{lines:?}");
 
     // A wrong password: said, with where the password comes from.
     let pgpass = node.case.home.join(".pgpass");
@@ -686,5 +694,147 @@ fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
     assert!(lines[1].contains("records wait in the local journal"), "{lines:?}");
     pg.resume();
     node.sync();
-    assert!(central_lines(&node)[0].ends_with("schema version 2, 0 record(s) pending"));
+    assert!(central_lines(&node)[0].ends_with("schema version 3, 0 record(s) pending"));
+}
+
+#[test]
+fn tls_to_the_central_store_is_checked_as_sslmode_asks() {
+    let pg = set_up(Postgres::start_tls(&installation().root.join("sync-tls").join("pg")), "sync-tls");
+    let port = pg.port;
+    let tls = pg.tls_dir();
+    let (ca, other_ca) = (tls.join("ca.crt"), tls.join("other-ca.crt"));
+    let url = |host: &str, settings: &str| format!("host={host} port={port} dbname=prov user=alice {settings}");
+    let node = |name: &str, url: &str| Node::with_url(name, "node9", url, "alice", "alice-pw", "background = false\n");
+    let failure = |node: &Node| {
+        let out = node.prov(["sync"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        err
+    };
+    let doctor_line = |node: &Node| {
+        let out = node.prov(["doctor"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find(|l| l.contains("central store")).unwrap_or_else(|| panic!("{}", describe(&out))).to_owned()
+    };
+
+    // verify-full with the CA that signed the server's certificate: pushed.
+    let good = node("sync-tls-good", &url("localhost", &format!("sslmode=verify-full sslrootcert={}", ca.display())));
+    good.run_in(&good.case.work, "echo one > one.txt");
+    let line = good.sync();
+    assert!(line.contains("pushed 1 record"), "{line}");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "1");
+    let line = doctor_line(&good);
+    assert!(line.contains(": reachable over TLS (sslmode=verify-full), schema version 3"), "{line}");
+
+    // Another CA: refused, saying why, and nothing is sent.
+    let wrong =
+        node("sync-tls-wrong", &url("localhost", &format!("sslmode=verify-full sslrootcert={}", other_ca.display())));
+    wrong.run_in(&wrong.case.work, "echo two > two.txt");
+    let err = failure(&wrong);
+    assert!(
+        err.starts_with("prov: no secure connection to the central store alice@localhost:")
+            && err.contains(&format!(
+                "its certificate is not signed by a CA of {} (sslmode=verify-full)",
+                other_ca.display()
+            )),
+        "{err}"
+    );
+    assert!(doctor_line(&wrong).starts_with("WARN  no secure connection"));
+
+    // The right CA but the wrong name (the certificate is for localhost):
+    // verify-full refuses, verify-ca (the chain only) connects.
+    let by_address =
+        node("sync-tls-name", &url("127.0.0.1", &format!("sslmode=verify-full sslrootcert={}", ca.display())));
+    let err = failure(&by_address);
+    assert!(err.contains("its certificate is not for the host name connected to (sslmode=verify-full)"), "{err}");
+    let chain_only = node("sync-tls-ca", &url("127.0.0.1", &format!("sslmode=verify-ca sslrootcert={}", ca.display())));
+    chain_only.sync();
+
+    // require without a root file: encrypted, not verified (as libpq).
+    let required = node("sync-tls-require", &url("127.0.0.1", "sslmode=require"));
+    required.run_in(&required.case.work, "echo three > three.txt");
+    assert!(required.sync().contains("pushed 1 record"));
+    assert!(doctor_line(&required).contains("reachable over TLS (sslmode=require)"));
+    // No sslmode: libpq's prefer, TLS when the server offers it.
+    let preferred = node("sync-tls-prefer", &url("127.0.0.1", ""));
+    assert!(doctor_line(&preferred).contains("reachable over TLS (sslmode=prefer)"));
+
+    // Without TLS the server (hostssl only) has no entry for the client.
+    let plain = node("sync-tls-plain", &url("127.0.0.1", "sslmode=disable"));
+    let err = failure(&plain);
+    assert!(err.contains("no pg_hba.conf entry") && err.contains("no encryption"), "{err}");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "2");
+
+    // A server that offers no TLS: require refuses it, saying so.
+    let mut pg = pg;
+    pg.restart_without_tls();
+    let err = failure(&required);
+    assert!(err.contains("the server does not offer TLS, which sslmode=require asks for"), "{err}");
+}
+
+#[test]
+fn processes_stored_after_their_record_was_pushed_reach_the_central_store() {
+    let pg = cluster("sync-late");
+    let node = Node::new("sync-late-node", "node31", &pg, "alice", "alice-pw");
+    let login = Node::new("sync-late-login", "login2", &pg, "alice", "alice-pw");
+    let work = node.case.work.clone();
+    std::fs::write(work.join("in.txt"), "late\n").unwrap();
+    // The command returns at once; its background job outlives it, waits
+    // for the gate, then copies: the record ends before its last process,
+    // whose table (and late events) the journal stores when it ends.
+    node.run_in(&work, "(while [ ! -e gate ]; do sleep 0.05; done; cp in.txt late.txt) >/dev/null 2>&1 & echo started");
+    let local_id = node.json(["query", "history"]).last().unwrap()["id"].as_i64().unwrap().to_string();
+    assert!(node.json(["query", "processes", &local_id]).is_empty(), "the job still runs: no process table yet");
+    let line = node.sync();
+    assert!(line.contains("pushed 1 record"), "{line}");
+    // Rows of `table` (as t) of the record on the server where `condition`.
+    let on_server = |table: &str, condition: &str| {
+        pg.admin(
+            "prov",
+            &format!(
+                "SELECT count(*) FROM {table} t WHERE {condition} AND t.command_id IN (SELECT id FROM prov.commands
+                 WHERE position('echo started' in convert_from(text, 'UTF8')) > 0)"
+            ),
+        )
+    };
+    assert_eq!(on_server("prov.processes", "true"), "0");
+    // The login node caches the record as it is now.
+    assert_eq!(login.json(["query", "history", "--everywhere"]).len(), 1);
+
+    // Nobody takes back another's record.
+    let uuid = pg.admin("prov", "SELECT uuid FROM prov.commands");
+    assert_eq!(pg.psql("bob", "bob-pw", "prov", &format!("SELECT prov.take_back('{uuid}')")).unwrap(), "f");
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "1");
+
+    std::fs::write(work.join("gate"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let on_node = loop {
+        let all = node.json(["query", "processes", &local_id]);
+        if !all.is_empty() || Instant::now() > deadline {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(on_node.iter().any(|p| p["exe"].as_str().is_some_and(|e| e.ends_with("/cp"))), "{on_node:#?}");
+    let line = node.sync();
+    assert!(line.contains("pushed 1 record"), "stored again with its processes: {line}");
+    assert_eq!(on_server("prov.processes", "true"), on_node.len().to_string());
+    assert_eq!(
+        pg.admin(
+            "prov",
+            "SELECT count(*) FROM prov.commands WHERE position('echo started' in convert_from(text, 'UTF8')) > 0"
+        ),
+        "1"
+    );
+    // The copy's events came late too, and are there.
+    assert_eq!(on_server("prov.file_events", "t.name = 'late.txt'::bytea AND t.access = 1"), "1");
+    // The login node replaces its copy: the same tree as the node's.
+    let history = login.json(["query", "history", "--everywhere"]);
+    assert_eq!(history.len(), 1, "{history:#?}");
+    let cache_id = history[0]["id"].as_i64().unwrap().to_string();
+    let on_login = login.json(["query", "processes", &cache_id, "--everywhere"]);
+    assert_eq!(process_tree(&on_login), process_tree(&on_node), "{on_login:#?}\n{on_node:#?}");
+    // Nothing more to do: not stored a third time.
+    assert!(node.sync().contains("pushed 0 record"));
 }

@@ -359,9 +359,16 @@ fn central_store(ctx: &Context) -> Vec<Finding> {
         }
     };
     match prov_sync::Central::connect(&config, false) {
-        Ok(central) => {
+        Ok(mut central) => {
+            // Over TCP, whether the link is encrypted (a socket is local).
+            let socket = matches!(config.get_hosts().first(), Some(postgres::config::Host::Unix(_)));
+            let link = match central.encrypted() {
+                Ok(true) => format!(" over TLS (sslmode={})", config.tls.mode.name()),
+                Ok(false) if !socket => " without TLS".to_string(),
+                _ => String::new(),
+            };
             let mut found = vec![Finding::ok(format!(
-                "central store {}: reachable, schema version {}, {pending}",
+                "central store {}: reachable{link}, schema version {}, {pending}",
                 central.server,
                 prov_sync::server::SERVER_SCHEMA
             ))];
@@ -387,6 +394,9 @@ fn central_store(ctx: &Context) -> Vec<Finding> {
                 }
                 SyncError::OlderServer { .. } => "its owner runs `prov sync --setup` once (docs/cluster-store.md)".to_string(),
                 SyncError::NewerServer { .. } => "upgrade prov on this host".to_string(),
+                SyncError::Tls { .. } => {
+                    "give the CA that signed the server's certificate with sslrootcert=FILE in [sync] url (default ~/.postgresql/root.crt), or ask the administrator for the right certificate (docs/cluster-store.md)".to_string()
+                }
                 _ => "see docs/cluster-store.md; records wait in the local journal".to_string(),
             };
             vec![Finding::warn(format!("{e}; {pending}"), remedy)]

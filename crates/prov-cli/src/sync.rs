@@ -46,7 +46,7 @@ pub fn cache_path(setup: &UserSetup) -> PathBuf {
     setup.database().with_file_name("central.db")
 }
 
-pub(crate) fn connection(setup: &UserSetup) -> Result<postgres::Config> {
+pub(crate) fn connection(setup: &UserSetup) -> Result<prov_sync::conninfo::Settings> {
     let Some(url) = &setup.config.sync.url else {
         bail!(
             "no central store is configured: set [sync] url in {} (docs/cluster-store.md)",

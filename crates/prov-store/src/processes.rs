@@ -134,6 +134,19 @@ impl Writer<'_> {
                 ])
                 .ctx(self.path, "inserting a process")?;
         }
+        // A record pushed before its processes came (its last process
+        // outlived the command) is to be pushed again: the central store's
+        // push takes its copy back and stores it whole (prov-sync).
+        if !processes.is_empty() {
+            let unpushed = self
+                .conn
+                .prepare_cached("DELETE FROM sync_pushed WHERE uuid = (SELECT uuid FROM commands WHERE id = ?1)")
+                .and_then(|mut s| s.execute([id]))
+                .ctx(self.path, "noting processes for the central store")?;
+            if unpushed > 0 {
+                crate::sync::lower_push_mark(self.conn, self.path, &[id])?;
+            }
+        }
         Ok(())
     }
 }

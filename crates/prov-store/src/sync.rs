@@ -323,6 +323,36 @@ mod tests {
     }
 
     #[test]
+    fn processes_stored_after_the_push_make_the_record_pending_again() {
+        let dir = TempDir::new("sync-late-processes");
+        let mut s = open(&dir);
+        let a = finished(&mut s, "u-a");
+        let b = finished(&mut s, "u-b");
+        s.mark_pushed(&["u-a".into(), "u-b".into()]).unwrap();
+        assert_eq!(mark(&s), b);
+        let late = prov_model::ProcessRecord {
+            pid: 7,
+            ppid: Some(1),
+            exe: b"/bin/cp".to_vec(),
+            args: b"cp\0".to_vec(),
+            cwd: b"/".to_vec(),
+            unknown: None,
+            start_ns: 1,
+            end_ns: Some(9),
+            first_event: 0,
+        };
+        s.add_processes(a, std::slice::from_ref(&late)).unwrap();
+        assert!(mark(&s) < a, "the mark moves below it");
+        assert_eq!(s.unpushed(0, 10).unwrap(), vec![a]);
+        assert_eq!(s.push_counts().unwrap(), PushCounts { pending: 1, running: 0 });
+        s.mark_pushed(&["u-a".into()]).unwrap();
+        assert_eq!(mark(&s), b);
+        // None stored: nothing changes.
+        s.add_processes(b, &[]).unwrap();
+        assert!(s.unpushed(0, 10).unwrap().is_empty());
+    }
+
+    #[test]
     fn a_journal_without_a_mark_gets_one_and_a_mark_on_a_gone_record_is_not_trusted() {
         let dir = TempDir::new("sync-mark-old");
         let mut s = open(&dir);

@@ -4,7 +4,7 @@
 //! is left out, libpq's defaults after that, and the password from
 //! `PGPASSWORD` or `~/.pgpass` (ignored, as libpq does, when others can
 //! read it). The `postgres` crate parses URLs and words but knows none of
-//! the files or variables.
+//! the files or variables, nor libpq's verify-ca and verify-full (tls.rs).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -15,6 +15,7 @@ use postgres::config::Host;
 use postgres::Config;
 
 use crate::error::{Result, SyncError};
+use crate::tls::Tls;
 
 /// Debian's libpq looks for the server's socket here when no host is given.
 const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
@@ -39,15 +40,31 @@ impl Environment {
     }
 }
 
+/// A connection's settings: the crate's, and TLS's (which the crate's
+/// parser does not take: verify-ca, verify-full, sslrootcert).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config: Config,
+    pub tls: Tls,
+}
+
+impl std::ops::Deref for Settings {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
 /// The connection settings for `url` (the `[sync] url` value).
-pub fn config(url: &str, env: &Environment) -> Result<Config> {
+pub fn config(url: &str, env: &Environment) -> Result<Settings> {
     let bad = |why: String| SyncError::BadUrl(why);
     let (url, service) = take_service(url);
     let service_keys = match service.clone().or_else(|| env.var("PGSERVICE").map(str::to_owned)) {
         Some(name) => Some(service_keys(&name, env)?),
         None => None,
     };
-    refuse_tls_modes(&url, service_keys.as_ref(), env)?;
+    let tls = tls_settings(&url, service_keys.as_ref(), env)?;
+    let url = without_settings(&url, &["sslmode", "sslrootcert"]);
     let mut config: Config = if url.trim().is_empty() {
         Config::new()
     } else {
@@ -86,38 +103,84 @@ pub fn config(url: &str, env: &Environment) -> Result<Config> {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
     config.application_name("prov");
-    Ok(config)
+    Ok(Settings { config, tls })
 }
 
-/// prov's client does not speak TLS (docs/cluster-store.md): settings that
-/// require it (`sslmode` require, verify-ca or verify-full, in the URL, the
-/// service or PGSSLMODE, first found in that order as libpq takes them)
-/// are refused in one line rather than connected without. disable, allow
-/// and prefer connect without TLS, as libpq does with a server without it.
-fn refuse_tls_modes(url: &str, service: Option<&BTreeMap<String, String>>, env: &Environment) -> Result<()> {
-    let from_url = url_setting(url, "sslmode").map(|m| (m, "the [sync] url"));
-    let from_service = || service.and_then(|k| k.get("sslmode")).map(|m| (m.clone(), "the service file"));
-    let from_env = || env.var("PGSSLMODE").map(|m| (m.to_owned(), "PGSSLMODE"));
-    let Some((mode, from)) = from_url.or_else(from_service).or_else(from_env) else { return Ok(()) };
-    match mode.as_str() {
-        "disable" | "allow" | "prefer" => Ok(()),
-        "require" | "verify-ca" | "verify-full" => Err(SyncError::BadUrl(format!(
-            "sslmode={mode} (from {from}) asks for TLS, which prov's client does not speak: connect over the \
-             server's Unix socket, a trusted network or an SSH tunnel with sslmode=disable or prefer \
-             (docs/cluster-store.md)"
-        ))),
-        other => Err(SyncError::BadUrl(format!("sslmode={other:?} (from {from}) is not one libpq knows"))),
-    }
+/// sslmode and sslrootcert, each from the first of the URL, the service
+/// and the variables (PGSSLMODE, PGSSLROOTCERT) that has it, as libpq.
+fn tls_settings(url: &str, service: Option<&BTreeMap<String, String>>, env: &Environment) -> Result<Tls> {
+    let find = |key: &str, var: &'static str| -> Option<(String, &'static str)> {
+        url_setting(url, key)
+            .map(|m| (m, "the [sync] url"))
+            .or_else(|| service.and_then(|k| k.get(key)).map(|m| (m.clone(), "the service file")))
+            .or_else(|| env.var(var).map(|m| (m.to_owned(), var)))
+    };
+    let rootcert = find("sslrootcert", "PGSSLROOTCERT").map(|(path, _)| path);
+    Tls::new(find("sslmode", "PGSSLMODE"), rootcert, &env.home)
 }
 
 /// A setting's value in `key=value` words or a URL's query string.
 fn url_setting(url: &str, key: &str) -> Option<String> {
-    let pairs: Vec<&str> = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    let pairs: Vec<&str> = if is_url(url) {
         url.split_once('?').map(|(_, q)| q.split('&').collect()).unwrap_or_default()
     } else {
         url.split_whitespace().collect()
     };
-    pairs.iter().find_map(|p| p.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim().to_owned()))
+    pairs.iter().find_map(|p| {
+        p.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| {
+            let v = v.trim();
+            if is_url(url) {
+                percent_decoded(v)
+            } else {
+                v.to_owned()
+            }
+        })
+    })
+}
+
+/// `url` without the settings `keys` (words or query parameters).
+fn without_settings(url: &str, keys: &[&str]) -> String {
+    let keep = |p: &&str| !keys.iter().any(|k| p.split_once('=').is_some_and(|(name, _)| name.trim() == *k));
+    if is_url(url) {
+        match url.split_once('?') {
+            Some((base, query)) => {
+                let rest: Vec<&str> = query.split('&').filter(keep).collect();
+                if rest.is_empty() {
+                    base.to_owned()
+                } else {
+                    format!("{base}?{}", rest.join("&"))
+                }
+            }
+            None => url.to_owned(),
+        }
+    } else {
+        url.split_whitespace().filter(keep).collect::<Vec<_>>().join(" ")
+    }
+}
+
+fn is_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// `%XX` escapes of a URL's value (a path in sslrootcert).
+fn percent_decoded(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The server as said in messages: `user@host:port/dbname`, no password.
@@ -133,7 +196,7 @@ pub fn describe(config: &Config) -> String {
 
 /// Splits `service=NAME` out of `key=value` words (the crate does not know it).
 fn take_service(url: &str) -> (String, Option<String>) {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if is_url(url) {
         return (url.to_owned(), None);
     }
     let mut service = None;
@@ -325,29 +388,28 @@ mod tests {
     }
 
     #[test]
-    fn settings_asking_for_tls_are_refused_in_one_line() {
+    fn tls_settings_come_from_the_url_the_service_or_the_variables() {
+        use crate::tls::SslMode;
         let none = env(Path::new("/nonexistent"), &[]);
-        for url in
-            ["host=db sslmode=require", "postgresql://a@db/prov?sslmode=verify-full", "sslmode=verify-ca dbname=p"]
-        {
-            let err = config(url, &none).unwrap_err().to_string();
-            assert!(err.contains("asks for TLS, which prov's client does not speak") && !err.contains('\n'), "{err}");
-            assert!(err.contains("from the [sync] url"), "{err}");
-        }
-        let err = config("host=db", &env(Path::new("/nonexistent"), &[("PGSSLMODE", "require")])).unwrap_err();
-        assert!(err.to_string().contains("sslmode=require (from PGSSLMODE) asks for TLS"), "{err}");
+        let mode = |url: &str, e: &Environment| config(url, e).map(|s| s.tls.mode);
+        assert_eq!(mode("host=db", &none).unwrap(), SslMode::Prefer);
+        assert_eq!(mode("host=db sslmode=require", &none).unwrap(), SslMode::Require);
+        let c = config("postgresql://a@db/prov?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem", &none).unwrap();
+        assert_eq!((c.tls.mode, c.tls.roots_name()), (SslMode::VerifyFull, "/etc/ca.pem".to_string()));
+        assert_eq!(describe(&c), "a@db:5432/prov");
+        let c = config("sslmode=verify-ca sslrootcert=/x/ca.pem dbname=p host=db", &none).unwrap();
+        assert_eq!((c.tls.mode, describe(&c).as_str()), (SslMode::VerifyCa, "alice@db:5432/p"));
+        let e = env(Path::new("/nonexistent"), &[("PGSSLMODE", "require"), ("PGSSLROOTCERT", "/r.pem")]);
+        let c = config("host=db", &e).unwrap();
+        assert_eq!((c.tls.mode, c.tls.roots_name()), (SslMode::Require, "/r.pem".to_string()));
         // The URL's word wins over the variable, as in libpq.
-        let e = env(Path::new("/nonexistent"), &[("PGSSLMODE", "verify-full")]);
-        assert!(config("host=db sslmode=disable", &e).is_ok());
-        for ok in ["host=db sslmode=prefer", "postgresql://a@db/prov?sslmode=disable", "host=db"] {
-            assert!(config(ok, &none).is_ok(), "{ok}");
-        }
+        assert_eq!(mode("host=db sslmode=disable", &e).unwrap(), SslMode::Disable);
         let home = temp_home("service-tls");
         std::fs::write(home.join(".pg_service.conf"), "[prov]\nhost=db\nsslmode=verify-full\n").unwrap();
+        assert_eq!(mode("service=prov", &env(&home, &[])).unwrap(), SslMode::VerifyFull);
+        std::fs::write(home.join(".pg_service.conf"), "[prov]\nhost=db\nsslmode=sometimes\n").unwrap();
         let err = config("service=prov", &env(&home, &[])).unwrap_err().to_string();
-        assert!(err.contains("(from the service file)"), "{err}");
-        let err = config("host=db sslmode=sometimes", &none).unwrap_err().to_string();
-        assert!(err.contains("is not one libpq knows"), "{err}");
+        assert!(err.contains("(from the service file) is not one libpq knows") && !err.contains('\n'), "{err}");
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub enum SyncError {
     NewerServer { server: String, found: i32, known: i32 },
     #[error("the central store {server} has schema version {found}, this prov needs {known}; its owner applies it with `prov sync --setup` ({why})")]
     OlderServer { server: String, found: i32, known: i32, why: String },
+    /// TLS could not be set up, or the server's certificate is not trusted.
+    #[error("no secure connection to the central store {server}: {why}")]
+    Tls { server: String, why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

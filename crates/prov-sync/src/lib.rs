@@ -11,6 +11,7 @@
 //!   prov runs unchanged.
 //! - [`conninfo`]: libpq's conventions (service file, ~/.pgpass, PG*
 //!   variables) for the connection.
+//! - [`tls`]: TLS as libpq's sslmode and sslrootcert ask.
 #![deny(unsafe_code)]
 
 pub mod conninfo;
@@ -18,6 +19,7 @@ mod error;
 pub mod pull;
 pub mod push;
 pub mod server;
+pub mod tls;
 
 pub use error::{Result, SyncError};
 
@@ -29,14 +31,30 @@ pub struct Central {
 }
 
 impl Central {
-    /// Connects (within the connect timeout) and checks the server's schema.
-    /// `migrate`: bring an older schema up to date (needs the schema's
-    /// owner's rights); otherwise an older schema is an error saying so.
-    pub fn connect(config: &postgres::Config, migrate: bool) -> Result<Central> {
-        let server = conninfo::describe(config);
-        let client = config.connect(postgres::NoTls).map_err(|e| error::classify(&server, "the connection", e))?;
+    /// Connects (within the connect timeout, with TLS as the settings
+    /// say) and checks the server's schema. `migrate`: bring an older
+    /// schema up to date (needs the schema's owner's rights); otherwise an
+    /// older schema is an error saying so.
+    pub fn connect(settings: &conninfo::Settings, migrate: bool) -> Result<Central> {
+        let server = conninfo::describe(settings);
+        let client = settings.tls.connect(&settings.config).map_err(|e| match e {
+            tls::ConnectError::Settings(why) => SyncError::Tls { server: server.clone(), why },
+            tls::ConnectError::Postgres(e) => match settings.tls.explain(&e) {
+                Some(why) => SyncError::Tls { server: server.clone(), why },
+                None => error::classify(&server, "the connection", e),
+            },
+        })?;
         let mut central = Central { client, server };
         server::ensure_schema(&mut central, migrate)?;
         Ok(central)
+    }
+
+    /// Whether this connection is encrypted (what the server says).
+    pub fn encrypted(&mut self) -> Result<bool> {
+        let row = self
+            .client
+            .query_one("SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)", &[])
+            .map_err(error::on(&self.server, "a question"))?;
+        Ok(row.get(0))
     }
 }

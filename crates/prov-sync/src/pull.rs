@@ -203,10 +203,12 @@ fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store,
         let archived_rows = archived.take_for(tx, server_id).map_err(fail("reading archived files"))?;
         let process_rows = processes.take_for(tx, server_id).map_err(fail("reading processes"))?;
         if let Some(id) = cache.command_by_uuid(&uuid)? {
-            if cache.command(id)?.is_some_and(|c| c.end_ns.is_some()) {
+            // Stored again with its processes (push.rs, renew): replaced.
+            let renewed = !process_rows.is_empty() && cache.processes_of(id)?.is_empty();
+            if cache.command(id)?.is_some_and(|c| c.end_ns.is_some()) && !renewed {
                 continue;
             }
-            // Cut short by an earlier pull: its end is written last.
+            // Cut short by an earlier pull (its end is written last), or renewed.
             cache.delete_commands(&[id])?;
         }
         let pairs: Vec<i32> = row.get(15);

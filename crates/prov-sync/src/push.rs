@@ -9,6 +9,9 @@
 //! back for it), so a push interrupted anywhere
 //! (network, server, this process) is resumed by pushing again: nothing is
 //! lost, and nothing stored twice. Records still running wait for their end.
+//! A record whose processes reached the journal after its push (the
+//! journal then lists it as not pushed) is taken back by the server and
+//! stored again whole (`renew`).
 //!
 //! A record's processes go with it. The server keeps no order of a
 //! record's events, which the journal's link from an event to its process
@@ -152,14 +155,19 @@ fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: 
     if !small.is_empty() {
         let ids = push_batch(&mut tx, &server, &small)?;
         for (record, id) in small.iter().zip(ids) {
-            if let Some(id) = id {
-                push_extras(&mut tx, &server, id, record)?;
-            }
-            count(record, id.is_some());
+            let stored = match id {
+                Some(id) => {
+                    push_extras(&mut tx, &server, id, record)?;
+                    true
+                }
+                None => renew(&mut tx, &server, record)?,
+            };
+            count(record, stored);
         }
     }
     for record in big {
-        count(record, push_record(&mut tx, &server, record)?);
+        let stored = push_record(&mut tx, &server, record)? || renew(&mut tx, &server, record)?;
+        count(record, stored);
     }
     tx.commit().map_err(fail("a commit"))?;
     let uuids: Vec<String> = group.records.iter().map(|r| r.command.uuid.clone()).collect();
@@ -252,6 +260,21 @@ fn push_record(tx: &mut postgres::Transaction, server: &str, record: &Record) ->
     }
     push_extras(tx, server, server_id, record)?;
     Ok(true)
+}
+
+/// A record the server has already: when the journal has processes for it
+/// and the server none (they were stored after its push, its last process
+/// having outlived the command), the server's copy is taken back and the
+/// record stored again whole. Whether it was.
+fn renew(tx: &mut postgres::Transaction, server: &str, record: &Record) -> Result<bool> {
+    if record.processes.is_empty() {
+        return Ok(false);
+    }
+    let taken: bool = tx
+        .query_one("SELECT prov.take_back($1)", &[&server_uuid(&record.command.uuid)])
+        .map_err(crate::error::on(server, "a record stored again"))?
+        .get(0);
+    Ok(taken && push_record(tx, server, record)?)
 }
 
 /// A new record's archived files and processes.

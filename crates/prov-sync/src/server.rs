@@ -16,7 +16,7 @@
 use crate::{Central, Result, SyncError};
 
 /// (version, sql), applied in order.
-const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3)];
 
 /// The newest server schema this build knows.
 pub const SERVER_SCHEMA: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -449,3 +449,34 @@ fn apply_migrations(central: &mut Central) -> Result<()> {
     tx.batch_execute("GRANT SELECT ON prov.schema_version TO prov_user").map_err(fail)?;
     tx.commit().map_err(fail)
 }
+
+/// Processes stored after their record was pushed.
+const MIGRATION_3: &str = r#"
+-- A record pushed before the journal had its processes (its last process
+-- outlived the command; the collector stores the process table, and the
+-- events that came late, when that process ends): the next push takes the
+-- record back and stores it again whole, in one transaction. Only the
+-- caller's own record, and only while it has no processes here, so a
+-- record pushed again for another reason is left as it is. No tombstone:
+-- a cache replaces its copy when it pulls the new one (pull.rs).
+CREATE FUNCTION prov.take_back(p_uuid uuid) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old bigint;
+BEGIN
+    SELECT c.id INTO old FROM prov.commands c
+    WHERE c.uuid = p_uuid AND c.owner = session_user
+      AND NOT EXISTS (SELECT 1 FROM prov.processes p WHERE p.command_id = c.id)
+    FOR UPDATE;
+    IF old IS NULL THEN
+        RETURN false;
+    END IF;
+    DELETE FROM prov.file_events WHERE command_id = old;
+    DELETE FROM prov.command_dirs WHERE command_id = old;
+    DELETE FROM prov.archived_files WHERE command_id = old;
+    DELETE FROM prov.commands WHERE id = old;
+    RETURN true;
+END $$;
+REVOKE EXECUTE ON FUNCTION prov.take_back FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.take_back TO prov_user;
+"#;
