@@ -236,7 +236,7 @@ fn space_prefixed_commands(ctx: &Context) -> Vec<Finding> {
 
 fn helper(ctx: &Context) -> Vec<Finding> {
     match setup::helper_path() {
-        Ok(helper) => match setup::tracing_unavailable(&helper) {
+        Ok(helper) => match setup::tracing_unavailable(&helper).or_else(|| apparmor_probe(ctx)) {
             None => vec![Finding::ok(format!("helper {} can trace", shown(&helper)))],
             Some(problem) => {
                 // Where it runs (a container, a nosuid mount) is said with its remedy below.
@@ -250,6 +250,15 @@ fn helper(ctx: &Context) -> Vec<Finding> {
         },
         Err(e) => vec![Finding::fail(format!("{e:#}"), "reinstall prov with packaging/install.sh")],
     }
+}
+
+/// Under an enforcing AppArmor profile, whether the helper is let do its
+/// work can only be seen by trying: one observation started and dropped
+/// unused (it leaves no record). Why it failed, or None.
+fn apparmor_probe(ctx: &Context) -> Option<String> {
+    crate::doctor_env::apparmor_profile()?;
+    let user = ctx.user.as_ref().ok()?;
+    crate::observe::start(user, crate::observe::identity("doctor".into(), "doctor")).err()
 }
 
 /// The kernel queue of each observation holds at most
