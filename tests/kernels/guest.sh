@@ -57,8 +57,8 @@ for t in $tests; do
     record "$t" "$verdict" $(( $(date +%s) - start ))
 done
 
-# --- NFS home and the 9p share ---------------------------------------------
-for check in nfs 9p; do
+# --- NFS home, the 9p share, an AppArmor profile denying mount ------------
+for check in nfs 9p apparmor; do
     start=$(date +%s)
     if sh /share/$check.sh >/share/$check.log 2>&1; then verdict=pass
     else verdict="FAIL: $(grep '^FAIL' /share/$check.log | head -n1)"; fi

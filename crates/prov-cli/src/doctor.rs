@@ -242,6 +242,8 @@ fn helper(ctx: &Context) -> Vec<Finding> {
                 // Where it runs (a container, a nosuid mount) is said with its remedy below.
                 let remedy = if ctx.environment.iter().any(|f| f.severity == crate::doctor_env::Severity::Fail) {
                     "see the line about where prov runs, below"
+                } else if problem.starts_with("AppArmor") {
+                    "the profile's rules decide (its file in /etc/apparmor.d; the kernel log shows apparmor=\"DENIED\" lines)"
                 } else {
                     "run packaging/install.sh as root (it installs the setuid helper), then start a new shell"
                 };

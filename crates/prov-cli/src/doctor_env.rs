@@ -197,7 +197,13 @@ pub fn assess(facts: &Facts, helper: &Path, database: Option<&Path>) -> Vec<Find
     if docker_apparmor(&facts.apparmor) || (container.is_some() && confined(&facts.apparmor).is_some()) {
         let profile = confined(&facts.apparmor).unwrap_or_default();
         found.push(if docker_apparmor(&facts.apparmor) {
-            fail(format!("AppArmor profile {profile} denies mount, which the helper needs to set up each command's namespace: start the container with `--security-opt apparmor=unconfined` (or a profile allowing mount)"))
+            fail(format!(
+                "AppArmor profile {profile} denies mount, which the helper needs to set up each command's namespace: {}",
+                match container {
+                    Some(_) => "start the container with `--security-opt apparmor=unconfined` (or a profile allowing mount)",
+                    None => "run prov outside that profile (or under one allowing mount)",
+                }
+            ))
         } else {
             note(format!("confined by AppArmor profile {profile}: if tracing fails, the kernel log (journalctl -k) shows its apparmor=\"DENIED\" lines"))
         });
