@@ -508,7 +508,10 @@ mod tests {
         let error = "cannot make mounts slave: Permission denied (os error 13)";
         let confined = Facts { apparmor: "no-mounts (enforce)\n".into(), ..facts() };
         let line = apparmor_denial_in(&confined, error).unwrap();
-        assert!(line.starts_with("AppArmor profile no-mounts denied prov's helper (cannot make mounts slave"), "{line}");
+        assert!(
+            line.starts_with("AppArmor profile no-mounts denied prov's helper (cannot make mounts slave"),
+            "{line}"
+        );
         assert!(!line.contains('\n'), "{line}");
         // Not confined, complaining only, or another failure: not AppArmor's.
         assert_eq!(apparmor_denial_in(&Facts { apparmor: "unconfined\n".into(), ..facts() }, error), None);
