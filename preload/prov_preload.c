@@ -75,8 +75,8 @@
 /* How long `begin` waits for the background preparation (first command
  * right after the prompt, or a preparer still starting): at least
  * [shell] prepare_wait_ms (the preparer sends it; this default until its
- * first answer), longer where preparing takes longer (prepare_wait_ms() in
- * shim_parse.h). A preparation that missed it once is not waited for again:
+ * first answer), longer where preparing takes longer and for the shell's
+ * first preparation (prepare_wait_ms() in shim_parse.h). A preparation that missed it once is not waited for again:
  * a hanging helper may cost the user one pause, never one per command. */
 #define PREPARE_WAIT_MS 2000
 #define PREPARE_WAIT_FACTOR 3

@@ -56,7 +56,10 @@ static __attribute__((unused)) int prepared_number(const char *msg, const char *
  * costs one bounded pause. */
 static __attribute__((unused)) int prepare_wait_ms(int floor_ms, int took_ms, int factor, int ceiling_ms)
 {
-    long adapted = took_ms > 0 ? (long)took_ms * factor : 0;
+    /* Nothing measured yet (took_ms < 0): the shell's first preparation,
+     * which also starts the preparer and may create the database, is given
+     * factor times the floor. */
+    long adapted = took_ms >= 0 ? (long)took_ms * factor : (long)floor_ms * factor;
     if (adapted > ceiling_ms) adapted = ceiling_ms;
     return adapted > floor_ms ? (int)adapted : floor_ms;
 }

@@ -144,7 +144,10 @@ static void test_prepare_wait(void)
 {
     /* A fast machine: the floor. */
     CHECK(prepare_wait_ms(2000, 80, 3, 20000) == 2000);
-    CHECK(prepare_wait_ms(2000, -1, 3, 20000) == 2000);
+    /* Nothing measured yet: the first preparation gets three times the floor. */
+    CHECK(prepare_wait_ms(2000, -1, 3, 20000) == 6000);
+    CHECK(prepare_wait_ms(10000, -1, 3, 20000) == 20000);
+    CHECK(prepare_wait_ms(30000, -1, 3, 20000) == 30000);
     /* Preparing took 1.5 s: 4.5 s. */
     CHECK(prepare_wait_ms(2000, 1500, 3, 20000) == 4500);
     /* A hung or very slow helper: never beyond the ceiling... */

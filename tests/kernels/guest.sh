@@ -53,7 +53,7 @@ for t in $tests; do
     passed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
     failed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
     if [ "$rc" = 0 ]; then verdict="pass ($passed tests)"
-    else verdict="FAIL (${failed:-?} of $(( ${passed:-0} + ${failed:-0} )): $(grep -o '^    [a-z_:]*$' /share/$t.log | tr -d ' ' | tr '\n' ' '))"; fi
+    else verdict="FAIL (${failed:-?} of $(( ${passed:-0} + ${failed:-0} )): $(grep -o '^    [a-z0-9_:]*$' /share/$t.log | tr -d ' ' | tr '\n' ' '))"; fi
     record "$t" "$verdict" $(( $(date +%s) - start ))
 done
 
