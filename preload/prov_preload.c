@@ -73,10 +73,14 @@
  * the shell's own (bash: 10 and up for saved fds, 255 for scripts). */
 #define HIGH_FD 700
 /* How long `begin` waits for the background preparation (first command
- * right after the prompt, or a preparer still starting). A preparer that
- * missed it once is not waited for again: a hanging helper may cost the user
- * one pause, never one per command. */
+ * right after the prompt, or a preparer still starting): at least
+ * [shell] prepare_wait_ms (the preparer sends it; this default until its
+ * first answer), longer where preparing takes longer and for the shell's
+ * first preparation (prepare_wait_ms() in shim_parse.h). A preparation that missed it once is not waited for again:
+ * a hanging helper may cost the user one pause, never one per command. */
 #define PREPARE_WAIT_MS 2000
+#define PREPARE_WAIT_FACTOR 3
+#define PREPARE_WAIT_CEILING_MS 20000
 /* How long a command's start waits for the previous command's record to be
  * stored (see wait_stored). */
 #define STORED_WAIT_MS 2000
@@ -113,6 +117,8 @@ static struct {
     int unobserved;          /* a command runs without an observation; the preparer stores its record */
     int preparing;
     int preparer_late;       /* the running preparer missed a begin */
+    int prepare_floor_ms;    /* [shell] prepare_wait_ms, as last answered */
+    int prepare_took_ms;     /* how long the last preparation took, or -1 */
     int prepare_pending;     /* start a preparer at the shell's next read */
     pid_t shell_pid;         /* the shell itself, not one of its forks */
     int capture;             /* memfd the shell wrote into (zsh's text, bash's trap) */
@@ -124,6 +130,7 @@ static struct {
     .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
     .prep_sock = -1, .capture = -1,
+    .prepare_floor_ms = PREPARE_WAIT_MS, .prepare_took_ms = -1,
 };
 
 static void resolve_real(void)
@@ -271,6 +278,9 @@ static void take_prepared(int wait_ms)
     }
     int holder, skip_space, kind = parse_prepared(msg, &holder, &skip_space);
     if (kind == 'R' && nfds == 3) {
+        int floor = prepared_number(msg, "wait=");
+        if (floor > 0) S.prepare_floor_ms = floor;
+        S.prepare_took_ms = prepared_number(msg, "took=");
         S.r_holder = holder;
         S.r_skip_space = skip_space;
         S.r_ctl = move_high(fds[0], 1);
@@ -403,7 +413,9 @@ static void begin_observation(const struct buf *text)
     if (S.active || S.unobserved || !S.loaded) return;
     if (S.r_ctl < 0) {
         spawn_preparer();
-        take_prepared(S.preparer_late ? 0 : PREPARE_WAIT_MS);
+        take_prepared(S.preparer_late ? 0
+                                      : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
+                                                        PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS));
     }
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;

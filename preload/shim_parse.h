@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* The preparer's answer (`prov __prepare`, see take_prepared): "R<holder
- * pid>[ skip-space]" or "E<reason>", NUL-terminated. Returns 'R' with the
+ * pid>[ skip-space][ took=MS][ wait=MS]" or "E<reason>", NUL-terminated. Returns 'R' with the
  * holder and the setting filled in, 'E' (the reason follows the tag), or 0
  * for anything else, an R whose pid is not a pid included. */
 static __attribute__((unused)) int parse_prepared(const char *msg, int *holder, int *skip_space)
@@ -26,6 +26,42 @@ static __attribute__((unused)) int parse_prepared(const char *msg, int *holder, 
     *holder = (int)pid;
     *skip_space = strstr(end, " skip-space") != NULL;
     return 'R';
+}
+
+/* A number the preparer adds to its R answer as " NAME=<digits>" (NAME
+ * given with its "="): took= (how long preparing took, ms), wait= (the
+ * configured [shell] prepare_wait_ms). -1 when absent or not a number that
+ * fits an int. */
+static __attribute__((unused)) int prepared_number(const char *msg, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *at = strstr(msg, name); at; at = strstr(at + 1, name)) {
+        if (at == msg || at[-1] != ' ') continue;
+        const char *digits = at + len;
+        if (*digits < '0' || *digits > '9') return -1;
+        char *end;
+        long n = strtol(digits, &end, 10);
+        if (n > INT_MAX || (*end && *end != ' ')) return -1;
+        return (int)n;
+    }
+    return -1;
+}
+
+/* How long `begin` waits for a preparation still under way: at least
+ * floor_ms (the configured prepare_wait_ms), and on a machine where
+ * preparing takes longer (emulated, loaded, a home on a slow network
+ * filesystem) factor times the last preparation's duration, but never more
+ * than ceiling_ms unless the floor itself is higher: a slow machine then
+ * still traces commands typed right after the prompt, and a hung helper
+ * costs one bounded pause. */
+static __attribute__((unused)) int prepare_wait_ms(int floor_ms, int took_ms, int factor, int ceiling_ms)
+{
+    /* Nothing measured yet (took_ms < 0): the shell's first preparation,
+     * which also starts the preparer and may create the database, is given
+     * factor times the floor. */
+    long adapted = took_ms >= 0 ? (long)took_ms * factor : (long)floor_ms * factor;
+    if (adapted > ceiling_ms) adapted = ceiling_ms;
+    return adapted > floor_ms ? (int)adapted : floor_ms;
 }
 
 /* The user's history settings: HISTCONTROL, HISTIGNORE and HISTSIZE as bash

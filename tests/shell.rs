@@ -58,6 +58,7 @@ in_both_shells!(
     prompt_tools_hooks_stay_out_of_records,
     privacy_opt_out_skips_space_prefixed_commands,
     prov_shell_traces_without_touching_rc_files,
+    a_slow_preparation_is_waited_for_as_configured,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -651,6 +652,57 @@ fn privacy_opt_out_skips_space_prefixed_commands(shell: &str) {
     assert!(case.query(["wrote", "private.txt"]).is_empty(), "no record of the private command");
     let history = case.query(["history", "-n", "100"]);
     assert!(!history.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains("private"))), "{history:#?}");
+}
+
+/// A machine where preparing an observation takes seconds (emulated,
+/// loaded): with `[shell] prepare_wait_ms` above that, commands typed right
+/// after the prompt wait for their observation and are recorded, rather
+/// than running untraced after the default 2 s. The slowness is the
+/// shell's preparer stopped for 3 s.
+fn a_slow_preparation_is_waited_for_as_configured(shell: &str) {
+    let case = Case::new(&format!("{shell}-slow-prepare"));
+    case.write_config("[shell]\nprepare_wait_ms = 15000\n");
+    let mut sh = Shell::start(&case, leak(shell));
+    // The first answer brings the setting; the preparer then serves the
+    // next requests.
+    sh.run("echo first > first.txt");
+    let preparer = preparer_of(sh.pid);
+    signal(preparer, "STOP");
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(3));
+        signal(preparer, "CONT");
+    });
+    // Whichever of the two meets the stopped preparer waits for it.
+    let out = sh.run("echo a > a.txt") + &sh.run("echo b > b.txt");
+    resume.join().unwrap();
+    sh.exit();
+    assert!(!out.contains("not tracing"), "{out}");
+    assert_wrote(&case, "first.txt", "echo first > first.txt");
+    assert_wrote(&case, "a.txt", "echo a > a.txt");
+    assert_wrote(&case, "b.txt", "echo b > b.txt");
+}
+
+/// The shell's `prov __prepare`, which its shim started.
+fn preparer_of(shell: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let pid = entry.file_name().to_string_lossy().to_string();
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if status.lines().any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(&shell.to_string()))
+                && cmdline.split(|&b| b == 0).nth(1) == Some(b"__prepare")
+            {
+                return pid.parse().unwrap();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no prov __prepare under shell {shell}");
+}
+
+fn signal(pid: u32, name: &str) {
+    assert!(Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap().success());
 }
 
 /// The shim hooks the libc functions through which bash and zsh (and zsh's

@@ -128,6 +128,33 @@ static void test_prepared(void)
     CHECK(parse_prepared("R99999999999", &holder, &skip) == 0);
     CHECK(parse_prepared("R12x", &holder, &skip) == 0);
     CHECK(parse_prepared("", &holder, &skip) == 0);
+    CHECK(parse_prepared("R42 skip-space took=350 wait=2000", &holder, &skip) == 'R' && holder == 42 && skip);
+    CHECK(parse_prepared("R42 took=350", &holder, &skip) == 'R' && !skip);
+    CHECK(prepared_number("R42 skip-space took=350 wait=2000", "took=") == 350);
+    CHECK(prepared_number("R42 skip-space took=350 wait=2000", "wait=") == 2000);
+    CHECK(prepared_number("R42 took=350", "wait=") == -1);
+    CHECK(prepared_number("R42 xtook=5", "took=") == -1);
+    CHECK(prepared_number("R42 took=", "took=") == -1);
+    CHECK(prepared_number("R42 took=-3", "took=") == -1);
+    CHECK(prepared_number("R42 took=12x", "took=") == -1);
+    CHECK(prepared_number("R42 took=99999999999", "took=") == -1);
+}
+
+static void test_prepare_wait(void)
+{
+    /* A fast machine: the floor. */
+    CHECK(prepare_wait_ms(2000, 80, 3, 20000) == 2000);
+    /* Nothing measured yet: the first preparation gets three times the floor. */
+    CHECK(prepare_wait_ms(2000, -1, 3, 20000) == 6000);
+    CHECK(prepare_wait_ms(10000, -1, 3, 20000) == 20000);
+    CHECK(prepare_wait_ms(30000, -1, 3, 20000) == 30000);
+    /* Preparing took 1.5 s: 4.5 s. */
+    CHECK(prepare_wait_ms(2000, 1500, 3, 20000) == 4500);
+    /* A hung or very slow helper: never beyond the ceiling... */
+    CHECK(prepare_wait_ms(2000, 60000, 3, 20000) == 20000);
+    CHECK(prepare_wait_ms(2000, 2147483647, 3, 20000) == 20000);
+    /* ... unless the user configured more. */
+    CHECK(prepare_wait_ms(30000, 60000, 3, 20000) == 30000);
 }
 
 int main(void)
@@ -137,6 +164,7 @@ int main(void)
     test_same_words();
     test_hist_rules();
     test_prepared();
+    test_prepare_wait();
     if (failures) {
         fprintf(stderr, "preload/tests/unit: %d checks failed\n", failures);
         return 1;

@@ -53,12 +53,12 @@ for t in $tests; do
     passed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
     failed=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
     if [ "$rc" = 0 ]; then verdict="pass ($passed tests)"
-    else verdict="FAIL (${failed:-?} of $(( ${passed:-0} + ${failed:-0} )): $(grep -o '^    [a-z_:]*$' /share/$t.log | tr -d ' ' | tr '\n' ' '))"; fi
+    else verdict="FAIL (${failed:-?} of $(( ${passed:-0} + ${failed:-0} )): $(grep -o '^    [a-z0-9_:]*$' /share/$t.log | tr -d ' ' | tr '\n' ' '))"; fi
     record "$t" "$verdict" $(( $(date +%s) - start ))
 done
 
-# --- NFS home and the 9p share ---------------------------------------------
-for check in nfs 9p; do
+# --- NFS home, the 9p share, an AppArmor profile denying mount ------------
+for check in nfs 9p apparmor; do
     start=$(date +%s)
     if sh /share/$check.sh >/share/$check.log 2>&1; then verdict=pass
     else verdict="FAIL: $(grep '^FAIL' /share/$check.log | head -n1)"; fi

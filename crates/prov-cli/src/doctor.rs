@@ -237,12 +237,14 @@ fn space_prefixed_commands(ctx: &Context) -> Vec<Finding> {
 
 fn helper(ctx: &Context) -> Vec<Finding> {
     match setup::helper_path() {
-        Ok(helper) => match setup::tracing_unavailable(&helper) {
+        Ok(helper) => match setup::tracing_unavailable(&helper).or_else(|| apparmor_probe(ctx)) {
             None => vec![Finding::ok(format!("helper {} can trace", shown(&helper)))],
             Some(problem) => {
                 // Where it runs (a container, a nosuid mount) is said with its remedy below.
                 let remedy = if ctx.environment.iter().any(|f| f.severity == crate::doctor_env::Severity::Fail) {
                     "see the line about where prov runs, below"
+                } else if problem.starts_with("AppArmor") {
+                    "the profile's rules decide (its file in /etc/apparmor.d; the kernel log shows apparmor=\"DENIED\" lines)"
                 } else {
                     "run packaging/install.sh as root (it installs the setuid helper), then start a new shell"
                 };
@@ -251,6 +253,15 @@ fn helper(ctx: &Context) -> Vec<Finding> {
         },
         Err(e) => vec![Finding::fail(format!("{e:#}"), "reinstall prov with packaging/install.sh")],
     }
+}
+
+/// Under an enforcing AppArmor profile, whether the helper is let do its
+/// work can only be seen by trying: one observation started and dropped
+/// unused (it leaves no record). Why it failed, or None.
+fn apparmor_probe(ctx: &Context) -> Option<String> {
+    crate::doctor_env::apparmor_profile()?;
+    let user = ctx.user.as_ref().ok()?;
+    crate::observe::start(user, crate::observe::identity("doctor".into(), "doctor")).err()
 }
 
 /// The kernel queue of each observation holds at most

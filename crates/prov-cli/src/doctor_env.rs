@@ -123,10 +123,38 @@ fn blocked_helper_in(facts: &Facts) -> Option<String> {
             ),
         });
     }
-    if container.is_some() && docker_apparmor(&facts.apparmor) {
-        return Some("this container's AppArmor profile docker-default denies mount, which prov's helper needs: start it with `docker run --security-opt apparmor=unconfined`".into());
+    if docker_apparmor(&facts.apparmor) {
+        return Some(match container {
+            Some(_) => "this container's AppArmor profile docker-default denies mount, which prov's helper needs: start it with `docker run --security-opt apparmor=unconfined`".into(),
+            None => "AppArmor profile docker-default denies mount, which prov's helper needs: run prov outside that profile".into(),
+        });
     }
     None
+}
+
+/// The helper's failure `error`, said as the AppArmor denial it is when
+/// this process is confined by an enforcing profile and the helper was
+/// refused permission (a profile denying mount, as Docker's does, fails its
+/// first mount with EACCES); None otherwise.
+pub fn apparmor_denial(error: &str) -> Option<String> {
+    apparmor_denial_in(&Facts::read_for_helper(), error)
+}
+
+fn apparmor_denial_in(facts: &Facts, error: &str) -> Option<String> {
+    let profile = confined(&facts.apparmor)?;
+    if !(error.contains("Permission denied") || error.contains("os error 13")) {
+        return None;
+    }
+    let remedy = match container(facts) {
+        Some(_) => "start the container with `--security-opt apparmor=unconfined` or a profile allowing mount",
+        None => "run prov outside that profile, or allow mount in it",
+    };
+    Some(format!("AppArmor profile {profile} denied prov's helper ({error}): {remedy}"))
+}
+
+/// The enforced AppArmor profile this process runs under, if any.
+pub fn apparmor_profile() -> Option<String> {
+    confined(&Facts::read_for_helper().apparmor).map(str::to_string)
 }
 
 pub fn assess(facts: &Facts, helper: &Path, database: Option<&Path>) -> Vec<Finding> {
@@ -169,7 +197,13 @@ pub fn assess(facts: &Facts, helper: &Path, database: Option<&Path>) -> Vec<Find
     if docker_apparmor(&facts.apparmor) || (container.is_some() && confined(&facts.apparmor).is_some()) {
         let profile = confined(&facts.apparmor).unwrap_or_default();
         found.push(if docker_apparmor(&facts.apparmor) {
-            fail(format!("AppArmor profile {profile} denies mount, which the helper needs to set up each command's namespace: start the container with `--security-opt apparmor=unconfined` (or a profile allowing mount)"))
+            fail(format!(
+                "AppArmor profile {profile} denies mount, which the helper needs to set up each command's namespace: {}",
+                match container {
+                    Some(_) => "start the container with `--security-opt apparmor=unconfined` (or a profile allowing mount)",
+                    None => "run prov outside that profile (or under one allowing mount)",
+                }
+            ))
         } else {
             note(format!("confined by AppArmor profile {profile}: if tracing fails, the kernel log (journalctl -k) shows its apparmor=\"DENIED\" lines"))
         });
@@ -459,6 +493,30 @@ mod tests {
         assert!(found.iter().any(|f| f.starts_with("Fail: AppArmor profile docker-default denies mount")), "{found:?}");
         let unconfined = Facts { apparmor: "unconfined\n".into(), ..docker };
         assert_eq!(blocked_helper_in(&unconfined), None);
+    }
+
+    #[test]
+    fn docker_default_outside_a_container_is_named_too() {
+        let confined = Facts { apparmor: "docker-default (enforce)\n".into(), ..facts() };
+        let line = blocked_helper_in(&confined).unwrap();
+        assert!(line.starts_with("AppArmor profile docker-default denies mount"), "{line}");
+        assert!(!line.contains("docker run"), "{line}");
+    }
+
+    #[test]
+    fn a_helper_refused_under_any_enforcing_profile_names_the_profile() {
+        let error = "cannot make mounts slave: Permission denied (os error 13)";
+        let confined = Facts { apparmor: "no-mounts (enforce)\n".into(), ..facts() };
+        let line = apparmor_denial_in(&confined, error).unwrap();
+        assert!(
+            line.starts_with("AppArmor profile no-mounts denied prov's helper (cannot make mounts slave"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
+        // Not confined, complaining only, or another failure: not AppArmor's.
+        assert_eq!(apparmor_denial_in(&Facts { apparmor: "unconfined\n".into(), ..facts() }, error), None);
+        assert_eq!(apparmor_denial_in(&Facts { apparmor: "no-mounts (complain)\n".into(), ..facts() }, error), None);
+        assert_eq!(apparmor_denial_in(&confined, "the helper did not answer"), None);
     }
 
     #[test]

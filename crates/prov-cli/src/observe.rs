@@ -51,7 +51,10 @@ pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, 
     }
     // A helper removed or changed while it starts fails in one of several
     // places; the same words for the same cause, so the shell says it once.
-    start_with(&helper, user, identity).map_err(|e| setup::tracing_unavailable(&helper).unwrap_or(e))
+    // A confining AppArmor profile shows only as the helper refused.
+    start_with(&helper, user, identity).map_err(|e| {
+        setup::tracing_unavailable(&helper).or_else(|| crate::doctor_env::apparmor_denial(&e)).unwrap_or(e)
+    })
 }
 
 fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdentity) -> Result<Observation, String> {

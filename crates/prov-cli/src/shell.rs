@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use prov_collect::ipc;
 use prov_collect::protocol::CommandStart;
+use prov_model::config::ShellConfig;
 use prov_model::CommandEnd;
 
 use crate::observe;
@@ -250,24 +251,33 @@ impl Unobserved<'_> {
 }
 
 /// One observation for the shim, or why there is none.
-type Prepared = Result<(observe::Observation, bool), String>;
+type Prepared = Result<(observe::Observation, ShellConfig, Duration), String>;
 
 fn prepare_one(session: &str, shell: &str) -> Prepared {
+    let started = Instant::now();
     // The configuration is read again each time: an edit applies from the
     // next observation on, as when each had a preparer of its own.
     UserSetup::load().map_err(|e| format!("{e:#}")).and_then(|user| {
-        let skip_space = user.config.shell.skip_space_prefixed;
-        observe::start(&user, observe::identity(session.to_string(), shell)).map(|obs| (obs, skip_space))
+        let config = user.config.shell;
+        observe::start(&user, observe::identity(session.to_string(), shell)).map(|obs| (obs, config, started.elapsed()))
     })
 }
 
 fn send_prepared(shim: BorrowedFd<'_>, prepared: &Prepared) -> Result<()> {
     match prepared {
-        Ok((obs, skip_space)) => {
+        Ok((obs, config, took)) => {
             let tracker = obs.tracker.as_ref().ok_or_else(|| anyhow!("no tracker"))?;
             let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
-            // The shim applies [shell] skip_space_prefixed itself.
-            let answer = format!("R{}{}", obs.holder_pid, if *skip_space { " skip-space" } else { "" });
+            // The shim applies [shell] skip_space_prefixed itself, and waits
+            // for the next preparation as long as prepare_wait_ms and this
+            // one's duration say (preload/shim_parse.h, prepare_wait_ms).
+            let answer = format!(
+                "R{}{} took={} wait={}",
+                obs.holder_pid,
+                if config.skip_space_prefixed { " skip-space" } else { "" },
+                took.as_millis().min(i32::MAX as u128),
+                config.prepare_wait_ms.0.min(i32::MAX as u32),
+            );
             ipc::send(shim, answer.as_bytes(), &fds)?;
         }
         // The shim prints the reason on the user's terminal.

@@ -80,10 +80,19 @@ pub struct BrowseConfig {
 }
 
 /// The shell integration (see config.default.toml).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShellConfig {
     pub skip_space_prefixed: bool,
+    /// Milliseconds a command typed before its observation is ready waits
+    /// for it, at least (the shim waits longer where preparing takes longer).
+    pub prepare_wait_ms: Positive,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        ShellConfig { skip_space_prefixed: false, prepare_wait_ms: Positive(2000) }
+    }
 }
 
 /// Defaults of `prov report` (see config.default.toml).
@@ -732,6 +741,9 @@ mod tests {
         assert!(!Config::default().shell.skip_space_prefixed);
         assert!(parse("[shell]\nskip_space_prefixed = true\n").unwrap().shell.skip_space_prefixed);
         assert!(parse("[shell]\nskip_space_prefixed = 1\n").unwrap_err().starts_with("config.toml:2: "));
+        assert_eq!(Config::default().shell.prepare_wait_ms, Positive(2000));
+        assert_eq!(parse("[shell]\nprepare_wait_ms = 15000\n").unwrap().shell.prepare_wait_ms, Positive(15000));
+        assert!(parse("[shell]\nprepare_wait_ms = 0\n").unwrap_err().starts_with("config.toml:2: "));
     }
 
     #[test]
