@@ -142,11 +142,13 @@ impl Case {
         }
     }
 
-    /// Gives a path (recursively) to the acting user.
+    /// Gives a path (recursively) to the acting user. Files that vanish
+    /// meanwhile are no error: SQLite removes its -wal and -shm when a
+    /// collector's writer, still finishing, closes the database (seen in CI:
+    /// `chown -R` failing on prov.db-shm).
     pub fn chown_tree(&self, path: &Path) {
         let (uid, gid) = self.ids();
-        let st = Command::new("chown").arg("-R").arg(format!("{uid}:{gid}")).arg(path).status().unwrap();
-        assert!(st.success());
+        chown_tree(path, uid, gid);
     }
 
     /// Writes a file in the work directory owned by the acting user.
@@ -465,6 +467,22 @@ impl DatabaseLock {
 /// Sets the mode of `dir` and of every file in it. A file that goes
 /// meanwhile is fine: SQLite removes -wal and -shm when the last connection
 /// closes, which may be a collector's writer finishing at that moment.
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    match std::os::unix::fs::lchown(path, Some(uid), Some(gid)) {
+        Err(e) if !gone(&e) => panic!("chown {}: {e}", path.display()),
+        _ => {}
+    }
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) if is_dir => entries,
+        _ => return,
+    };
+    for entry in entries.flatten() {
+        chown_tree(&entry.path(), uid, gid);
+    }
+}
+
 pub fn set_modes_in(dir: &Path, dir_mode: u32, file_mode: u32) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
