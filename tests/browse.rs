@@ -102,7 +102,15 @@ fn search_files_pane_readers_and_enter_prints_the_command() {
     assert!(first.contains("printf") && first.contains("exit 3"), "{first}");
     // Type to search, case-insensitively, every word.
     t.type_text("SORTED sort");
-    let s = t.wait("only the sort", |s| s.contains("[1/3"));
+    // The whole search typed and drawn (tmux may show a frame half-drawn, or
+    // one of the letters typed so far): wait for all that is checked below.
+    let s = t.wait("only the sort", |s| {
+        s.contains("search> SORTED sort")
+            && s.contains("[1/3")
+            && !s.contains("printf")
+            && s.contains("read  data.csv")
+            && s.contains("wrote sorted.csv")
+    });
     assert!(s.contains("sort data.csv > sorted.csv") && !s.contains("printf"), "{s}");
     // The files pane: what the selected command read and wrote.
     // (Paths below the command's directory are shown relative to it.)
