@@ -48,17 +48,20 @@ impl<'a> Tmux<'a> {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "0"]).stdout).into_owned()
     }
 
-    /// The screen once `ready` holds for it (the program draws when it
-    /// gets to it); fails with the last screen after 20 s.
+    /// The screen once `ready` holds for it and it has settled: the same
+    /// twice, 50 ms apart (the program draws when it gets to it, and tmux
+    /// may show a frame half-drawn); fails with the last screen after 20 s.
     fn wait(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = String::new();
         loop {
             let s = self.screen();
-            if ready(&s) {
+            if ready(&s) && s == last {
                 return s;
             }
             assert!(Instant::now() < deadline, "waiting for {what}; the screen:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
+            last = s;
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
