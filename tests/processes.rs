@@ -41,6 +41,43 @@ pub fn child_named(parent: u32, name: &str) -> u32 {
     }
 }
 
+/// The collector observing the `prov run` `run`: its child when the run
+/// started its own observation, else one the user's run preparer started
+/// (`crates/prov-cli/src/run_preparer.rs`), told by its holder (a child
+/// named prov-helper) being in the mount namespace of the run's command.
+/// Waited for.
+pub fn collector_of(run: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mnt = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+    loop {
+        let children = children_of(run);
+        if let Some((pid, _)) = children.iter().find(|(_, n)| n == "prov-collector") {
+            return *pid;
+        }
+        // The command (once it has joined), not the preparer a run may start.
+        let commands: Vec<_> = children.iter().filter(|(_, n)| n != "prov").filter_map(|(pid, _)| mnt(*pid)).collect();
+        for (collector, _) in all_processes().into_iter().filter(|(_, n)| n == "prov-collector") {
+            let holder_ns =
+                children_of(collector).into_iter().filter(|(_, n)| n == "prov-helper").find_map(|(h, _)| mnt(h));
+            if holder_ns.is_some_and(|ns| commands.contains(&ns)) {
+                return collector;
+            }
+        }
+        assert!(Instant::now() < deadline, "no collector of prov run {run}: {children:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// (pid, Name) of every process.
+fn all_processes() -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .map(|pid| (pid, status_field(pid, "Name").unwrap_or_default()))
+        .collect()
+}
+
 /// `prov run -- sh -c SCRIPT` as the user, its output captured.
 pub fn spawn_prov_run(case: &Case, script: &str) -> Child {
     case.command(case.inst.prov())

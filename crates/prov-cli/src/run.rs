@@ -15,8 +15,9 @@ use prov_collect::{ipc, long_text};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
 
-use crate::observe::{self, Observation};
+use crate::observe::{self, CollectorProcess, Observation};
 use crate::record_end;
+use crate::run_preparer;
 use crate::setup::UserSetup;
 use crate::spawn;
 
@@ -35,7 +36,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let session = crate::run_session::for_run();
     let identity = observe::identity(session, "run");
     let user = UserSetup::load().map_err(|e| format!("{e:#}"));
-    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observe::start(user, identity.clone()));
+    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
     let start = |start_ns| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
@@ -101,6 +102,20 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         },
     }
     ExitCode::from(shell_status(status) as u8)
+}
+
+/// The preparer's ready observation when there is one, else one of our own;
+/// either way sent this command's settings and record.
+fn observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
+    let helper = observe::usable_helper()?;
+    if let Some(obs) = run_preparer::take(&helper) {
+        if observe::prepare(&obs, user, identity.clone()).is_ok() {
+            return Ok(obs);
+        }
+    }
+    let obs = observe::start_unprepared(&helper)?;
+    observe::prepare(&obs, user, identity)?;
+    Ok(obs)
 }
 
 /// Stores the record's end ourselves, marked incomplete with `why`, and says
@@ -222,23 +237,19 @@ fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
     }
 }
 
-/// How the collector (our child) ended, as one phrase. It closed its end of
-/// the socket, so it is exiting: waited for briefly.
-fn collector_fate(collector: &mut Child) -> String {
+/// How the collector ended, as one phrase. It closed its end of the
+/// socket, so it is exiting: waited for briefly.
+fn collector_fate(collector: &mut CollectorProcess) -> String {
+    let collector = match collector {
+        CollectorProcess::Child(child) => child,
+        CollectorProcess::Pooled(preparer) => {
+            return run_preparer::fate(preparer).unwrap_or_else(|| "the collector stopped answering".into())
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         match collector.try_wait() {
-            Ok(Some(status)) => {
-                return match status.signal() {
-                    Some(sig) => {
-                        let name = nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string());
-                        format!("the collector was killed by {name}")
-                    }
-                    None => {
-                        format!("the collector exited (status {}) before storing the end", status.code().unwrap_or(-1))
-                    }
-                };
-            }
+            Ok(Some(status)) => return observe::fate_of(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             _ => return "the collector stopped answering".into(),
         }

@@ -58,6 +58,18 @@ pub fn close_fds_from_3(cmd: &mut Command) {
     }
 }
 
+/// In the child, a session of its own: no terminal's hang-up or job-control
+/// signal reaches a process meant to outlive its starter.
+pub fn new_session(cmd: &mut Command) {
+    // SAFETY: setsid is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
 /// While the command runs in the foreground, the terminal's SIGINT and
 /// SIGQUIT are meant for it; prov stays to store the record.
 pub fn ignore_terminal_signals() {

@@ -1,0 +1,243 @@
+//! Issue 15: `prov run` takes an observation its user's preparer
+//! (`prov __run-preparer`) keeps ready, so the helper, collector and writer
+//! starts are off the command's path. The preparer is started by the first
+//! `prov run`, lingers, and exits when idle; a killed preparer or a killed
+//! ready collector costs nothing but speed; two runs at once never share an
+//! observation; another user gets nothing through its socket.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use prov_e2e::processes::{children_of, collector_of, status_field};
+use prov_e2e::*;
+
+/// Seconds an idle preparer stays in these tests.
+const LINGER: &str = "3";
+
+fn run(case: &Case, script: &str) -> Command {
+    let mut cmd = case.command(case.inst.prov());
+    cmd.env("PROV_RUN_LINGER", LINGER).args(["run", "--", "sh", "-c", script]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+fn run_ok(case: &Case, script: &str) -> Output {
+    let out = run(case, script).output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success(), "{script}: {}", describe(&out));
+    assert!(out.stderr.is_empty(), "{script}: {}", describe(&out));
+    out
+}
+
+/// The preparers of this case (their HOME), by pid.
+fn preparers(case: &Case) -> Vec<u32> {
+    let home = format!("HOME={}", case.home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            cmdline.split(|&b| b == 0).any(|a| a == b"__run-preparer")
+                && environ.split(|&b| b == 0).any(|v| v == home.as_bytes())
+        })
+        .collect()
+}
+
+fn state_dir(case: &Case) -> PathBuf {
+    case.home.join(".local/state/prov")
+}
+
+/// The preparer's socket, once it listens.
+fn socket(case: &Case) -> Option<PathBuf> {
+    std::fs::read_dir(state_dir(case)).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+            && p.extension().is_some_and(|x| x == "sock")
+    })
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A preparer started by a first run, with an observation ready: its
+/// pid and its ready collector's.
+fn warm(case: &Case) -> (u32, u32) {
+    run_ok(case, "true");
+    wait_until("the first prov run starts a preparer", || preparers(case).len() == 1 && socket(case).is_some());
+    let preparer = preparers(case)[0];
+    let mut ready = 0;
+    wait_until("the preparer keeps an observation ready", || {
+        ready = children_of(preparer).into_iter().find(|(_, n)| n == "prov-collector").map_or(0, |(p, _)| p);
+        ready != 0
+    });
+    (preparer, ready)
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    status_field(pid, "PPid")?.parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+#[test]
+fn prov_run_takes_the_ready_observation_and_the_preparer_exits_when_idle() {
+    let case = Case::new("run-preparer-linger");
+    let (preparer, ready) = warm(&case);
+    // This run's collector is the one that was ready, not a child of its own.
+    let child = run(&case, "echo pooled > pooled.txt; sleep 1").spawn().unwrap();
+    let collector = collector_of(child.id());
+    assert_eq!(collector, ready, "the run took the ready observation");
+    assert_eq!(parent_of(collector), Some(preparer));
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    let r = case.writer_of_eventually("pooled.txt");
+    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(0)), "{r:#}");
+    // The preparer made the next one ready, then, idle for LINGER seconds,
+    // leaves with it.
+    let mut next = 0;
+    wait_until("the preparer makes the next observation ready", || {
+        next = children_of(preparer).into_iter().find(|(_, n)| n == "prov-collector").map_or(0, |(p, _)| p);
+        next != 0 && next != ready
+    });
+    wait_until("an idle preparer exits", || !alive(preparer));
+    wait_until("its ready collector exits with it", || !alive(next));
+    assert!(socket(&case).is_none(), "the socket is removed");
+    assert!(preparers(&case).is_empty());
+    // The next run works the direct way and starts a preparer again.
+    run_ok(&case, "echo again > again.txt");
+    wait_until("a new preparer", || preparers(&case).len() == 1);
+}
+
+#[test]
+fn concurrent_prov_runs_get_distinct_observations() {
+    let case = Case::new("run-preparer-concurrent");
+    warm(&case);
+    const RUNS: usize = 6;
+    let children: Vec<_> = (0..RUNS)
+        .map(|i| run(&case, &format!("echo {i} > out{i}.txt; cat out{i}.txt; sleep 0.5")).spawn().unwrap())
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_traced(&out);
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+    for i in 0..RUNS {
+        let r = case.writer_of_eventually(&format!("out{i}.txt"));
+        assert_eq!(r["text"], format!("sh -c 'echo {i} > out{i}.txt; cat out{i}.txt; sleep 0.5'"), "{r:#}");
+        assert_eq!(r["complete"], true, "{r:#}");
+        // Its own files only: no other run's output in its record.
+        let files: Vec<String> = r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["path"].as_str().map(str::to_string))
+            .filter(|p| p.contains("/out"))
+            .collect();
+        assert!(files.iter().all(|p| p.ends_with(&format!("/out{i}.txt"))), "run {i}: {files:?}");
+    }
+    let uuids: std::collections::HashSet<String> =
+        case.query(["history", "-n", "100"]).iter().filter_map(|r| r["uuid"].as_str().map(str::to_string)).collect();
+    assert_eq!(uuids.len(), RUNS + 1, "one record each");
+}
+
+#[test]
+fn a_killed_preparer_or_ready_collector_makes_prov_run_fall_back() {
+    let case = Case::new("run-preparer-killed");
+    let (preparer, ready) = warm(&case);
+    // The ready collector killed: the run is traced all the same.
+    let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
+    assert!(st.success());
+    run_ok(&case, "echo one > one.txt");
+    let r = case.writer_of_eventually("one.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
+    // The preparer killed (its socket left behind): the next run works the
+    // direct way, and a new preparer replaces it.
+    let st = Command::new("kill").args(["-KILL", &preparer.to_string()]).status().unwrap();
+    assert!(st.success());
+    wait_until("the killed preparer is gone", || !alive(preparer));
+    assert!(socket(&case).is_some(), "a killed preparer leaves its socket");
+    let child = run(&case, "echo two > two.txt; sleep 0.5").spawn().unwrap();
+    let collector = collector_of(child.id());
+    assert_eq!(parent_of(collector), Some(child.id()), "the run prepared its own observation");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    let r = case.writer_of_eventually("two.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
+    wait_until("a new preparer replaces the killed one", || preparers(&case).iter().any(|&p| p != preparer));
+    let new = preparers(&case)[0];
+    wait_until("the new preparer keeps an observation ready", || {
+        children_of(new).iter().any(|(_, n)| n == "prov-collector")
+    });
+    // A collector the preparer handed out and that is killed: prov run
+    // stores the end itself and says how the collector ended.
+    let child = run(&case, "sleep 1; exit 4").spawn().unwrap();
+    let collector = collector_of(child.id());
+    assert_eq!(parent_of(collector), Some(new), "the run took the new preparer's observation");
+    let st = Command::new("kill").args(["-KILL", &collector.to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("record incomplete") && err.contains("killed by SIGKILL"), "{err}");
+    let r = case.last_command_ended();
+    assert_eq!((r["exit_status"].as_i64(), r["complete"].as_bool()), (Some(4), Some(false)), "{r:#}");
+}
+
+/// What `nobody` gets from connecting to the user's preparer socket (a
+/// Python client: SOCK_SEQPACKET, descriptors counted): "denied", or the
+/// message and the number of descriptors.
+fn connect_as_nobody(sock: &std::path::Path) -> String {
+    let script = r#"
+import array, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    print("denied"); sys.exit(0)
+try:
+    msg, anc, _, _ = s.recvmsg(1024, socket.CMSG_SPACE(16 * 4))
+except socket.timeout:
+    print("timeout"); sys.exit(0)
+fds = sum(len(d) // 4 for (l, t, d) in anc if l == socket.SOL_SOCKET and t == socket.SCM_RIGHTS)
+print(repr(msg), fds)
+"#;
+    let out = Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--", "python3", "-c", script])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn another_user_gets_nothing_through_the_preparer_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    let case = Case::new("run-preparer-other-user");
+    warm(&case);
+    let sock = socket(&case).unwrap();
+    // The directory is the user's alone.
+    assert_eq!(connect_as_nobody(&sock), "denied");
+    // Even with every directory on the way and the socket opened to all,
+    // the preparer hands another uid nothing.
+    let mut dir = sock.parent().unwrap().to_path_buf();
+    while dir.starts_with(&case.home) {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir.pop();
+    }
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(connect_as_nobody(&sock), "b'' 0");
+    // The user is still served.
+    run_ok(&case, "echo mine > mine.txt");
+    assert_eq!(case.writer_of_eventually("mine.txt")["complete"], true);
+}
