@@ -212,7 +212,7 @@ fds = sum(len(d) // 4 for (l, t, d) in anc if l == socket.SOL_SOCKET and t == so
 print(repr(msg), fds)
 "#;
     let out = Command::new("setpriv")
-        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--", "python3", "-c", script])
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--", "/usr/bin/python3", "-c", script])
         .arg(sock)
         .output()
         .unwrap();
