@@ -197,6 +197,11 @@ struct Pool {
     /// Requests answered so far: after a failed preparation the preparing
     /// thread waits for the next one instead of trying again at once.
     requests: u64,
+    /// Collectors handed out and still running. While one is, the next
+    /// observation is prepared only if a request already found none: the
+    /// three program starts would otherwise compete with that command for
+    /// the CPU, at its start.
+    running: usize,
     stop: bool,
 }
 
@@ -213,7 +218,10 @@ pub fn serve() -> anyhow::Result<ExitCode> {
     let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
     bind(listener.as_raw_fd(), &place.address()?)?;
     listen(&listener, Backlog::new(64)?)?;
-    let pool = Arc::new((Mutex::new(Pool { ready: Vec::new(), target: 1, requests: 0, stop: false }), Condvar::new()));
+    let pool = Arc::new((
+        Mutex::new(Pool { ready: Vec::new(), target: 1, requests: 0, running: 0, stop: false }),
+        Condvar::new(),
+    ));
     let preparing = {
         let pool = Arc::clone(&pool);
         std::thread::spawn(move || keep_ready(&helper, &pool))
@@ -246,12 +254,15 @@ pub fn serve() -> anyhow::Result<ExitCode> {
             }
         }
         if request {
-            let Ok(conn) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) else { continue };
-            // accept4 returned a new descriptor nobody owns.
-            let conn = prov_collect::sys::own_new_fd(conn);
-            last_request = Instant::now();
-            handed.extend(answer(conn, &pool));
+            if let Ok(conn) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
+                // accept4 returned a new descriptor nobody owns.
+                let conn = prov_collect::sys::own_new_fd(conn);
+                last_request = Instant::now();
+                handed.extend(answer(conn, &pool));
+            }
         }
+        pool.0.lock().unwrap_or_else(|e| e.into_inner()).running = handed.len();
+        pool.1.notify_all();
     }
     // Our place first, so no caller connects to a preparer that is leaving.
     let _ = std::fs::remove_file(place.path(".sock"));
@@ -324,7 +335,11 @@ fn keep_ready(helper: &Path, pool: &(Mutex<Pool>, Condvar)) {
     loop {
         {
             let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
-            while !p.stop && (p.ready.len() >= p.target || failed_at == Some(p.requests)) {
+            let wait = |p: &Pool| {
+                let outrun = p.target == MAX_READY && p.ready.is_empty();
+                p.ready.len() >= p.target || failed_at == Some(p.requests) || (p.running > 0 && !outrun)
+            };
+            while !p.stop && wait(&p) {
                 p = pool.1.wait(p).unwrap_or_else(|e| e.into_inner());
             }
             if p.stop {
