@@ -60,11 +60,20 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     };
     let start_ns = now_ns();
     let begin = identity.clone().begin(start(start_ns));
-    if let Err(e) = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)) {
+    let mut begun = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)).map(|()| wait_until_begun(&obs));
+    // A ready observation whose collector died while it waited (killed):
+    // one of our own, for the same record, before the command starts.
+    if matches!(obs.collector, CollectorProcess::Pooled(_)) && !matches!(begun, Ok(Begun::Stored | Begun::Late)) {
+        let user = user.as_ref().map_err(Clone::clone);
+        if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
+            obs = own;
+            begun = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)).map(|()| wait_until_begun(&obs));
+        }
+    }
+    if let Err(e) = begun {
         eprintln!("prov: not tracing: collector unreachable: {e}");
         return untraced(format!("collector unreachable: {e}"));
     }
-    wait_until_begun(&obs);
     let begun_ns = now_ns() - start_ns;
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
@@ -113,7 +122,12 @@ fn observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentit
             return Ok(obs);
         }
     }
-    let obs = observe::start_unprepared(&helper)?;
+    own_observation(user, identity)
+}
+
+/// An observation started by this `prov run` itself, the helper its child.
+fn own_observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
+    let obs = observe::start_unprepared(&observe::usable_helper()?)?;
     observe::prepare(&obs, user, identity)?;
     Ok(obs)
 }
@@ -190,11 +204,21 @@ enum Finished {
     CollectorGone(String),
 }
 
+/// What became of the record's start before the command started.
+enum Begun {
+    /// The collector says it is stored.
+    Stored,
+    /// Not confirmed within BEGIN_WAIT; the command starts anyway.
+    Late,
+    /// The collector is gone (its control socket closed).
+    CollectorGone,
+}
+
 /// Waits, at most BEGIN_WAIT, until the collector says the record's start
 /// is stored: a step killed together with prov and its collector (a batch
 /// job's cgroup.kill) then still has its record, which the next prov ends.
 /// A collector slower than that costs the guarantee, never the command.
-fn wait_until_begun(obs: &Observation) {
+fn wait_until_begun(obs: &Observation) -> Begun {
     let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
     let ready = loop {
         match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
@@ -202,10 +226,14 @@ fn wait_until_begun(obs: &Observation) {
             other => break matches!(other, Ok(n) if n > 0),
         }
     };
-    if ready {
-        // Begun, or the collector's end (then End meets a closed socket and
-        // says so): either way nothing more to read here.
-        let _ = ipc::recv(obs.ctl.as_fd());
+    if !ready {
+        return Begun::Late;
+    }
+    // Begun, or the collector's end (then End meets a closed socket and
+    // says so).
+    match ipc::recv(obs.ctl.as_fd()) {
+        Ok(Some(_)) => Begun::Stored,
+        Ok(None) | Err(_) => Begun::CollectorGone,
     }
 }
 
