@@ -75,6 +75,7 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         return untraced(format!("collector unreachable: {e}"));
     }
     let begun_ns = now_ns() - start_ns;
+    let prepared = matches!(obs.collector, CollectorProcess::Pooled(_));
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
         Err(e) => {
@@ -100,7 +101,8 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
                 }
                 _ => report_problems(&report),
             }
-            bench_report(Timings { begun_ns, command_ns, total_ns: now_ns() - start_ns }, &report);
+            let total_ns = now_ns() - start_ns;
+            bench_report(Timings { begun_ns, command_ns, total_ns, prepared }, &report);
         }
         Finished::Pending => {
             eprintln!("prov: the collector is still storing this record; it will follow in the background")
@@ -299,12 +301,14 @@ struct Timings {
     begun_ns: i64,
     command_ns: i64,
     total_ns: i64,
+    /// The observation came ready from the run preparer.
+    prepared: bool,
 }
 
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
 /// time until the start was confirmed, the command's own time, the total
 /// time including storing, and the collector's CPU time and event count.
-fn bench_report(Timings { begun_ns, command_ns, total_ns }: Timings, report: &StoreReport) {
+fn bench_report(Timings { begun_ns, command_ns, total_ns, prepared }: Timings, report: &StoreReport) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
     // As root, not into a directory someone else could redirect (see setup).
     if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
@@ -314,6 +318,7 @@ fn bench_report(Timings { begun_ns, command_ns, total_ns }: Timings, report: &St
         "begun_ns": begun_ns,
         "command_ns": command_ns,
         "total_ns": total_ns,
+        "prepared": prepared,
         "collector_cpu_ns": report.collector_cpu_ns,
         "events": report.events,
         "incomplete": report.completeness.reasons().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
