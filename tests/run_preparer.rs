@@ -156,6 +156,7 @@ fn a_killed_preparer_or_ready_collector_makes_prov_run_fall_back() {
     // The ready collector killed: the run is traced all the same.
     let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
     assert!(st.success());
+    wait_until("the killed ready collector is gone", || !alive(ready));
     run_ok(&case, "echo one > one.txt");
     let r = case.writer_of_eventually("one.txt");
     assert_eq!(r["complete"], true, "{r:#}");
@@ -240,4 +241,42 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
     // The user is still served.
     run_ok(&case, "echo mine > mine.txt");
     assert_eq!(case.writer_of_eventually("mine.txt")["complete"], true);
+}
+
+/// The record's start is `prov run`'s to keep (a spool file of its own,
+/// written before the command starts), not the writer's commit to wait
+/// for: with the writer stalled, the command still starts at once, and when
+/// `prov run`, the collector and the writer are then killed together (a
+/// batch job's cgroup.kill), the next prov finds the record and ends it.
+/// Before, the command waited 2 s for the stalled writer and then started
+/// with no start stored anywhere: killed then, it left no record.
+#[test]
+fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
+    let case = Case::new("run-preparer-start-file");
+    let (preparer, ready) = warm(&case);
+    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
+    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
+    assert!(st.success());
+    let started = Instant::now();
+    let run = run(&case, "echo go > started.txt; sleep 60").spawn().unwrap();
+    wait_until("the command starts", || case.work.join("started.txt").exists());
+    let waited = started.elapsed();
+    let collector = collector_of(run.id());
+    assert_eq!(collector, ready);
+    let command = children_of(run.id()).into_iter().find(|(_, n)| n == "sh").map(|(p, _)| p).unwrap();
+    for pid in [run.id(), collector, writer, command] {
+        let st = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+        assert!(st.success());
+    }
+    let _ = Command::new("kill").args(["-CONT", &writer.to_string()]).status();
+    wait_until("everything is gone", || !alive(run.id()) && !alive(collector) && !alive(writer));
+    let history = case.query(["history", "-n", "10"]);
+    let r = history.iter().find(|r| r["text"] != "true").unwrap_or_else(|| panic!("no record: {history:#?}"));
+    assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
+    assert!(r["incomplete_reason"].as_str().is_some_and(|s| s.contains("collector was gone")), "{r:#}");
+    assert_eq!(r["cwd"], case.work.display().to_string(), "{r:#}");
+    // Stays below what waiting for the writer would have cost (BEGIN_WAIT,
+    // 2 s); not a timing goal, the sign of which way the start was kept.
+    eprintln!("the command started {waited:?} after prov run");
+    let _ = preparer;
 }

@@ -29,6 +29,7 @@ pub struct Observation {
     pub tracker: Option<OwnedFd>,
     /// Who can tell how the collector ended if it stops answering.
     pub collector: CollectorProcess,
+    pub collector_pid: u32,
 }
 
 /// The collector of an observation, as far as its caller can know it.
@@ -121,8 +122,9 @@ fn start_with(helper: &std::path::Path) -> Result<Observation, String> {
     };
     let tracker = fds.pop();
     let ns_root = fds.pop().ok_or("no namespace root from the collector")?;
+    let collector_pid = collector.id();
     let collector = CollectorProcess::Child(collector);
-    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector })
+    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector, collector_pid })
 }
 
 /// How a collector ended, as one phrase, from its wait status.

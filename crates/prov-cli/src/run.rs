@@ -16,7 +16,7 @@ use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
 
 use crate::observe::{self, CollectorProcess, Observation};
-use crate::record_end;
+use crate::record_end::{self, StartFile};
 use crate::run_preparer;
 use crate::setup::UserSetup;
 use crate::spawn;
@@ -60,19 +60,26 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     };
     let start_ns = now_ns();
     let begin = identity.clone().begin(start(start_ns));
-    let mut begun = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)).map(|()| wait_until_begun(&obs));
-    // A ready observation whose collector died while it waited (killed):
-    // one of our own, for the same record, before the command starts.
-    if matches!(obs.collector, CollectorProcess::Pooled(_)) && !matches!(begun, Ok(Begun::Stored | Begun::Late)) {
+    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns));
+    // A ready observation whose collector has just died (killed): one of
+    // our own, for the same record, before the command starts.
+    if matches!(obs.collector, CollectorProcess::Pooled(_)) && sent.is_err() {
         let user = user.as_ref().map_err(Clone::clone);
         if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
             obs = own;
-            begun = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)).map(|()| wait_until_begun(&obs));
+            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns));
         }
     }
-    if let Err(e) = begun {
+    if let Err(e) = sent {
         eprintln!("prov: not tracing: collector unreachable: {e}");
         return untraced(format!("collector unreachable: {e}"));
+    }
+    // The start stored before the command starts: by ourselves, or else
+    // confirmed by the collector.
+    let start_file = user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
+    let mut begun_seen = false;
+    if start_file.is_none() {
+        begun_seen = wait_until_begun(&obs);
     }
     let begun_ns = now_ns() - start_ns;
     let prepared = matches!(obs.collector, CollectorProcess::Pooled(_));
@@ -90,8 +97,17 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let status = wait(child);
     let end = CommandEnd::with_status(now_ns(), shell_status(status));
     let command_ns = end.end_ns - start_ns;
-    match finish(&mut obs, end.clone()) {
+    let finished = finish(&mut obs, end.clone(), &mut begun_seen);
+    // Kept (left for the next ingestion) only while the start is stored
+    // nowhere else.
+    let start_kept = |stored_elsewhere: bool| {
+        if let (Some(file), true) = (start_file, stored_elsewhere) {
+            file.remove();
+        }
+    };
+    match finished {
         Finished::Stored(report) => {
+            start_kept(true);
             match (&report.lost, &user) {
                 // The collector lives but its writer does not: the start and
                 // end are still ours to keep.
@@ -105,10 +121,15 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
             bench_report(Timings { begun_ns, command_ns, total_ns, prepared }, &report);
         }
         Finished::Pending => {
+            start_kept(begun_seen);
             eprintln!("prov: the collector is still storing this record; it will follow in the background")
         }
         Finished::CollectorGone(why) => match &user {
-            Ok(user) => keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing")),
+            Ok(user) => {
+                let stored =
+                    keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing"));
+                start_kept(begun_seen || stored);
+            }
             Err(_) => eprintln!("prov: record incomplete: {}", escape_controls(&why)),
         },
     }
@@ -120,7 +141,8 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
 fn observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
     let helper = observe::usable_helper()?;
     if let Some(obs) = run_preparer::take(&helper) {
-        if observe::prepare(&obs, user, identity.clone()).is_ok() {
+        // Its collector killed since the preparer looked: one of our own.
+        if !run_preparer::hung_up(&obs) && observe::prepare(&obs, user, identity.clone()).is_ok() {
             return Ok(obs);
         }
     }
@@ -135,12 +157,18 @@ fn own_observation(user: &UserSetup, identity: prov_collect::protocol::RecordIde
 }
 
 /// Stores the record's end ourselves, marked incomplete with `why`, and says
-/// so in one line.
-fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) {
+/// so in one line; false if it could not be stored.
+fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) -> bool {
     let shown = escape_controls(&why);
     match record_end::store(user, begin, &CommandEnd { incomplete: Some(why), ..end }) {
-        Ok(()) => eprintln!("prov: record incomplete: {shown}"),
-        Err(e) => eprintln!("prov: record lost: {shown}; {}", escape_controls(&e)),
+        Ok(()) => {
+            eprintln!("prov: record incomplete: {shown}");
+            true
+        }
+        Err(e) => {
+            eprintln!("prov: record lost: {shown}; {}", escape_controls(&e));
+            false
+        }
     }
 }
 
@@ -206,21 +234,12 @@ enum Finished {
     CollectorGone(String),
 }
 
-/// What became of the record's start before the command started.
-enum Begun {
-    /// The collector says it is stored.
-    Stored,
-    /// Not confirmed within BEGIN_WAIT; the command starts anyway.
-    Late,
-    /// The collector is gone (its control socket closed).
-    CollectorGone,
-}
-
 /// Waits, at most BEGIN_WAIT, until the collector says the record's start
-/// is stored: a step killed together with prov and its collector (a batch
-/// job's cgroup.kill) then still has its record, which the next prov ends.
-/// A collector slower than that costs the guarantee, never the command.
-fn wait_until_begun(obs: &Observation) -> Begun {
+/// is stored (when we could not store it ourselves): a step killed together
+/// with prov and its collector then still has its record. A collector
+/// slower than that costs the guarantee, never the command. True when it
+/// said so.
+fn wait_until_begun(obs: &Observation) -> bool {
     let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
     let ready = loop {
         match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
@@ -228,20 +247,14 @@ fn wait_until_begun(obs: &Observation) -> Begun {
             other => break matches!(other, Ok(n) if n > 0),
         }
     };
-    if !ready {
-        return Begun::Late;
-    }
     // Begun, or the collector's end (then End meets a closed socket and
     // says so).
-    match ipc::recv(obs.ctl.as_fd()) {
-        Ok(Some(_)) => Begun::Stored,
-        Ok(None) | Err(_) => Begun::CollectorGone,
-    }
+    ready && matches!(ipc::recv(obs.ctl.as_fd()), Ok(Some(_)))
 }
 
 /// Tells the collector the command is done and waits, at most STORE_WAIT,
 /// until it is stored.
-fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
+fn finish(obs: &mut Observation, end: CommandEnd, begun_seen: &mut bool) -> Finished {
     if ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).is_err() {
         return Finished::CollectorGone(collector_fate(&mut obs.collector));
     }
@@ -258,8 +271,12 @@ fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
         match ipc::recv(obs.ctl.as_fd()) {
             Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
                 Ok(ToCaller::Stored(report)) => return Finished::Stored(report),
-                // A start confirmed after `wait_until_begun` gave up.
-                Ok(ToCaller::Begun) => continue,
+                // The start confirmed (not waited for, or after
+                // `wait_until_begun` gave up).
+                Ok(ToCaller::Begun) => {
+                    *begun_seen = true;
+                    continue;
+                }
                 _ => return Finished::CollectorGone("unexpected answer from the collector".into()),
             },
             Ok(None) | Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),

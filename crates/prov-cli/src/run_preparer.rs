@@ -40,7 +40,7 @@ const ANSWER_WAIT: Duration = Duration::from_millis(500);
 /// parallel, or faster than one can be prepared).
 const MAX_READY: usize = 2;
 
-/// Answer tags: an observation (`R<holder pid>`, descriptors: control
+/// Answer tags: an observation (`R<holder pid> <collector pid>`, descriptors: control
 /// socket, namespace root, tracker), none ready (`N`), and later on the
 /// same connection how its collector ended (`F<phrase>`).
 const READY_TAG: u8 = b'R';
@@ -81,12 +81,21 @@ pub fn take(helper: &Path) -> Option<Observation> {
     if msg.first() != Some(&READY_TAG) || fds.len() != 3 {
         return None;
     }
-    let holder_pid = std::str::from_utf8(&msg[1..]).ok()?.trim().parse().ok()?;
+    let mut pids = std::str::from_utf8(&msg[1..]).ok()?.split(' ');
+    let holder_pid = pids.next()?.parse().ok()?;
+    let collector_pid = pids.next()?.parse().ok()?;
     let tracker = fds.pop();
     let ns_root = fds.pop()?;
     let ctl = fds.pop()?;
     let collector = CollectorProcess::Pooled(sock);
-    Some(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector })
+    Some(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector, collector_pid })
+}
+
+/// Whether the collector of an observation has closed its control socket
+/// (it sends nothing before `Begun`, so a hang-up is all there is to see).
+pub fn hung_up(obs: &Observation) -> bool {
+    let mut fds = [PollFd::new(obs.ctl.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
 }
 
 /// How the collector of a taken observation ended, as the preparer (its
@@ -288,7 +297,7 @@ fn answer(conn: OwnedFd, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
     };
     let Ready { ctl, ns_root, tracker, holder_pid, mut collector } = ready;
     let fds = [ctl.as_raw_fd(), ns_root.as_raw_fd(), tracker.as_raw_fd()];
-    let sent = ipc::send(conn.as_fd(), format!("R{holder_pid}").as_bytes(), &fds).is_ok();
+    let sent = ipc::send(conn.as_fd(), format!("R{holder_pid} {}", collector.id()).as_bytes(), &fds).is_ok();
     // Our copies closed: only the caller, then its command, holds them (the
     // tracker's hang-up must come when the command's last process is gone).
     drop((ctl, ns_root, tracker));
@@ -310,9 +319,9 @@ fn take_alive(pool: &(Mutex<Pool>, Condvar)) -> Option<Ready> {
     p.requests += 1;
     let mut found = None;
     while let Some(mut ready) = p.ready.pop() {
-        // The collector sends nothing before Prepare: readable means gone.
+        // The collector sends nothing before Prepare: a hang-up means gone.
         let hung_up = {
-            let mut fds = [PollFd::new(ready.ctl.as_fd(), PollFlags::POLLIN)];
+            let mut fds = [PollFd::new(ready.ctl.as_fd(), PollFlags::empty())];
             !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
         };
         if !hung_up && matches!(ready.collector.try_wait(), Ok(None)) {

@@ -45,6 +45,10 @@ pub enum SpoolEntry {
     /// Contents kept by the script archive.
     Archive(Vec<ArchivedRead>),
     Processes(Vec<ProcessRecord>),
+    /// The collector observing the command (`prov_model::observer`), named
+    /// by `prov run` in the start it spools itself, so that the next prov
+    /// can end the record if everything observing it is gone.
+    Observer(String),
 }
 
 /// Appends entries to one command's spool file, holding its lock.
@@ -413,6 +417,7 @@ fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEn
             (SpoolEntry::End(e), Some(id)) => w.end_command(id, e)?,
             (SpoolEntry::Archive(files), Some(id)) => w.add_archived(id, files)?,
             (SpoolEntry::Processes(processes), Some(id)) => w.add_processes(id, processes)?,
+            (SpoolEntry::Observer(observer), Some(id)) => w.set_observer(id, observer)?,
             (_, None) => unreachable!("the first entry is Begin or the command exists"),
         }
     }
