@@ -459,9 +459,35 @@ mod tests {
                 SpoolEntry::End(e) => s.end_command(id, e).unwrap(),
                 SpoolEntry::Archive(files) => s.add_archived(id, files).unwrap(),
                 SpoolEntry::Processes(p) => s.add_processes(id, p).unwrap(),
+                SpoolEntry::Observer(o) => s.write_tx(|w| w.set_observer(id, o)).unwrap(),
             }
         }
         id
+    }
+
+    /// `prov run`'s own start: no text, the collector named. Ingested, the
+    /// record can be ended by the next prov once that collector is gone;
+    /// the collector's start, with the text, completes it.
+    #[test]
+    fn a_spooled_textless_start_names_its_collector_and_takes_the_text_later() {
+        let dir = TempDir::new("spool-start-file");
+        let spool_dir = dir.path().join("spool");
+        let mut s = Store::open(&dir.path().join("prov.db"), std::time::Duration::from_secs(1)).unwrap();
+        let mut full = begin("0190a1b2-0000-7000-8000-0000000000aa", 500);
+        full.text = b"make all".to_vec();
+        let textless = prov_model::CommandBegin { text: Vec::new(), ..full.clone() };
+        let mut w = SpoolWriter::create(&spool_dir, &format!("{}.start", full.uuid)).unwrap();
+        w.append(&SpoolEntry::Begin(textless)).unwrap();
+        w.append(&SpoolEntry::Observer("boot:1:2".into())).unwrap();
+        drop(w);
+        assert_eq!(s.ingest_spool(&spool_dir).unwrap(), 1);
+        let unended = s.unended_observed(&full.host).unwrap();
+        assert_eq!(unended.iter().map(|(_, o)| o.as_str()).collect::<Vec<_>>(), ["boot:1:2"]);
+        let id = s.begin_command(&full).unwrap();
+        assert_eq!(unended[0].0, id, "the same record, by uuid");
+        let rows = s.history(None).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].text, b"make all");
     }
 
     fn dump(s: &Store) -> Vec<(crate::CommandRow, Vec<crate::FileRow>)> {
