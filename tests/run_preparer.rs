@@ -258,7 +258,7 @@ fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
     assert!(st.success());
     let started = Instant::now();
-    let run = run(&case, "echo go > started.txt; sleep 60").spawn().unwrap();
+    let mut run = run(&case, "echo go > started.txt; sleep 60").spawn().unwrap();
     wait_until("the command starts", || case.work.join("started.txt").exists());
     let waited = started.elapsed();
     let collector = collector_of(run.id());
@@ -269,7 +269,8 @@ fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
         assert!(st.success());
     }
     let _ = Command::new("kill").args(["-CONT", &writer.to_string()]).status();
-    wait_until("everything is gone", || !alive(run.id()) && !alive(collector) && !alive(writer));
+    let _ = run.wait();
+    wait_until("everything is gone", || !alive(collector) && !alive(writer));
     let history = case.query(["history", "-n", "10"]);
     let r = history.iter().find(|r| r["text"] != "true").unwrap_or_else(|| panic!("no record: {history:#?}"));
     assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
