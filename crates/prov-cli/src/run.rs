@@ -107,16 +107,19 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     };
     match finished {
         Finished::Stored(report) => {
-            start_kept(true);
-            match (&report.lost, &user) {
+            let stored = match (&report.lost, &user) {
                 // The collector lives but its writer does not: the start and
                 // end are still ours to keep.
                 (Some(lost), Ok(user)) => {
                     let why = format!("the collector could not store everything: {lost}");
-                    keep_end(user, &begin, end, why);
+                    keep_end(user, &begin, end, why)
                 }
-                _ => report_problems(&report),
-            }
+                _ => {
+                    report_problems(&report);
+                    report.lost.is_none()
+                }
+            };
+            start_kept(stored);
             let total_ns = now_ns() - start_ns;
             bench_report(Timings { begun_ns, command_ns, total_ns, prepared }, &report);
         }
