@@ -281,3 +281,20 @@ fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     eprintln!("the command started {waited:?} after prov run");
     let _ = preparer;
 }
+
+/// A `prov run` that is itself a command of an observation (here of another
+/// `prov run`; a traced shell's commands are the same) starts no preparer:
+/// one would live on in the outer observation's namespace and keep the
+/// outer record open until it left.
+#[test]
+fn a_prov_run_inside_an_observation_starts_no_preparer() {
+    let case = Case::new("run-preparer-nested");
+    let prov = case.inst.prov().display().to_string();
+    let out =
+        run(&case, &format!("PROV_RUN_LINGER={LINGER} {prov} run -- sh -c 'echo inner > inner.txt'")).output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "the outer record is stored at once: {}", describe(&out));
+    assert!(preparers(&case).is_empty(), "no preparer started inside the observation");
+    assert_eq!(case.writer_of_eventually("inner.txt")["complete"], true);
+}

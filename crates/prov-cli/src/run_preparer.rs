@@ -58,7 +58,7 @@ fn linger() -> Duration {
 /// An observation ready for `prov run`, if the preparer has one; when none
 /// answers, one is started for the next `prov run`.
 pub fn take(helper: &Path) -> Option<Observation> {
-    if linger().is_zero() {
+    if linger().is_zero() || inside_observation() {
         return None;
     }
     let place = Place::of(helper)?;
@@ -96,6 +96,20 @@ pub fn take(helper: &Path) -> Option<Observation> {
 pub fn hung_up(obs: &Observation) -> bool {
     let mut fds = [PollFd::new(obs.ctl.as_fd(), PollFlags::empty())];
     matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
+/// Whether this process is itself a command of an observation (`prov run`
+/// typed in a traced shell, or run by another `prov run`): it holds that
+/// observation's tracker, a socket whose other end is a collector. A
+/// preparer started here would live on in that observation's namespace and
+/// keep its record open (and have its own work recorded there).
+fn inside_observation() -> bool {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return false };
+    fds.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<std::os::fd::RawFd>().ok())
+        .filter(|&fd| fd > 2)
+        .filter_map(crate::spawn::socket_peer_pid)
+        .any(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "prov-collector"))
 }
 
 /// How the collector of a taken observation ended, as the preparer (its

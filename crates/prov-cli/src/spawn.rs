@@ -1,4 +1,5 @@
 //! The CLI's only unsafe code: placing descriptors in a child before exec,
+//! asking who is at the other end of an inherited socket,
 //! and signal dispositions while a command runs.
 
 use std::os::fd::RawFd;
@@ -112,6 +113,15 @@ pub fn forward_termination(pid: u32) {
 pub fn no_new_privs() -> bool {
     // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
     unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+}
+
+/// The process at the other end of socket `fd`, if `fd` is a connected
+/// Unix socket (its creator's pid, for a socketpair).
+pub fn socket_peer_pid(fd: RawFd) -> Option<i32> {
+    // SAFETY: the descriptor is only borrowed for one getsockopt; a number
+    // that is not (or no longer) open makes it fail with EBADF.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials).ok().map(|c| c.pid())
 }
 
 /// Descriptor 3, where the shim hands `prov __prepare` its socket.
