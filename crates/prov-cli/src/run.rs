@@ -37,18 +37,21 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let identity = observe::identity(session, "run");
     let user = UserSetup::load().map_err(|e| format!("{e:#}"));
     let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
-    let start = |start_ns| CommandStart {
+    // `kept`: we keep the start ourselves (a start file), so the collector
+    // need only say it is watching; else it confirms the start is stored.
+    let start = |start_ns, kept: bool| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
         text_in_fd: None,
-        confirm: true,
+        confirm: !kept,
+        ack: kept,
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).
     let untraced = |reason: String| {
-        let begin = identity.clone().begin(start(now_ns()));
+        let begin = identity.clone().begin(start(now_ns(), false));
         run_untraced(&program, &command, user.as_ref().ok().map(|u| (u, begin, reason)))
     };
     let mut obs = match observation {
@@ -59,28 +62,38 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         }
     };
     let start_ns = now_ns();
-    let begin = identity.clone().begin(start(start_ns));
-    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns));
+    let begin = identity.clone().begin(start(start_ns, false));
+    // The start stored before the command starts: by ourselves (then the
+    // collector is not held up by its writer while the command runs), or
+    // else confirmed by the collector.
+    let keep_start =
+        |obs: &Observation| user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
+    let mut start_file = keep_start(&obs);
+    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
     // A ready observation whose collector has just died (killed): one of
     // our own, for the same record, before the command starts.
     if matches!(obs.collector, CollectorProcess::Pooled(_)) && sent.is_err() {
         let user = user.as_ref().map_err(Clone::clone);
         if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
             obs = own;
-            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns));
+            if let Some(file) = start_file.take() {
+                file.remove();
+            }
+            start_file = keep_start(&obs);
+            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
         }
     }
     if let Err(e) = sent {
+        if let Some(file) = start_file {
+            file.remove();
+        }
         eprintln!("prov: not tracing: collector unreachable: {e}");
         return untraced(format!("collector unreachable: {e}"));
     }
-    // The start stored before the command starts: by ourselves, or else
-    // confirmed by the collector.
-    let start_file = user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
-    let mut begun_seen = false;
-    if start_file.is_none() {
-        begun_seen = wait_until_begun(&obs);
-    }
+    // Only once the collector has the record does the command start: it
+    // reads a process's arguments while the process lives.
+    let answered = wait_for_answer(&obs);
+    let mut begun_seen = start_file.is_none() && answered;
     let begun_ns = now_ns() - start_ns;
     let prepared = matches!(obs.collector, CollectorProcess::Pooled(_));
     let child = match spawn_joined(&obs, &program, &command) {
@@ -237,12 +250,12 @@ enum Finished {
     CollectorGone(String),
 }
 
-/// Waits, at most BEGIN_WAIT, until the collector says the record's start
-/// is stored (when we could not store it ourselves): a step killed together
-/// with prov and its collector then still has its record. A collector
-/// slower than that costs the guarantee, never the command. True when it
-/// said so.
-fn wait_until_begun(obs: &Observation) -> bool {
+/// Waits, at most BEGIN_WAIT, for the collector's answer to `Begin`:
+/// `Watching` when we keep the start ourselves, else `Begun` once its writer
+/// stored the start (a step killed together with prov and its collector then
+/// still has its record). A collector slower than that costs the guarantee,
+/// never the command. True when it answered.
+fn wait_for_answer(obs: &Observation) -> bool {
     let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
     let ready = loop {
         match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
@@ -275,11 +288,13 @@ fn finish(obs: &mut Observation, end: CommandEnd, begun_seen: &mut bool) -> Fini
             Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
                 Ok(ToCaller::Stored(report)) => return Finished::Stored(report),
                 // The start confirmed (not waited for, or after
-                // `wait_until_begun` gave up).
+                // `wait_for_answer` gave up).
                 Ok(ToCaller::Begun) => {
                     *begun_seen = true;
                     continue;
                 }
+                // Acknowledged after `wait_for_answer` gave up.
+                Ok(ToCaller::Watching) => continue,
                 _ => return Finished::CollectorGone("unexpected answer from the collector".into()),
             },
             Ok(None) | Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
