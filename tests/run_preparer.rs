@@ -305,3 +305,216 @@ fn a_prov_run_inside_an_observation_starts_no_preparer() {
     assert!(elsewhere.is_empty(), "a preparer started inside the observation: {elsewhere:?}");
     assert_eq!(case.writer_of_eventually("inner.txt")["complete"], true);
 }
+
+/// Sends SIGCONT to a stopped process when dropped, whether the test
+/// passed or not (a stopped preparer would outlive the test).
+struct Stopped(u32);
+
+impl Stopped {
+    fn stop(pid: u32) -> Stopped {
+        let st = Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap();
+        assert!(st.success());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.0.to_string()]).status();
+    }
+}
+
+/// Connections queued on the stopped preparer's socket until its listen
+/// queue is full (a loop of runs against a suspended preparer ends that
+/// way): a Python process, as root, holding them until killed.
+fn fill_queue(sock: &std::path::Path) -> std::process::Child {
+    let script = r#"
+import socket, sys, time
+held = []
+while True:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.setblocking(False)
+    try:
+        s.connect(sys.argv[1])
+    except BlockingIOError:
+        break
+    held.append(s)
+print(len(held), flush=True)
+time.sleep(3600)
+"#;
+    let mut filler = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .arg(sock)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(filler.stdout.take().unwrap()), &mut line).unwrap();
+    assert!(line.trim().parse::<u32>().is_ok_and(|n| n > 0), "queued: {line:?}");
+    filler
+}
+
+/// A stopped preparer (SIGSTOP, a frozen cgroup, a suspended batch job)
+/// whose listen queue is full: `prov run` must not wait in `connect` for
+/// it to accept. Its command runs, traced the direct way. Before, the run
+/// slept in the kernel until the preparer was resumed.
+#[test]
+fn a_stopped_preparer_with_a_full_queue_does_not_hold_up_prov_run() {
+    let case = Case::new("run-preparer-stopped");
+    let (preparer, _) = warm(&case);
+    let stopped = Stopped::stop(preparer);
+    let mut filler = fill_queue(&socket(&case).unwrap());
+    let child = run(&case, "echo direct > direct.txt; sleep 0.5").spawn().unwrap();
+    let collector = collector_of(child.id());
+    assert_eq!(parent_of(collector), Some(child.id()), "the run prepared its own observation");
+    let out = child.wait_with_output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    assert_eq!(case.writer_of_eventually("direct.txt")["complete"], true);
+    let _ = filler.kill();
+    let _ = filler.wait();
+    drop(stopped);
+}
+
+/// The ready observation's namespace is a copy of the mount table made
+/// when it was prepared: a filesystem mounted after that must not be
+/// missing from the next command's view (the preparer discards the
+/// observation and the command sees what a direct run would).
+#[test]
+fn a_mount_made_after_preparation_is_seen_by_the_next_run() {
+    let case = Case::new("run-preparer-new-mount");
+    warm(&case);
+    let mnt = mount_tmpfs(&case.work.join("late-mount"));
+    std::fs::write(mnt.path.join("late.txt"), b"mounted after preparation\n").unwrap();
+    case.chown_tree(&mnt.path);
+    let out = run_ok(&case, "cat late-mount/late.txt");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "mounted after preparation\n");
+    let r = case.last_command_ended();
+    assert_eq!(r["complete"], true, "{r:#}");
+    let files: Vec<String> =
+        r["files"].as_array().unwrap().iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
+    assert!(files.iter().any(|p| p.ends_with("late-mount/late.txt")), "{files:?}");
+}
+
+/// A run of the same user with a supplementary group the preparer's
+/// starter lacked (`sg`, `newgrp`, a session from before `usermod -aG`):
+/// its collector must have the caller's groups, so a file it read through
+/// that group is recorded, not dropped as denied.
+#[test]
+fn a_run_with_another_group_gets_a_collector_with_its_groups() {
+    use std::os::unix::fs::PermissionsExt;
+    const GROUP: u32 = 47_411;
+    let case = Case::new("run-preparer-groups");
+    warm(&case);
+    let file = case.work.join("group-only.txt");
+    std::fs::write(&file, b"for the group\n").unwrap();
+    std::os::unix::fs::chown(&file, Some(0), Some(GROUP)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={}", case.inst.uid))
+        .arg(format!("--regid={}", case.inst.gid))
+        .arg(format!("--groups={GROUP}"))
+        .arg("--")
+        .arg(case.inst.prov())
+        .args(["run", "--", "cat", "group-only.txt"])
+        .env_clear()
+        .env("HOME", &case.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8")
+        .env("USER", TEST_USER)
+        .env("PROV_RUN_LINGER", LINGER)
+        .current_dir(&case.work)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "for the group\n");
+    let r = case.last_command_ended();
+    assert_eq!(r["complete"], true, "{r:#}");
+    let files: Vec<String> =
+        r["files"].as_array().unwrap().iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
+    assert!(files.iter().any(|p| p.ends_with("group-only.txt")), "{files:?}");
+}
+
+/// A cgroup v2 group of the test's, removed (its processes killed) when
+/// dropped.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn new(name: &str) -> Option<Cgroup> {
+        let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|r| r.join("cgroup.procs").exists() && r.join("cgroup.subtree_control").exists())?;
+        let dir = root.join(format!("prov-e2e-{}-{name}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(Cgroup(dir))
+    }
+
+    /// Makes `cmd` start in this group (moved before it execs).
+    fn enter(&self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let procs = std::ffi::CString::new(self.0.join("cgroup.procs").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: between fork and exec only async-signal-safe calls (open,
+        // write, close) on memory prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+                Ok(())
+            });
+        }
+    }
+
+    /// The line a member process shows in /proc/PID/cgroup for cgroup v2.
+    fn line(&self) -> String {
+        format!("0::/{}", self.0.file_name().unwrap().to_string_lossy())
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("cgroup.kill"), b"1");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn cgroup_v2_line(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?.lines().find(|l| l.starts_with("0::")).map(str::to_string)
+}
+
+/// Another job's (or session's) cgroup never holds this run's collector: a
+/// preparer serves only callers of its own cgroup, so a batch job's
+/// cgroup.kill cannot end another job's records.
+#[test]
+fn a_run_in_another_cgroup_gets_a_collector_in_its_own() {
+    let case = Case::new("run-preparer-cgroups");
+    let (Some(a), Some(b)) = (Cgroup::new("a"), Cgroup::new("b")) else {
+        eprintln!("no writable cgroup v2 hierarchy: skipped");
+        return;
+    };
+    let mut first = run(&case, "true");
+    a.enter(&mut first);
+    let out = first.output().unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    wait_until("the first run in cgroup a starts a preparer", || preparers(&case).len() == 1);
+    let preparer = preparers(&case)[0];
+    wait_until("it keeps an observation ready", || children_of(preparer).iter().any(|(_, n)| n == "prov-collector"));
+    assert_eq!(cgroup_v2_line(preparer), Some(a.line()));
+    let mut second = run(&case, "echo b > b.txt; sleep 0.5");
+    b.enter(&mut second);
+    let child = second.spawn().unwrap();
+    let collector = collector_of(child.id());
+    assert_eq!(cgroup_v2_line(collector), Some(b.line()), "the collector is in the caller's cgroup");
+    let out = child.wait_with_output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    assert_eq!(case.writer_of_eventually("b.txt")["complete"], true);
+}
