@@ -342,12 +342,8 @@ while True:
 print(len(held), flush=True)
 time.sleep(3600)
 "#;
-    let mut filler = Command::new("/usr/bin/python3")
-        .args(["-c", script])
-        .arg(sock)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut filler =
+        Command::new("/usr/bin/python3").args(["-c", script]).arg(sock).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(filler.stdout.take().unwrap()), &mut line).unwrap();
     assert!(line.trim().parse::<u32>().is_ok_and(|n| n > 0), "queued: {line:?}");
@@ -376,6 +372,17 @@ fn a_stopped_preparer_with_a_full_queue_does_not_hold_up_prov_run() {
     drop(stopped);
 }
 
+/// The one command that read `file` (by query), once it is stored.
+fn reader_of_eventually(case: &Case, file: &str) -> serde_json::Value {
+    let _ = case.last_command_ended();
+    let mut found = Vec::new();
+    wait_until(&format!("one reader of {file}"), || {
+        found = case.query(["read", file]);
+        found.len() == 1
+    });
+    found.pop().unwrap()
+}
+
 /// The ready observation's namespace is a copy of the mount table made
 /// when it was prepared: a filesystem mounted after that must not be
 /// missing from the next command's view (the preparer discards the
@@ -389,11 +396,8 @@ fn a_mount_made_after_preparation_is_seen_by_the_next_run() {
     case.chown_tree(&mnt.path);
     let out = run_ok(&case, "cat late-mount/late.txt");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "mounted after preparation\n");
-    let r = case.last_command_ended();
+    let r = reader_of_eventually(&case, "late-mount/late.txt");
     assert_eq!(r["complete"], true, "{r:#}");
-    let files: Vec<String> =
-        r["files"].as_array().unwrap().iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
-    assert!(files.iter().any(|p| p.ends_with("late-mount/late.txt")), "{files:?}");
 }
 
 /// A run of the same user with a supplementary group the preparer's
@@ -430,11 +434,8 @@ fn a_run_with_another_group_gets_a_collector_with_its_groups() {
     assert_traced(&out);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "for the group\n");
-    let r = case.last_command_ended();
+    let r = reader_of_eventually(&case, "group-only.txt");
     assert_eq!(r["complete"], true, "{r:#}");
-    let files: Vec<String> =
-        r["files"].as_array().unwrap().iter().filter_map(|f| f["path"].as_str().map(str::to_string)).collect();
-    assert!(files.iter().any(|p| p.ends_with("group-only.txt")), "{files:?}");
 }
 
 /// A cgroup v2 group of the test's, removed (its processes killed) when
@@ -487,7 +488,11 @@ impl Drop for Cgroup {
 }
 
 fn cgroup_v2_line(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?.lines().find(|l| l.starts_with("0::")).map(str::to_string)
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("0::"))
+        .map(str::to_string)
 }
 
 /// Another job's (or session's) cgroup never holds this run's collector: a

@@ -81,8 +81,9 @@ impl StartFile {
         let observer = prov_model::observer::identity_of(collector_pid)?;
         let begin = CommandBegin { text: Vec::new(), ..begin.clone() };
         let mut spool = SpoolWriter::create(&user.locations.spool_dir(), &format!("{}.start", begin.uuid)).ok()?;
-        let written =
-            spool.append(&SpoolEntry::Begin(begin)).and_then(|()| spool.append(&SpoolEntry::Observer(observer)));
+        // One write: a start without its observer would never be ended as
+        // abandoned.
+        let written = spool.append_all(&[&SpoolEntry::Begin(begin), &SpoolEntry::Observer(observer)]);
         let file = StartFile(spool);
         match written {
             Ok(()) => Some(file),

@@ -11,8 +11,13 @@
 //! sends both (`observe::prepare`), so the writer opens the database only
 //! for a command, and an edited configuration applies at once. Its socket
 //! is in a directory only the user can enter, and each side checks the
-//! other's uid; a caller in another mount namespace gets none (its
-//! observation would watch the wrong mounts).
+//! other's uid. A preparer serves only callers in its own context (mount
+//! namespace, root, cgroup, ids, groups, umask: `Context`): its collector
+//! runs with those, so it must have the caller's. The context, the boot,
+//! and the prov build are in the socket's name, so each context gets a
+//! preparer of its own and an upgraded prov never talks to an old one. A
+//! ready observation is discarded when the mount table changes: its
+//! namespace is a copy made when it was prepared.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -46,6 +51,9 @@ const MAX_READY: usize = 2;
 const READY_TAG: u8 = b'R';
 const NONE_TAG: u8 = b'N';
 const FATE_TAG: u8 = b'F';
+/// In the socket's name: a prov speaking another protocol with its
+/// preparer, collector or writer finds another preparer.
+const PROTOCOL: &str = "prov-run-preparer 2";
 
 fn linger() -> Duration {
     std::env::var("PROV_RUN_LINGER")
@@ -62,11 +70,20 @@ pub fn take(helper: &Path) -> Option<Observation> {
         return None;
     }
     let place = Place::of(helper)?;
-    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None).ok()?;
-    if connect(sock.as_raw_fd(), &place.address().ok()?).is_err() {
-        // None there, or a dead one's socket: the next run finds it.
-        start_preparer();
-        return None;
+    // Non-blocking: a stopped preparer (SIGSTOP, a frozen cgroup, a
+    // suspended job) with a full listen queue would hold a blocking
+    // connect until it is resumed.
+    let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, flags, None).ok()?;
+    match connect(sock.as_raw_fd(), &place.address().ok()?) {
+        Ok(()) => {}
+        // Its queue is full: it lives but does not accept.
+        Err(nix::errno::Errno::EAGAIN) => return None,
+        Err(_) => {
+            // None there, or a dead one's socket: the next run finds it.
+            start_preparer();
+            return None;
+        }
     }
     // Our directory; a process of another user there would be no preparer.
     let peer = getsockopt(&sock, sockopt::PeerCredentials).ok()?;
@@ -158,15 +175,26 @@ impl Place {
         if !own_private_dir(&dir) {
             return None;
         }
-        let mnt = std::fs::read_link("/proc/self/ns/mnt").ok()?;
+        // The boot as well as the host name: hosts of one name may share
+        // an NFS home. The builds of prov and of the helper, so an upgrade
+        // gets a new preparer.
+        let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
         let key = [
+            PROTOCOL.as_bytes(),
+            b"\0",
             crate::setup::host_name().as_bytes(),
+            b"\0",
+            &boot,
             b"\0",
             nix::unistd::geteuid().as_raw().to_string().as_bytes(),
             b"\0",
-            mnt.as_os_str().as_bytes(),
+            &file_identity(Path::new("/proc/self/exe"))?,
             b"\0",
             helper.as_os_str().as_bytes(),
+            b"\0",
+            &file_identity(helper)?,
+            b"\0",
+            &Context::of("self")?.0,
         ]
         .concat();
         let name = format!("run-{:016x}", xxhash_rust::xxh3::xxh3_64(&key));
@@ -186,6 +214,39 @@ impl Place {
 
     fn address(&self) -> nix::Result<UnixAddr> {
         UnixAddr::new(&self.path(".sock"))
+    }
+}
+
+/// A file's device, inode and modification time.
+fn file_identity(path: &Path) -> Option<Vec<u8>> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{} {} {}.{}", m.dev(), m.ino(), m.mtime(), m.mtime_nsec()).into_bytes())
+}
+
+/// What a process's collector inherits and must share with the process it
+/// watches: mount namespace and root (what it sees), cgroup (whose end
+/// kills it, what it is charged to), ids, groups and umask (the permission
+/// re-check is done as the user, and the writer creates files).
+#[derive(PartialEq, Eq)]
+struct Context(Vec<u8>);
+
+impl Context {
+    /// Of `pid` ("self" for ours); None when it cannot all be read.
+    fn of(pid: &str) -> Option<Context> {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let mut out = Vec::new();
+        out.extend_from_slice(std::fs::read_link(proc.join("ns/mnt")).ok()?.as_os_str().as_bytes());
+        let root = std::fs::metadata(proc.join("root")).ok()?;
+        out.extend_from_slice(format!("\0{} {}\0", root.dev(), root.ino()).as_bytes());
+        out.extend_from_slice(&std::fs::read(proc.join("cgroup")).ok()?);
+        let status = std::fs::read_to_string(proc.join("status")).ok()?;
+        for line in status.lines() {
+            if ["Uid:", "Gid:", "Groups:", "Umask:"].iter().any(|f| line.starts_with(f)) {
+                out.extend_from_slice(line.as_bytes());
+                out.push(b'\n');
+            }
+        }
+        Some(Context(out))
     }
 }
 
@@ -225,6 +286,9 @@ struct Pool {
     /// three program starts would otherwise compete with that command for
     /// the CPU, at its start.
     running: usize,
+    /// Counts changes of our mount table: an observation prepared before
+    /// the last one has a stale copy of it.
+    generation: u64,
     stop: bool,
 }
 
@@ -233,6 +297,9 @@ struct Pool {
 pub fn serve() -> anyhow::Result<ExitCode> {
     let helper = observe::usable_helper().map_err(anyhow::Error::msg)?;
     let place = Place::of(&helper).ok_or_else(|| anyhow::anyhow!("no private directory for the preparer's socket"))?;
+    let context = Context::of("self").ok_or_else(|| anyhow::anyhow!("cannot read our own context"))?;
+    // Polled for POLLPRI: the kernel flags a change of the mount table.
+    let mounts = std::fs::File::open("/proc/self/mountinfo")?;
     let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(place.path(".lock"))?;
     if nix::fcntl::Flock::lock(lock.try_clone()?, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err() {
         return Ok(ExitCode::SUCCESS);
@@ -242,7 +309,7 @@ pub fn serve() -> anyhow::Result<ExitCode> {
     bind(listener.as_raw_fd(), &place.address()?)?;
     listen(&listener, Backlog::new(64)?)?;
     let pool = Arc::new((
-        Mutex::new(Pool { ready: Vec::new(), target: 1, requests: 0, running: 0, stop: false }),
+        Mutex::new(Pool { ready: Vec::new(), target: 1, requests: 0, running: 0, generation: 0, stop: false }),
         Condvar::new(),
     ));
     let preparing = {
@@ -258,16 +325,21 @@ pub fn serve() -> anyhow::Result<ExitCode> {
             break;
         }
         let timeout = if handed.is_empty() { idle_left } else { Duration::from_secs(3600) };
-        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let mut fds =
+            vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
         fds.extend(handed.iter().map(|h| PollFd::new(h.pidfd.as_fd(), PollFlags::POLLIN)));
         match poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-        let ended: Vec<usize> = (1..fds.len()).filter(|&i| ready(&fds[i])).map(|i| i - 1).collect();
+        let ended: Vec<usize> = (2..fds.len()).filter(|&i| ready(&fds[i])).map(|i| i - 2).collect();
         let request = ready(&fds[0]);
+        let remounted = ready(&fds[1]);
         drop(fds);
+        if remounted {
+            handed.extend(discard_ready(&pool));
+        }
         for i in ended.into_iter().rev() {
             let mut h = handed.swap_remove(i);
             let fate =
@@ -281,7 +353,12 @@ pub fn serve() -> anyhow::Result<ExitCode> {
                 // accept4 returned a new descriptor nobody owns.
                 let conn = prov_collect::sys::own_new_fd(conn);
                 last_request = Instant::now();
-                handed.extend(answer(conn, &pool));
+                // A change since the last poll: this request must not get
+                // an observation prepared before it.
+                if mounts_changed(&mounts) {
+                    handed.extend(discard_ready(&pool));
+                }
+                handed.extend(answer(conn, &context, &pool));
             }
         }
         pool.0.lock().unwrap_or_else(|e| e.into_inner()).running = handed.len();
@@ -298,14 +375,13 @@ pub fn serve() -> anyhow::Result<ExitCode> {
 
 /// Answers one request: a ready observation (its collector then watched
 /// until it ends, to reap it and say how it ended), or none.
-fn answer(conn: OwnedFd, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
+fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
     let peer = getsockopt(&conn, sockopt::PeerCredentials).ok()?;
     if peer.uid() != nix::unistd::geteuid().as_raw() {
         return None;
     }
-    let same_mounts =
-        std::fs::read_link(format!("/proc/{}/ns/mnt", peer.pid())).ok() == std::fs::read_link("/proc/self/ns/mnt").ok();
-    let Some(ready) = same_mounts.then(|| take_alive(pool)).flatten() else {
+    let same_context = peer_context(&conn, peer.pid()).is_some_and(|c| c == *context);
+    let Some(ready) = same_context.then(|| take_alive(pool)).flatten() else {
         let _ = ipc::send(conn.as_fd(), &[NONE_TAG], &[]);
         return None;
     };
@@ -323,6 +399,56 @@ fn answer(conn: OwnedFd, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
             None
         }
     }
+}
+
+/// The connecting process's context, read through /proc by the pid it
+/// connected with. With `SO_PEERPIDFD` (Linux 6.5) the process is then
+/// checked to be still alive, so the pid was still its own and not reused
+/// by a process of another context; older kernels keep that small race.
+fn peer_context(conn: &OwnedFd, pid: i32) -> Option<Context> {
+    let pidfd = prov_collect::sys::peer_pidfd(conn.as_fd()).ok();
+    let context = Context::of(&pid.to_string())?;
+    match pidfd {
+        Some(pidfd) if !process_lives(&pidfd) => None,
+        _ => Some(context),
+    }
+}
+
+/// Whether the process of `pidfd` has not exited (a pidfd turns readable
+/// when it has).
+fn process_lives(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
+}
+
+/// Whether our mount table changed since we last asked (the kernel flags
+/// POLLPRI once per change, per open file).
+fn mounts_changed(mounts: &std::fs::File) -> bool {
+    let mut fds = [PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
+/// The mount table changed: every ready observation has a stale copy of
+/// it. Their collectors are told to go (their control sockets closed) and
+/// watched until they have, like those handed out; the preparing thread
+/// makes new ones.
+fn discard_ready(pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
+    let stale = {
+        let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+        p.generation += 1;
+        std::mem::take(&mut p.ready)
+    };
+    pool.1.notify_all();
+    stale
+        .into_iter()
+        .filter_map(|Ready { mut collector, .. }| match prov_collect::sys::pidfd_open(collector.id() as i32) {
+            Ok(pidfd) => Some(Handed { collector, pidfd, caller: None }),
+            Err(_) => {
+                let _ = collector.wait();
+                None
+            }
+        })
+        .collect()
 }
 
 /// Takes a ready observation whose collector still lives (one killed while
@@ -369,7 +495,10 @@ fn keep_ready(helper: &Path, pool: &(Mutex<Pool>, Condvar)) {
                 return;
             }
         }
-        let requests = pool.0.lock().unwrap_or_else(|e| e.into_inner()).requests;
+        let (requests, generation) = {
+            let p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+            (p.requests, p.generation)
+        };
         match observe::start_unprepared(helper) {
             Ok(Observation {
                 ctl,
@@ -381,7 +510,16 @@ fn keep_ready(helper: &Path, pool: &(Mutex<Pool>, Condvar)) {
             }) => {
                 failed_at = None;
                 let ready = Ready { ctl, ns_root, tracker, holder_pid, collector };
-                pool.0.lock().unwrap_or_else(|e| e.into_inner()).ready.push(ready);
+                let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+                if p.generation == generation {
+                    p.ready.push(ready);
+                } else {
+                    // The mounts changed while it was prepared: stale.
+                    drop(p);
+                    let Ready { ctl, ns_root, tracker, mut collector, .. } = ready;
+                    drop((ctl, ns_root, tracker));
+                    let _ = collector.wait();
+                }
             }
             Ok(_) => failed_at = Some(requests),
             // Each `prov run` then says why itself, on the direct way.

@@ -92,7 +92,16 @@ impl SpoolWriter {
 
     /// Appends one entry as one line, in one `write`.
     pub fn append(&mut self, entry: &SpoolEntry) -> io::Result<()> {
-        let line = encode_line(entry)?;
+        self.append_all(&[entry])
+    }
+
+    /// Appends entries one line each, all in one `write`: all of them or,
+    /// killed or short of space, none (a short write is cut off again).
+    pub fn append_all(&mut self, entries: &[&SpoolEntry]) -> io::Result<()> {
+        let mut line = Vec::new();
+        for entry in entries {
+            line.extend(encode_line(entry)?);
+        }
         loop {
             match self.file.write(&line) {
                 Ok(n) if n == line.len() => {
