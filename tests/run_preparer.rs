@@ -197,6 +197,15 @@ fn a_killed_preparer_or_ready_collector_makes_prov_run_fall_back() {
 /// Python client: SOCK_SEQPACKET, descriptors counted): "denied", or the
 /// message and the number of descriptors.
 fn connect_as_nobody(sock: &std::path::Path) -> String {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--"]);
+    connect_as(cmd, sock)
+}
+
+/// What a Python client started by `prefix` (a `setpriv … --` and the
+/// like) gets from the preparer socket: "denied", or the message and the
+/// number of descriptors.
+fn connect_as(mut prefix: Command, sock: &std::path::Path) -> String {
     let script = r#"
 import array, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -212,11 +221,7 @@ except socket.timeout:
 fds = sum(len(d) // 4 for (l, t, d) in anc if l == socket.SOL_SOCKET and t == socket.SCM_RIGHTS)
 print(repr(msg), fds)
 "#;
-    let out = Command::new("setpriv")
-        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--", "/usr/bin/python3", "-c", script])
-        .arg(sock)
-        .output()
-        .unwrap();
+    let out = prefix.args(["/usr/bin/python3", "-c", script]).arg(sock).output().unwrap();
     assert!(out.status.success(), "{}", describe(&out));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -522,4 +527,64 @@ fn a_run_in_another_cgroup_gets_a_collector_in_its_own() {
     assert_traced(&out);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
     assert_eq!(case.writer_of_eventually("b.txt")["complete"], true);
+    // The user's own process in cgroup b, connecting to the preparer of
+    // cgroup a's socket itself: none for it.
+    let sock_a = socket_of(&case, preparer);
+    let mut client = Command::new("setpriv");
+    client
+        .arg(format!("--reuid={}", case.inst.uid))
+        .arg(format!("--regid={}", case.inst.gid))
+        .args(["--init-groups", "--"]);
+    b.enter(&mut client);
+    assert_eq!(connect_as(client, &sock_a), "b'N' 0");
+}
+
+/// The socket preparer `pid` listens on.
+fn socket_of(case: &Case, pid: u32) -> PathBuf {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
+    let path = table
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && inodes.contains(&f[6].to_string())).then(|| f[7].to_string())
+        })
+        .find(|p| p.ends_with(".sock"))
+        .unwrap_or_else(|| panic!("preparer {pid} listens nowhere"));
+    // Bound through /proc/self/fd/N/…: the name, in the state directory.
+    state_dir(case).join(std::path::Path::new(&path).file_name().unwrap())
+}
+
+/// Where mounts propagate (systemd hosts make `/` shared), a mount made
+/// while an observation idles reaches its namespace; it was there before
+/// the command, so the next command's record must not count it as an
+/// unmarked mount ("incomplete").
+#[test]
+fn a_mount_propagated_into_a_ready_observation_is_not_counted_against_the_next_run() {
+    let case = Case::new("run-preparer-shared-mount");
+    let shared = case.work.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let sh = |script: &str| {
+        let st = Command::new("sh").args(["-c", script]).status().unwrap();
+        assert!(st.success(), "{script}");
+    };
+    let d = shared.display();
+    sh(&format!("mount --bind '{d}' '{d}' && mount --make-shared '{d}'"));
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").args(["-R", "-l", &self.0]).status();
+        }
+    }
+    let _unmount = Unmount(d.to_string());
+    warm(&case);
+    let _late = mount_tmpfs(&shared.join("sub"));
+    run_ok(&case, "echo after > after-shared-mount.txt");
+    let r = case.writer_of_eventually("after-shared-mount.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
 }

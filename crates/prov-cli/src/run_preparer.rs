@@ -21,7 +21,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -300,7 +300,14 @@ pub fn serve() -> anyhow::Result<ExitCode> {
     let context = Context::of("self").ok_or_else(|| anyhow::anyhow!("cannot read our own context"))?;
     // Polled for POLLPRI: the kernel flags a change of the mount table.
     let mounts = std::fs::File::open("/proc/self/mountinfo")?;
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(place.path(".lock"))?;
+    // O_NOFOLLOW: a link planted in place of the lock file is not followed.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(place.path(".lock"))?;
     if nix::fcntl::Flock::lock(lock.try_clone()?, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err() {
         return Ok(ExitCode::SUCCESS);
     }
