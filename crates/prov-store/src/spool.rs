@@ -486,8 +486,10 @@ mod tests {
         full.text = b"make all".to_vec();
         let textless = prov_model::CommandBegin { text: Vec::new(), ..full.clone() };
         let mut w = SpoolWriter::create(&spool_dir, &format!("{}.start", full.uuid)).unwrap();
-        w.append(&SpoolEntry::Begin(textless)).unwrap();
-        w.append(&SpoolEntry::Observer("boot:1:2".into())).unwrap();
+        // As `prov run` writes it: both lines in one write.
+        w.append_all(&[&SpoolEntry::Begin(textless), &SpoolEntry::Observer("boot:1:2".into())]).unwrap();
+        let content = std::fs::read_to_string(w.path()).unwrap();
+        assert_eq!(content.lines().count(), 2, "{content}");
         drop(w);
         assert_eq!(s.ingest_spool(&spool_dir).unwrap(), 1);
         let unended = s.unended_observed(&full.host).unwrap();
