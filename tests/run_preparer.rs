@@ -377,6 +377,20 @@ fn a_stopped_preparer_with_a_full_queue_does_not_hold_up_prov_run() {
     drop(stopped);
 }
 
+/// Moves this test's thread, and so what it starts from now on, into a
+/// mount namespace of its own (private): its mounts must not make the
+/// preparers of the tests running beside it discard their observations.
+fn own_mount_namespace() {
+    // SAFETY: unshare and mount with constant arguments; a mount namespace
+    // is per thread, so only this test's thread moves.
+    unsafe {
+        assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "{}", std::io::Error::last_os_error());
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        let r = libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), private, std::ptr::null());
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    }
+}
+
 /// The one command that read `file` (by query), once it is stored.
 fn reader_of_eventually(case: &Case, file: &str) -> serde_json::Value {
     let _ = case.last_command_ended();
@@ -395,6 +409,7 @@ fn reader_of_eventually(case: &Case, file: &str) -> serde_json::Value {
 #[test]
 fn a_mount_made_after_preparation_is_seen_by_the_next_run() {
     let case = Case::new("run-preparer-new-mount");
+    own_mount_namespace();
     warm(&case);
     let mnt = mount_tmpfs(&case.work.join("late-mount"));
     std::fs::write(mnt.path.join("late.txt"), b"mounted after preparation\n").unwrap();
@@ -567,6 +582,7 @@ fn socket_of(case: &Case, pid: u32) -> PathBuf {
 #[test]
 fn a_mount_propagated_into_a_ready_observation_is_not_counted_against_the_next_run() {
     let case = Case::new("run-preparer-shared-mount");
+    own_mount_namespace();
     let shared = case.work.join("shared");
     std::fs::create_dir_all(&shared).unwrap();
     let sh = |script: &str| {
