@@ -604,3 +604,39 @@ fn a_mount_propagated_into_a_ready_observation_is_not_counted_against_the_next_r
     let r = case.writer_of_eventually("after-shared-mount.txt");
     assert_eq!(r["complete"], true, "{r:#}");
 }
+
+/// A stopped preparer whose queue is not full: the first run waits for its
+/// answer, gives up and goes the direct way; the runs after it skip the
+/// preparer for a while instead of each waiting again (and queueing one
+/// more connection).
+#[test]
+fn runs_after_one_found_the_preparer_stopped_do_not_ask_it_again() {
+    let case = Case::new("run-preparer-unresponsive");
+    let (preparer, _) = warm(&case);
+    let stopped = Stopped::stop(preparer);
+    let bench = case.work.join("bench.jsonl");
+    // The mark's mtime, once a run left it: a run that waited in vain again
+    // would make a new one.
+    let marked = || {
+        std::fs::read_dir(state_dir(&case))
+            .unwrap()
+            .flatten()
+            .find(|e| e.path().extension().is_some_and(|x| x == "stuck"))
+            .map(|e| e.metadata().unwrap().modified().unwrap())
+    };
+    let mut marks = Vec::new();
+    for i in 0..3 {
+        let mut cmd = run(&case, &format!("echo {i} > direct{i}.txt"));
+        let out = cmd.env("PROV_BENCH_REPORT", &bench).output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+        marks.push(marked());
+    }
+    let report = std::fs::read_to_string(&bench).unwrap_or_default();
+    assert_eq!(report.matches("\"prepared\":false").count(), 3, "each went the direct way: {report}");
+    assert!(marks[0].is_some(), "the first run marks the preparer unresponsive");
+    assert!(marks.iter().all(|m| *m == marks[0]), "only the first run waited for it: {marks:?}");
+    for i in 0..3 {
+        assert_eq!(case.writer_of_eventually(&format!("direct{i}.txt"))["complete"], true);
+    }
+    drop(stopped);
+}

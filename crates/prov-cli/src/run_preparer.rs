@@ -41,6 +41,9 @@ const LINGER: Duration = Duration::from_secs(30);
 /// How long `prov run` waits for the preparer's answer (a stopped or
 /// starved preparer): after that it prepares its own observation.
 const ANSWER_WAIT: Duration = Duration::from_millis(500);
+/// How long runs go the direct way without asking, once one found the
+/// preparer not answering (unless it answers someone meanwhile).
+const UNRESPONSIVE_SKIP: Duration = Duration::from_secs(10);
 /// Observations kept ready: one, two once a request found none (runs in
 /// parallel, or faster than one can be prepared).
 const MAX_READY: usize = 2;
@@ -70,6 +73,9 @@ pub fn take(helper: &Path) -> Option<Observation> {
         return None;
     }
     let place = Place::of(helper)?;
+    if place.found_unresponsive() {
+        return None;
+    }
     // Non-blocking: a stopped preparer (SIGSTOP, a frozen cgroup, a
     // suspended job) with a full listen queue would hold a blocking
     // connect until it is resumed.
@@ -92,6 +98,7 @@ pub fn take(helper: &Path) -> Option<Observation> {
     }
     let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
     if !matches!(poll(&mut fds, PollTimeout::try_from(ANSWER_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0) {
+        place.mark_unresponsive();
         return None;
     }
     let (msg, mut fds) = ipc::recv(sock.as_fd()).ok()??;
@@ -214,6 +221,26 @@ impl Place {
 
     fn address(&self) -> nix::Result<UnixAddr> {
         UnixAddr::new(&self.path(".sock"))
+    }
+
+    /// Whether a run found the preparer not answering less than
+    /// `UNRESPONSIVE_SKIP` ago (a `.stuck` file's mtime): a loop of runs
+    /// against a stopped preparer then pays the answer wait once in a
+    /// while, not each time. One `stat` when there is none.
+    fn found_unresponsive(&self) -> bool {
+        std::fs::symlink_metadata(self.path(".stuck"))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < UNRESPONSIVE_SKIP))
+    }
+
+    fn mark_unresponsive(&self) {
+        let _ = std::fs::remove_file(self.path(".stuck"));
+        let _ = std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.path(".stuck"));
     }
 }
 
@@ -360,6 +387,8 @@ pub fn serve() -> anyhow::Result<ExitCode> {
                 // accept4 returned a new descriptor nobody owns.
                 let conn = prov_collect::sys::own_new_fd(conn);
                 last_request = Instant::now();
+                // Answering again: runs need not skip us.
+                let _ = std::fs::remove_file(place.path(".stuck"));
                 // A change since the last poll: this request must not get
                 // an observation prepared before it.
                 if mounts_changed(&mounts) {
