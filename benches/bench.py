@@ -369,7 +369,7 @@ def read_report(path):
         return {"invalid": f"{len(lines)} report lines, expected 1"}
     r = lines[0]
     out = {"command_s": r["command_ns"] / 1e9, "total_s": r["total_ns"] / 1e9, "begun_s": r.get("begun_ns", 0) / 1e9,
-           "collector_cpu_s": r["collector_cpu_ns"] / 1e9, "events": r["events"],
+           "collector_cpu_s": r["collector_cpu_ns"] / 1e9, "events": r["events"], "prepared": r.get("prepared"),
            "incomplete": r.get("incomplete") or {}, "spooled": r.get("spooled")}
     why = []
     if out["incomplete"]:
@@ -862,6 +862,7 @@ def run_fixed(ctx, results):
                "command_ms": spread([r["command_s"] * 1e3 for r in ok]),
                "total_ms": spread([r["total_s"] * 1e3 for r in ok]),
                "collector_cpu_ms": spread([r["collector_cpu_s"] * 1e3 for r in ok]),
+               "prepared": sum(1 for r in ok if r.get("prepared")),
                "invalid": sorted({r["invalid"] for r in reports if r.get("invalid")})}
         results["fixed"].append(row)
         log(f"fixed cost {label}: untraced {row['untraced_ms']['median']:.2f} ms, "
@@ -871,17 +872,18 @@ def run_fixed(ctx, results):
 def fixed_table(results):
     out = ["## Fixed cost of one command (`prov run -- CMD` against `CMD`)", "",
            "| command | n | untraced wall ms | prov run wall ms | added (median) | prov run: start to confirmed "
-           "| start to end of command | start to stored | collector CPU ms | validity |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| start to end of command | start to stored | collector CPU ms | taken ready | validity |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["fixed"]:
         valid = "INVALID: " + "; ".join(r["invalid"]) if r["invalid"] else "valid"
         out.append(f"| `{r['command']}` | {r['n']} | {fmt_spread(r['untraced_ms'], '')} | {fmt_spread(r['prov_ms'], '')} "
                    f"| {r['added_ms']:+.2f} ms | {fmt_spread(r['begun_ms'], '')} | {fmt_spread(r['command_ms'], '')} "
                    f"| {fmt_spread(r['total_ms'], '')} "
-                   f"| {fmt_spread(r['collector_cpu_ms'], '')} | {valid} |")
+                   f"| {fmt_spread(r['collector_cpu_ms'], '')} | {r.get('prepared', 0)}/{r['n']} | {valid} |")
     out += ["", "Both modes are started as the bench user through setpriv and env (a few ms, the same in both). "
             "prov run's own report: from just before the record's start is sent to the command's end, and to the "
-            "record being stored (the helper, collector and writer start before that).", ""]
+            "record being stored (the helper, collector and writer start before that, unless the observation was taken "
+            "ready from the run preparer: \"taken ready\").", ""]
     return out
 
 

@@ -5,6 +5,10 @@ HOME of its own under /var/tmp/prov-compare-run. Prints the wall time and
 prov run's own report (PROV_BENCH_REPORT) per installation.
 
     sudo benches/compare_run.py N USER PREFIX1 PREFIX2 ...
+
+PROV_COMPARE_PAUSE_MS=MS waits that long after each run (default 0: back
+to back, as a script's runs come; work a run leaves behind, such as the run
+preparer making the next observation ready, then overlaps the next run).
 """
 import json
 import os
@@ -32,6 +36,7 @@ def main():
         os.makedirs(h)
         os.chown(h, pw.pw_uid, pw.pw_gid)
         homes[p] = h
+    pause = float(os.environ.get("PROV_COMPARE_PAUSE_MS", "0")) / 1e3
     walls = {p: [] for p in prefixes}
     plain = []
     warm = 3
@@ -42,10 +47,12 @@ def main():
             subprocess.run([p + "/bin/prov", "run", "--", "/bin/true"], env=env, preexec_fn=demote, cwd=homes[p])
             if i >= warm:
                 walls[p].append((time.perf_counter() - t0) * 1e3)
+            time.sleep(pause)
         t0 = time.perf_counter()
         subprocess.run(["/bin/true"], preexec_fn=demote)
         if i >= warm:
             plain.append((time.perf_counter() - t0) * 1e3)
+        time.sleep(pause)
     print(f"untraced /bin/true: median {statistics.median(plain):.2f} ms")
     for p in prefixes:
         with open(homes[p] + "/report.jsonl") as f:

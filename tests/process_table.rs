@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{child_named, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_of, spawn_prov_run, wait_or_hang};
 use prov_e2e::{assert_traced, describe, Case};
 use serde_json::Value;
 
@@ -228,7 +228,7 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     case.chown_tree(&fifo);
     let script = "read x < go; /usr/bin/touch short.txt; read y < go";
     let run = spawn_prov_run(&case, script);
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     // The collector stopped, touch runs and exits unseen: when the
     // collector resolves its exec event the process is gone.
     let signal = |sig: &str| {

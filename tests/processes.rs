@@ -41,6 +41,50 @@ pub fn child_named(parent: u32, name: &str) -> u32 {
     }
 }
 
+/// The collector observing the `prov run` `run`: its child when the run
+/// started its own observation, else one the user's run preparer started
+/// (`crates/prov-cli/src/run_preparer.rs`), told by its holder (a child
+/// named prov-helper) being in the mount namespace of the run's command.
+/// Waited for; one look at /proc per try (the tests that kill it at a
+/// random moment of a short command need it found quickly).
+pub fn collector_of(run: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mnt = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+    loop {
+        let table = process_table();
+        let children = |parent: u32| table.iter().filter(move |(_, ppid, _)| *ppid == parent);
+        if let Some((pid, _, _)) = children(run).find(|(_, _, n)| n == "prov-collector") {
+            return *pid;
+        }
+        // The command (once it has joined), not the preparer a run may start.
+        let commands: Vec<_> =
+            children(run).filter(|(_, _, n)| n != "prov").filter_map(|(pid, _, _)| mnt(*pid)).collect();
+        for (collector, _, _) in table.iter().filter(|(_, _, n)| n == "prov-collector") {
+            let holder_ns = children(*collector).filter(|(_, _, n)| n == "prov-helper").find_map(|(h, _, _)| mnt(*h));
+            if holder_ns.is_some_and(|ns| commands.contains(&ns)) {
+                return *collector;
+            }
+        }
+        assert!(Instant::now() < deadline, "no collector of prov run {run}: {:?}", children_of(run));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// (pid, parent pid, comm) of every process, from one read of each
+/// /proc/PID/stat.
+fn process_table() -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let comm = stat[open + 1..close].to_string();
+        let Some(ppid) = stat[close + 1..].split_whitespace().nth(1).and_then(|p| p.parse().ok()) else { continue };
+        out.push((pid, ppid, comm));
+    }
+    out
+}
+
 /// `prov run -- sh -c SCRIPT` as the user, its output captured.
 pub fn spawn_prov_run(case: &Case, script: &str) -> Child {
     case.command(case.inst.prov())

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use expectrl::Expect;
-use prov_e2e::processes::{child_named, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_of, spawn_prov_run, wait_or_hang};
 use prov_e2e::*;
 use serde_json::Value;
 
@@ -78,7 +78,7 @@ fn a_killed_collector_leaves_an_ended_record_that_says_so() {
     for i in 0..KILLS {
         let script = format!("sleep 0.6; exit {}", i % 7 + 1);
         let run = spawn_prov_run(&case, &script);
-        let collector = child_named(run.id(), "prov-collector");
+        let collector = collector_of(run.id());
         std::thread::sleep(Duration::from_millis(random_ms(400, i as u64)));
         signal(collector, "KILL");
         let out = wait_or_hang(run, Duration::from_secs(60), "prov run with a killed collector");
@@ -106,7 +106,7 @@ fn a_killed_prov_run_leaves_a_record_ended_with_status_unknown() {
     let mut run = case.command(case.inst.prov());
     run.env("PROV_SESSION", "killed-run").args(["run", "--", "sh", "-c", script]);
     let run = run.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     std::thread::sleep(Duration::from_millis(200));
     signal(run.id(), "KILL");
     let _ = wait_or_hang(run, Duration::from_secs(10), "killed prov run");
@@ -168,7 +168,7 @@ fn a_stopped_collector_does_not_hold_prov_run() {
     let case = Case::new("lifecycle-stop-collector");
     let script = "echo data > out.txt; sleep 1; exit 6";
     let run = spawn_prov_run(&case, script);
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     std::thread::sleep(Duration::from_millis(300));
     signal(collector, "STOP");
     // Continued whatever happens, so no stopped collector outlives the test.
@@ -356,7 +356,7 @@ fn the_next_prov_ends_a_record_whose_collector_is_gone() {
     let case = Case::new("lifecycle-orphan");
     let script = "sleep 1; exit 0";
     let run = spawn_prov_run(&case, script);
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     // Its record exists once the writer has begun it.
     let text = format!("sh -c '{script}'");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use prov_e2e::*;
 
-use prov_e2e::processes::{child_named, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{child_named, collector_of, spawn_prov_run, wait_or_hang};
 
 /// (descriptor number, link target, open flags in octal) of a process, as root sees them.
 fn descriptors(pid: u32) -> Vec<(u32, String, u32)> {
@@ -44,7 +44,7 @@ fn the_collector_holds_fanotify_and_no_user_file_the_writer_holds_the_database_a
     let data_dir = case.home.join(".local/share/prov");
     let run = spawn_prov_run(&case, "cat in.txt > out.txt; sleep 3");
     // setpriv execs prov, which starts the helper that becomes the collector.
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     let writer = child_named(collector, "prov-writer");
     // The writer opens the database once the first events are flushed
     // (200 ms) or the start is due (1 s).
@@ -96,7 +96,7 @@ fn a_killed_writer_costs_the_record_not_a_hang() {
     let case = Case::new("privsep-kill");
     let run = spawn_prov_run(&case, "echo a > a.txt; sleep 2; echo b > b.txt; exit 3");
     let started = Instant::now();
-    let collector = child_named(run.id(), "prov-collector");
+    let collector = collector_of(run.id());
     let writer = child_named(collector, "prov-writer");
     // As the user: it is their own process.
     let kill = case.command("kill").args(["-KILL", &writer.to_string()]).output().unwrap();

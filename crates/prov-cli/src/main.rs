@@ -20,6 +20,7 @@ mod record_end;
 mod report;
 mod restore;
 mod run;
+mod run_preparer;
 mod run_session;
 mod setup;
 mod shell;
@@ -183,6 +184,9 @@ enum Command {
     /// Internal: prepare the next observation for the shell integration.
     #[command(name = "__prepare", hide = true)]
     Prepare { session: String, shell: String },
+    /// Internal: keep an observation ready for `prov run` (started by it).
+    #[command(name = "__run-preparer", hide = true)]
+    RunPreparer,
 }
 
 #[derive(Subcommand)]
@@ -382,6 +386,7 @@ fn main() -> ExitCode {
             sync::push_in_background();
             answered
         }
+        Command::RunPreparer => run_preparer::serve(),
         Command::Sync(args) => sync::sync(args),
     };
     match result {

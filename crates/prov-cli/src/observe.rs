@@ -27,9 +27,18 @@ pub struct Observation {
     pub ns_root: OwnedFd,
     /// Every process of the command must inherit this; taken by the caller.
     pub tracker: Option<OwnedFd>,
-    /// The helper, now the collector: our child, so `prov run` can tell
-    /// how it ended if it stops answering. Never waited for otherwise.
-    pub collector: Child,
+    /// Who can tell how the collector ended if it stops answering.
+    pub collector: CollectorProcess,
+    pub collector_pid: u32,
+}
+
+/// The collector of an observation, as far as its caller can know it.
+pub enum CollectorProcess {
+    /// The helper, now the collector: our child. Never waited for otherwise.
+    Child(Child),
+    /// Started by the user's run preparer (`run_preparer`), which is its
+    /// parent: the connection on which the preparer tells how it ended.
+    Pooled(OwnedFd),
 }
 
 pub fn identity(session: String, shell: &str) -> RecordIdentity {
@@ -45,19 +54,40 @@ pub fn identity(session: String, shell: &str) -> RecordIdentity {
 /// Asks the helper for a new observed namespace; any failure is a reason to
 /// run untraced, returned as one line.
 pub fn start(user: &UserSetup, identity: RecordIdentity) -> Result<Observation, String> {
+    let helper = usable_helper()?;
+    let obs = start_unprepared(&helper)?;
+    prepare(&obs, user, identity)?;
+    Ok(obs)
+}
+
+/// The helper, if tracing can work here; else why not, in one line.
+pub fn usable_helper() -> Result<PathBuf, String> {
     let helper = setup::helper_path().map_err(|e| format!("{e:#}"))?;
-    if let Some(reason) = setup::tracing_unavailable(&helper) {
-        return Err(reason);
+    match setup::tracing_unavailable(&helper) {
+        Some(reason) => Err(reason),
+        None => Ok(helper),
     }
+}
+
+/// An observation whose collector waits for its settings and identity
+/// (`prepare`): what the run preparer keeps ready, knowing neither.
+pub fn start_unprepared(helper: &std::path::Path) -> Result<Observation, String> {
     // A helper removed or changed while it starts fails in one of several
     // places; the same words for the same cause, so the shell says it once.
     // A confining AppArmor profile shows only as the helper refused.
-    start_with(&helper, user, identity).map_err(|e| {
-        setup::tracing_unavailable(&helper).or_else(|| crate::doctor_env::apparmor_denial(&e)).unwrap_or(e)
+    start_with(helper).map_err(|e| {
+        setup::tracing_unavailable(helper).or_else(|| crate::doctor_env::apparmor_denial(&e)).unwrap_or(e)
     })
 }
 
-fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdentity) -> Result<Observation, String> {
+/// Sends the collector the settings and the record's identity; only then
+/// does its writer open the database.
+pub fn prepare(obs: &Observation, user: &UserSetup, identity: RecordIdentity) -> Result<(), String> {
+    let prepare = ToCollector::Prepare { settings: user.settings(), identity };
+    ipc::send_json(obs.ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))
+}
+
+fn start_with(helper: &std::path::Path) -> Result<Observation, String> {
     let (ctl, ctl_for_helper) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
         nix::sys::socket::SockType::SeqPacket,
@@ -95,7 +125,19 @@ fn start_with(helper: &std::path::Path, user: &UserSetup, identity: RecordIdenti
     };
     let tracker = fds.pop();
     let ns_root = fds.pop().ok_or("no namespace root from the collector")?;
-    let prepare = ToCollector::Prepare { settings: user.settings(), identity };
-    ipc::send_json(ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))?;
-    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector })
+    let collector_pid = collector.id();
+    let collector = CollectorProcess::Child(collector);
+    Ok(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector, collector_pid })
+}
+
+/// How a collector ended, as one phrase, from its wait status.
+pub fn fate_of(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(sig) => {
+            let name = nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string());
+            format!("the collector was killed by {name}")
+        }
+        None => format!("the collector exited (status {}) before storing the end", status.code().unwrap_or(-1)),
+    }
 }

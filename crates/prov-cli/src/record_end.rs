@@ -60,3 +60,42 @@ pub fn end_abandoned(database: &Path) {
         let _ = store.end_abandoned(id, crate::run::now_ns(), ABANDONED);
     }
 }
+
+/// The record's start as `prov run` keeps it itself, in the spool, from
+/// just before its command starts until the collector has stored the start
+/// (or `prov run` the whole record): a command whose `prov run`, collector
+/// and writer are all killed at once (a batch job's cgroup.kill) still has
+/// its record, which the next prov ingests and, its collector being gone,
+/// ends. Written instead of waiting for the writer's commit. It carries no
+/// text (taking secrets out of it would cost more than the wait saved; the
+/// collector's start brings it, see `begin_command`) and names the
+/// collector. Held locked while `prov run` lives, so nothing ingests it
+/// meanwhile; removed once the start is stored elsewhere, else left for the
+/// next ingestion (start idempotent by uuid).
+pub struct StartFile(SpoolWriter);
+
+impl StartFile {
+    /// None when it cannot be written (then `prov run` waits for the
+    /// collector's confirmation, as before).
+    pub fn write(user: &UserSetup, begin: &CommandBegin, collector_pid: u32) -> Option<StartFile> {
+        let observer = prov_model::observer::identity_of(collector_pid)?;
+        let begin = CommandBegin { text: Vec::new(), ..begin.clone() };
+        let mut spool = SpoolWriter::create(&user.locations.spool_dir(), &format!("{}.start", begin.uuid)).ok()?;
+        // One write: a start without its observer would never be ended as
+        // abandoned.
+        let written = spool.append_all(&[&SpoolEntry::Begin(begin), &SpoolEntry::Observer(observer)]);
+        let file = StartFile(spool);
+        match written {
+            Ok(()) => Some(file),
+            Err(_) => {
+                file.remove();
+                None
+            }
+        }
+    }
+
+    /// The start is stored elsewhere: removed while still locked.
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(self.0.path());
+    }
+}

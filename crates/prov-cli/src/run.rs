@@ -15,8 +15,9 @@ use prov_collect::{ipc, long_text};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
 
-use crate::observe::{self, Observation};
-use crate::record_end;
+use crate::observe::{self, CollectorProcess, Observation};
+use crate::record_end::{self, StartFile};
+use crate::run_preparer;
 use crate::setup::UserSetup;
 use crate::spawn;
 
@@ -35,19 +36,22 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let session = crate::run_session::for_run();
     let identity = observe::identity(session, "run");
     let user = UserSetup::load().map_err(|e| format!("{e:#}"));
-    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observe::start(user, identity.clone()));
-    let start = |start_ns| CommandStart {
+    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
+    // `kept`: we keep the start ourselves (a start file), so the collector
+    // need only say it is watching; else it confirms the start is stored.
+    let start = |start_ns, kept: bool| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
         text_in_fd: None,
-        confirm: true,
+        confirm: !kept,
+        ack: kept,
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).
     let untraced = |reason: String| {
-        let begin = identity.clone().begin(start(now_ns()));
+        let begin = identity.clone().begin(start(now_ns(), false));
         run_untraced(&program, &command, user.as_ref().ok().map(|u| (u, begin, reason)))
     };
     let mut obs = match observation {
@@ -58,13 +62,40 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
         }
     };
     let start_ns = now_ns();
-    let begin = identity.clone().begin(start(start_ns));
-    if let Err(e) = long_text::send_begin(obs.ctl.as_fd(), start(start_ns)) {
+    let begin = identity.clone().begin(start(start_ns, false));
+    // The start stored before the command starts: by ourselves (then the
+    // collector is not held up by its writer while the command runs), or
+    // else confirmed by the collector.
+    let keep_start =
+        |obs: &Observation| user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
+    let mut start_file = keep_start(&obs);
+    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
+    // A ready observation whose collector has just died (killed): one of
+    // our own, for the same record, before the command starts.
+    if matches!(obs.collector, CollectorProcess::Pooled(_)) && sent.is_err() {
+        let user = user.as_ref().map_err(Clone::clone);
+        if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
+            obs = own;
+            if let Some(file) = start_file.take() {
+                file.remove();
+            }
+            start_file = keep_start(&obs);
+            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
+        }
+    }
+    if let Err(e) = sent {
+        if let Some(file) = start_file {
+            file.remove();
+        }
         eprintln!("prov: not tracing: collector unreachable: {e}");
         return untraced(format!("collector unreachable: {e}"));
     }
-    wait_until_begun(&obs);
+    // Only once the collector has the record does the command start: it
+    // reads a process's arguments while the process lives.
+    let answered = wait_for_answer(&obs);
+    let mut begun_seen = start_file.is_none() && answered;
     let begun_ns = now_ns() - start_ns;
+    let prepared = matches!(obs.collector, CollectorProcess::Pooled(_));
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
         Err(e) => {
@@ -79,37 +110,81 @@ pub fn run(command: Vec<OsString>) -> ExitCode {
     let status = wait(child);
     let end = CommandEnd::with_status(now_ns(), shell_status(status));
     let command_ns = end.end_ns - start_ns;
-    match finish(&mut obs, end.clone()) {
+    let finished = finish(&mut obs, end.clone(), &mut begun_seen);
+    // Kept (left for the next ingestion) only while the start is stored
+    // nowhere else.
+    let start_kept = |stored_elsewhere: bool| {
+        if let (Some(file), true) = (start_file, stored_elsewhere) {
+            file.remove();
+        }
+    };
+    match finished {
         Finished::Stored(report) => {
-            match (&report.lost, &user) {
+            let stored = match (&report.lost, &user) {
                 // The collector lives but its writer does not: the start and
                 // end are still ours to keep.
                 (Some(lost), Ok(user)) => {
                     let why = format!("the collector could not store everything: {lost}");
-                    keep_end(user, &begin, end, why);
+                    keep_end(user, &begin, end, why)
                 }
-                _ => report_problems(&report),
-            }
-            bench_report(Timings { begun_ns, command_ns, total_ns: now_ns() - start_ns }, &report);
+                _ => {
+                    report_problems(&report);
+                    report.lost.is_none()
+                }
+            };
+            start_kept(stored);
+            let total_ns = now_ns() - start_ns;
+            bench_report(Timings { begun_ns, command_ns, total_ns, prepared }, &report);
         }
         Finished::Pending => {
+            start_kept(begun_seen);
             eprintln!("prov: the collector is still storing this record; it will follow in the background")
         }
         Finished::CollectorGone(why) => match &user {
-            Ok(user) => keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing")),
+            Ok(user) => {
+                let stored =
+                    keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing"));
+                start_kept(begun_seen || stored);
+            }
             Err(_) => eprintln!("prov: record incomplete: {}", escape_controls(&why)),
         },
     }
     ExitCode::from(shell_status(status) as u8)
 }
 
+/// The preparer's ready observation when there is one, else one of our own;
+/// either way sent this command's settings and record.
+fn observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
+    let helper = observe::usable_helper()?;
+    if let Some(obs) = run_preparer::take(&helper) {
+        // Its collector killed since the preparer looked: one of our own.
+        if !run_preparer::hung_up(&obs) && observe::prepare(&obs, user, identity.clone()).is_ok() {
+            return Ok(obs);
+        }
+    }
+    own_observation(user, identity)
+}
+
+/// An observation started by this `prov run` itself, the helper its child.
+fn own_observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
+    let obs = observe::start_unprepared(&observe::usable_helper()?)?;
+    observe::prepare(&obs, user, identity)?;
+    Ok(obs)
+}
+
 /// Stores the record's end ourselves, marked incomplete with `why`, and says
-/// so in one line.
-fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) {
+/// so in one line; false if it could not be stored.
+fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) -> bool {
     let shown = escape_controls(&why);
     match record_end::store(user, begin, &CommandEnd { incomplete: Some(why), ..end }) {
-        Ok(()) => eprintln!("prov: record incomplete: {shown}"),
-        Err(e) => eprintln!("prov: record lost: {shown}; {}", escape_controls(&e)),
+        Ok(()) => {
+            eprintln!("prov: record incomplete: {shown}");
+            true
+        }
+        Err(e) => {
+            eprintln!("prov: record lost: {shown}; {}", escape_controls(&e));
+            false
+        }
     }
 }
 
@@ -175,11 +250,12 @@ enum Finished {
     CollectorGone(String),
 }
 
-/// Waits, at most BEGIN_WAIT, until the collector says the record's start
-/// is stored: a step killed together with prov and its collector (a batch
-/// job's cgroup.kill) then still has its record, which the next prov ends.
-/// A collector slower than that costs the guarantee, never the command.
-fn wait_until_begun(obs: &Observation) {
+/// Waits, at most BEGIN_WAIT, for the collector's answer to `Begin`:
+/// `Watching` when we keep the start ourselves, else `Begun` once its writer
+/// stored the start (a step killed together with prov and its collector then
+/// still has its record). A collector slower than that costs the guarantee,
+/// never the command. True when it answered.
+fn wait_for_answer(obs: &Observation) -> bool {
     let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
     let ready = loop {
         match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
@@ -187,16 +263,14 @@ fn wait_until_begun(obs: &Observation) {
             other => break matches!(other, Ok(n) if n > 0),
         }
     };
-    if ready {
-        // Begun, or the collector's end (then End meets a closed socket and
-        // says so): either way nothing more to read here.
-        let _ = ipc::recv(obs.ctl.as_fd());
-    }
+    // Begun, or the collector's end (then End meets a closed socket and
+    // says so).
+    ready && matches!(ipc::recv(obs.ctl.as_fd()), Ok(Some(_)))
 }
 
 /// Tells the collector the command is done and waits, at most STORE_WAIT,
 /// until it is stored.
-fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
+fn finish(obs: &mut Observation, end: CommandEnd, begun_seen: &mut bool) -> Finished {
     if ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).is_err() {
         return Finished::CollectorGone(collector_fate(&mut obs.collector));
     }
@@ -213,8 +287,14 @@ fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
         match ipc::recv(obs.ctl.as_fd()) {
             Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
                 Ok(ToCaller::Stored(report)) => return Finished::Stored(report),
-                // A start confirmed after `wait_until_begun` gave up.
-                Ok(ToCaller::Begun) => continue,
+                // The start confirmed (not waited for, or after
+                // `wait_for_answer` gave up).
+                Ok(ToCaller::Begun) => {
+                    *begun_seen = true;
+                    continue;
+                }
+                // Acknowledged after `wait_for_answer` gave up.
+                Ok(ToCaller::Watching) => continue,
                 _ => return Finished::CollectorGone("unexpected answer from the collector".into()),
             },
             Ok(None) | Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
@@ -222,23 +302,19 @@ fn finish(obs: &mut Observation, end: CommandEnd) -> Finished {
     }
 }
 
-/// How the collector (our child) ended, as one phrase. It closed its end of
-/// the socket, so it is exiting: waited for briefly.
-fn collector_fate(collector: &mut Child) -> String {
+/// How the collector ended, as one phrase. It closed its end of the
+/// socket, so it is exiting: waited for briefly.
+fn collector_fate(collector: &mut CollectorProcess) -> String {
+    let collector = match collector {
+        CollectorProcess::Child(child) => child,
+        CollectorProcess::Pooled(preparer) => {
+            return run_preparer::fate(preparer).unwrap_or_else(|| "the collector stopped answering".into())
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         match collector.try_wait() {
-            Ok(Some(status)) => {
-                return match status.signal() {
-                    Some(sig) => {
-                        let name = nix::sys::signal::Signal::try_from(sig).map_or(sig.to_string(), |s| s.to_string());
-                        format!("the collector was killed by {name}")
-                    }
-                    None => {
-                        format!("the collector exited (status {}) before storing the end", status.code().unwrap_or(-1))
-                    }
-                };
-            }
+            Ok(Some(status)) => return observe::fate_of(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             _ => return "the collector stopped answering".into(),
         }
@@ -260,12 +336,14 @@ struct Timings {
     begun_ns: i64,
     command_ns: i64,
     total_ns: i64,
+    /// The observation came ready from the run preparer.
+    prepared: bool,
 }
 
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
 /// time until the start was confirmed, the command's own time, the total
 /// time including storing, and the collector's CPU time and event count.
-fn bench_report(Timings { begun_ns, command_ns, total_ns }: Timings, report: &StoreReport) {
+fn bench_report(Timings { begun_ns, command_ns, total_ns, prepared }: Timings, report: &StoreReport) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
     // As root, not into a directory someone else could redirect (see setup).
     if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
@@ -275,6 +353,7 @@ fn bench_report(Timings { begun_ns, command_ns, total_ns }: Timings, report: &St
         "begun_ns": begun_ns,
         "command_ns": command_ns,
         "total_ns": total_ns,
+        "prepared": prepared,
         "collector_cpu_ns": report.collector_cpu_ns,
         "events": report.events,
         "incomplete": report.completeness.reasons().into_iter().collect::<std::collections::BTreeMap<_, _>>(),

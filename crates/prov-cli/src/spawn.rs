@@ -1,4 +1,5 @@
 //! The CLI's only unsafe code: placing descriptors in a child before exec,
+//! asking who is at the other end of an inherited socket,
 //! and signal dispositions while a command runs.
 
 use std::os::fd::RawFd;
@@ -58,6 +59,18 @@ pub fn close_fds_from_3(cmd: &mut Command) {
     }
 }
 
+/// In the child, a session of its own: no terminal's hang-up or job-control
+/// signal reaches a process meant to outlive its starter.
+pub fn new_session(cmd: &mut Command) {
+    // SAFETY: setsid is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
 /// While the command runs in the foreground, the terminal's SIGINT and
 /// SIGQUIT are meant for it; prov stays to store the record.
 pub fn ignore_terminal_signals() {
@@ -100,6 +113,15 @@ pub fn forward_termination(pid: u32) {
 pub fn no_new_privs() -> bool {
     // SAFETY: PR_GET_NO_NEW_PRIVS takes no pointer arguments.
     unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+}
+
+/// The process at the other end of socket `fd`, if `fd` is a connected
+/// Unix socket (its creator's pid, for a socketpair).
+pub fn socket_peer_pid(fd: RawFd) -> Option<i32> {
+    // SAFETY: the descriptor is only borrowed for one getsockopt; a number
+    // that is not (or no longer) open makes it fail with EBADF.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::PeerCredentials).ok().map(|c| c.pid())
 }
 
 /// Descriptor 3, where the shim hands `prov __prepare` its socket.

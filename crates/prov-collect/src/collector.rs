@@ -337,6 +337,9 @@ impl Observation<'_> {
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
                 let confirm = start.confirm;
+                if start.ack {
+                    let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
+                }
                 st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
                 st.begun = true;
                 if text_known {

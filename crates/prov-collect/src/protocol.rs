@@ -23,6 +23,11 @@ pub enum ToCaller {
     /// Answer to a `Begin` that asked to be confirmed: the record's start is
     /// stored (or spooled).
     Begun,
+    /// Answer to a `Begin` that asked to be acknowledged: the collector has
+    /// the settings and the record and resolves events as they come (the
+    /// arguments of a process that lives a millisecond need that), without
+    /// waiting for the writer.
+    Watching,
 }
 
 /// Caller → collector, in this order: `Prepare` (may be sent long before the
@@ -67,6 +72,10 @@ pub struct CommandStart {
     /// leaves its record). The shell does not ask: its prompt must not wait.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirm: bool,
+    /// The caller waits for `Watching` before it starts the command (`prov
+    /// run`, which keeps the record's start itself).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ack: bool,
 }
 
 impl RecordIdentity {

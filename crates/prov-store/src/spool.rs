@@ -45,6 +45,10 @@ pub enum SpoolEntry {
     /// Contents kept by the script archive.
     Archive(Vec<ArchivedRead>),
     Processes(Vec<ProcessRecord>),
+    /// The collector observing the command (`prov_model::observer`), named
+    /// by `prov run` in the start it spools itself, so that the next prov
+    /// can end the record if everything observing it is gone.
+    Observer(String),
 }
 
 /// Appends entries to one command's spool file, holding its lock.
@@ -88,7 +92,16 @@ impl SpoolWriter {
 
     /// Appends one entry as one line, in one `write`.
     pub fn append(&mut self, entry: &SpoolEntry) -> io::Result<()> {
-        let line = encode_line(entry)?;
+        self.append_all(&[entry])
+    }
+
+    /// Appends entries one line each, all in one `write`: all of them or,
+    /// killed or short of space, none (a short write is cut off again).
+    pub fn append_all(&mut self, entries: &[&SpoolEntry]) -> io::Result<()> {
+        let mut line = Vec::new();
+        for entry in entries {
+            line.extend(encode_line(entry)?);
+        }
         loop {
             match self.file.write(&line) {
                 Ok(n) if n == line.len() => {
@@ -413,6 +426,7 @@ fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEn
             (SpoolEntry::End(e), Some(id)) => w.end_command(id, e)?,
             (SpoolEntry::Archive(files), Some(id)) => w.add_archived(id, files)?,
             (SpoolEntry::Processes(processes), Some(id)) => w.add_processes(id, processes)?,
+            (SpoolEntry::Observer(observer), Some(id)) => w.set_observer(id, observer)?,
             (_, None) => unreachable!("the first entry is Begin or the command exists"),
         }
     }
@@ -454,9 +468,37 @@ mod tests {
                 SpoolEntry::End(e) => s.end_command(id, e).unwrap(),
                 SpoolEntry::Archive(files) => s.add_archived(id, files).unwrap(),
                 SpoolEntry::Processes(p) => s.add_processes(id, p).unwrap(),
+                SpoolEntry::Observer(o) => s.write_tx(|w| w.set_observer(id, o)).unwrap(),
             }
         }
         id
+    }
+
+    /// `prov run`'s own start: no text, the collector named. Ingested, the
+    /// record can be ended by the next prov once that collector is gone;
+    /// the collector's start, with the text, completes it.
+    #[test]
+    fn a_spooled_textless_start_names_its_collector_and_takes_the_text_later() {
+        let dir = TempDir::new("spool-start-file");
+        let spool_dir = dir.path().join("spool");
+        let mut s = Store::open(&dir.path().join("prov.db"), std::time::Duration::from_secs(1)).unwrap();
+        let mut full = begin("0190a1b2-0000-7000-8000-0000000000aa", 500);
+        full.text = b"make all".to_vec();
+        let textless = prov_model::CommandBegin { text: Vec::new(), ..full.clone() };
+        let mut w = SpoolWriter::create(&spool_dir, &format!("{}.start", full.uuid)).unwrap();
+        // As `prov run` writes it: both lines in one write.
+        w.append_all(&[&SpoolEntry::Begin(textless), &SpoolEntry::Observer("boot:1:2".into())]).unwrap();
+        let content = std::fs::read_to_string(w.path()).unwrap();
+        assert_eq!(content.lines().count(), 2, "{content}");
+        drop(w);
+        assert_eq!(s.ingest_spool(&spool_dir).unwrap(), 1);
+        let unended = s.unended_observed(&full.host).unwrap();
+        assert_eq!(unended.iter().map(|(_, o)| o.as_str()).collect::<Vec<_>>(), ["boot:1:2"]);
+        let id = s.begin_command(&full).unwrap();
+        assert_eq!(unended[0].0, id, "the same record, by uuid");
+        let rows = s.history(None).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].text, b"make all");
     }
 
     fn dump(s: &Store) -> Vec<(crate::CommandRow, Vec<crate::FileRow>)> {

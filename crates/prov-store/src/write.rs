@@ -130,6 +130,16 @@ impl Writer<'_> {
 
     pub(crate) fn begin_command(&mut self, b: &CommandBegin) -> Result<i64> {
         if let Some(id) = self.command_id(&b.uuid)? {
+            // `prov run`'s own start (see spool `Observer`) carries no text:
+            // the collector's, coming second, brings it.
+            if !b.text.is_empty() {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE commands SET text = ?2 WHERE id = ?1 AND length(text) = 0 AND end_ns IS NULL",
+                    )
+                    .and_then(|mut s| s.execute(params![id, b.text]))
+                    .ctx(self.path, "completing a command's text")?;
+            }
             return Ok(id);
         }
         self.conn
@@ -152,6 +162,16 @@ impl Writer<'_> {
                 ])
             })
             .ctx(self.path, "inserting a command")
+    }
+
+    /// Names the collector observing command `id` (see `prov_model::observer`),
+    /// unless it has ended.
+    pub(crate) fn set_observer(&mut self, id: i64, observer: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE commands SET observer = ?2 WHERE id = ?1 AND end_ns IS NULL")
+            .and_then(|mut s| s.execute(params![id, observer]))
+            .ctx(self.path, "naming a command's collector")?;
+        Ok(())
     }
 
     pub(crate) fn end_command(&mut self, id: i64, e: &CommandEnd) -> Result<()> {

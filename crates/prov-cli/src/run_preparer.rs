@@ -1,0 +1,565 @@
+//! `prov run`'s preparer: a process of the user's (one per host, mount
+//! namespace and helper) that keeps an observation ready — helper, holder,
+//! collector and writer already started — so that `prov run` only has to
+//! take it: three program starts off each command's path. `prov run` starts
+//! it when none answers (and runs that one command the direct way); it
+//! lingers `PROV_RUN_LINGER` seconds after its last request and after the
+//! last collector it handed out has ended, then exits (ssh's ControlPersist
+//! does the same for connections).
+//!
+//! The ready observation knows neither settings nor record: `prov run`
+//! sends both (`observe::prepare`), so the writer opens the database only
+//! for a command, and an edited configuration applies at once. Its socket
+//! is in a directory only the user can enter, and each side checks the
+//! other's uid. A preparer serves only callers in its own context (mount
+//! namespace, root, cgroup, ids, groups, umask: `Context`): its collector
+//! runs with those, so it must have the caller's. The context, the boot,
+//! and the prov build are in the socket's name, so each context gets a
+//! preparer of its own and an upgraded prov never talks to an old one. A
+//! ready observation is discarded when the mount table changes: its
+//! namespace is a copy made when it was prepared.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{
+    accept4, bind, connect, getsockopt, listen, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+};
+use prov_collect::ipc;
+
+use crate::observe::{self, CollectorProcess, Observation};
+
+/// How long an idle preparer stays, unless `PROV_RUN_LINGER` (seconds) says
+/// otherwise; 0 turns the preparer off.
+const LINGER: Duration = Duration::from_secs(30);
+/// How long `prov run` waits for the preparer's answer (a stopped or
+/// starved preparer): after that it prepares its own observation.
+const ANSWER_WAIT: Duration = Duration::from_millis(500);
+/// How long runs go the direct way without asking, once one found the
+/// preparer not answering (unless it answers someone meanwhile).
+const UNRESPONSIVE_SKIP: Duration = Duration::from_secs(10);
+/// Observations kept ready: one, two once a request found none (runs in
+/// parallel, or faster than one can be prepared).
+const MAX_READY: usize = 2;
+
+/// Answer tags: an observation (`R<holder pid> <collector pid>`, descriptors: control
+/// socket, namespace root, tracker), none ready (`N`), and later on the
+/// same connection how its collector ended (`F<phrase>`).
+const READY_TAG: u8 = b'R';
+const NONE_TAG: u8 = b'N';
+const FATE_TAG: u8 = b'F';
+/// In the socket's name: a prov speaking another protocol with its
+/// preparer, collector or writer finds another preparer.
+const PROTOCOL: &str = "prov-run-preparer 2";
+
+fn linger() -> Duration {
+    std::env::var("PROV_RUN_LINGER")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(LINGER, Duration::from_secs_f64)
+}
+
+/// An observation ready for `prov run`, if the preparer has one; when none
+/// answers, one is started for the next `prov run`.
+pub fn take(helper: &Path) -> Option<Observation> {
+    if linger().is_zero() || inside_observation() {
+        return None;
+    }
+    let place = Place::of(helper)?;
+    if place.found_unresponsive() {
+        return None;
+    }
+    // Non-blocking: a stopped preparer (SIGSTOP, a frozen cgroup, a
+    // suspended job) with a full listen queue would hold a blocking
+    // connect until it is resumed.
+    let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, flags, None).ok()?;
+    match connect(sock.as_raw_fd(), &place.address().ok()?) {
+        Ok(()) => {}
+        // Its queue is full: it lives but does not accept.
+        Err(nix::errno::Errno::EAGAIN) => return None,
+        Err(_) => {
+            // None there, or a dead one's socket: the next run finds it.
+            start_preparer();
+            return None;
+        }
+    }
+    // Our directory; a process of another user there would be no preparer.
+    let peer = getsockopt(&sock, sockopt::PeerCredentials).ok()?;
+    if peer.uid() != nix::unistd::geteuid().as_raw() {
+        return None;
+    }
+    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    if !matches!(poll(&mut fds, PollTimeout::try_from(ANSWER_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0) {
+        place.mark_unresponsive();
+        return None;
+    }
+    let (msg, mut fds) = ipc::recv(sock.as_fd()).ok()??;
+    if msg.first() != Some(&READY_TAG) || fds.len() != 3 {
+        return None;
+    }
+    let mut pids = std::str::from_utf8(&msg[1..]).ok()?.split(' ');
+    let holder_pid = pids.next()?.parse().ok()?;
+    let collector_pid = pids.next()?.parse().ok()?;
+    let tracker = fds.pop();
+    let ns_root = fds.pop()?;
+    let ctl = fds.pop()?;
+    let collector = CollectorProcess::Pooled(sock);
+    Some(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector, collector_pid })
+}
+
+/// Whether the collector of an observation has closed its control socket
+/// (it sends nothing before `Begun`, so a hang-up is all there is to see).
+pub fn hung_up(obs: &Observation) -> bool {
+    let mut fds = [PollFd::new(obs.ctl.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
+/// Whether this process is itself a command of an observation (`prov run`
+/// typed in a traced shell, or run by another `prov run`): it holds that
+/// observation's tracker, a socket whose other end is a collector. A
+/// preparer started here would live on in that observation's namespace and
+/// keep its record open (and have its own work recorded there).
+fn inside_observation() -> bool {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return false };
+    fds.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<std::os::fd::RawFd>().ok())
+        .filter(|&fd| fd > 2)
+        .filter_map(crate::spawn::socket_peer_pid)
+        .any(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "prov-collector"))
+}
+
+/// How the collector of a taken observation ended, as the preparer (its
+/// parent) saw it; waited for at most a second.
+pub fn fate(conn: &OwnedFd) -> Option<String> {
+    let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
+    if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+        return None;
+    }
+    let (msg, _) = ipc::recv(conn.as_fd()).ok()??;
+    (msg.first() == Some(&FATE_TAG)).then(|| String::from_utf8_lossy(&msg[1..]).into_owned())
+}
+
+/// Starts `prov __run-preparer` in a session of its own, holding none of
+/// our descriptors (a caller reading our output until its end must not wait
+/// for the preparer). Not waited for: it outlives us.
+fn start_preparer() {
+    let Ok(prov) = std::env::current_exe() else { return };
+    let mut cmd = Command::new(prov);
+    cmd.arg("__run-preparer").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).current_dir("/");
+    crate::spawn::close_fds_from_3(&mut cmd);
+    crate::spawn::new_session(&mut cmd);
+    let _ = cmd.spawn();
+}
+
+/// Where the preparer of this host, mount namespace, user and helper
+/// listens: `$XDG_RUNTIME_DIR/prov` when there is one of ours, else the
+/// state directory; the name is a hash of the rest.
+struct Place {
+    /// Open, so the address stays short however deep the directory is.
+    dir: OwnedFd,
+    name: String,
+}
+
+impl Place {
+    fn of(helper: &Path) -> Option<Place> {
+        let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_absolute() && own_private_dir(d))
+            .map(|d| d.join("prov"));
+        let dir = match runtime {
+            Some(d) => d,
+            None => prov_model::paths::Locations::from_env().ok()?.state_dir,
+        };
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).ok()?;
+        if !own_private_dir(&dir) {
+            return None;
+        }
+        // The boot as well as the host name: hosts of one name may share
+        // an NFS home. The builds of prov and of the helper, so an upgrade
+        // gets a new preparer.
+        let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let key = [
+            PROTOCOL.as_bytes(),
+            b"\0",
+            crate::setup::host_name().as_bytes(),
+            b"\0",
+            &boot,
+            b"\0",
+            nix::unistd::geteuid().as_raw().to_string().as_bytes(),
+            b"\0",
+            &file_identity(Path::new("/proc/self/exe"))?,
+            b"\0",
+            helper.as_os_str().as_bytes(),
+            b"\0",
+            &file_identity(helper)?,
+            b"\0",
+            &Context::of("self")?.0,
+        ]
+        .concat();
+        let name = format!("run-{:016x}", xxhash_rust::xxh3::xxh3_64(&key));
+        let dir = nix::fcntl::open(
+            &dir,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        Some(Place { dir, name })
+    }
+
+    /// Through /proc/self/fd: a socket address holds at most 107 bytes.
+    fn path(&self, suffix: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}/{}{suffix}", self.dir.as_raw_fd(), self.name))
+    }
+
+    fn address(&self) -> nix::Result<UnixAddr> {
+        UnixAddr::new(&self.path(".sock"))
+    }
+
+    /// Whether a run found the preparer not answering less than
+    /// `UNRESPONSIVE_SKIP` ago (a `.stuck` file's mtime): a loop of runs
+    /// against a stopped preparer then pays the answer wait once in a
+    /// while, not each time. One `stat` when there is none.
+    fn found_unresponsive(&self) -> bool {
+        std::fs::symlink_metadata(self.path(".stuck"))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < UNRESPONSIVE_SKIP))
+    }
+
+    fn mark_unresponsive(&self) {
+        let _ = std::fs::remove_file(self.path(".stuck"));
+        let _ = std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.path(".stuck"));
+    }
+}
+
+/// A file's device, inode and modification time.
+fn file_identity(path: &Path) -> Option<Vec<u8>> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{} {} {}.{}", m.dev(), m.ino(), m.mtime(), m.mtime_nsec()).into_bytes())
+}
+
+/// What a process's collector inherits and must share with the process it
+/// watches: mount namespace and root (what it sees), cgroup (whose end
+/// kills it, what it is charged to), ids, groups and umask (the permission
+/// re-check is done as the user, and the writer creates files).
+#[derive(PartialEq, Eq)]
+struct Context(Vec<u8>);
+
+impl Context {
+    /// Of `pid` ("self" for ours); None when it cannot all be read.
+    fn of(pid: &str) -> Option<Context> {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let mut out = Vec::new();
+        out.extend_from_slice(std::fs::read_link(proc.join("ns/mnt")).ok()?.as_os_str().as_bytes());
+        let root = std::fs::metadata(proc.join("root")).ok()?;
+        out.extend_from_slice(format!("\0{} {}\0", root.dev(), root.ino()).as_bytes());
+        out.extend_from_slice(&std::fs::read(proc.join("cgroup")).ok()?);
+        let status = std::fs::read_to_string(proc.join("status")).ok()?;
+        for line in status.lines() {
+            if ["Uid:", "Gid:", "Groups:", "Umask:"].iter().any(|f| line.starts_with(f)) {
+                out.extend_from_slice(line.as_bytes());
+                out.push(b'\n');
+            }
+        }
+        Some(Context(out))
+    }
+}
+
+/// A directory of ours that nobody else can write to.
+fn own_private_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0)
+}
+
+/// An observation the preparer keeps ready: what `prov run` gets, and the
+/// collector, our child.
+struct Ready {
+    ctl: OwnedFd,
+    ns_root: OwnedFd,
+    tracker: OwnedFd,
+    holder_pid: i32,
+    collector: Child,
+}
+
+/// A collector handed out and not yet ended: reaped when its pidfd says it
+/// has exited, and how it ended sent to its caller.
+struct Handed {
+    collector: Child,
+    pidfd: OwnedFd,
+    caller: Option<OwnedFd>,
+}
+
+/// Shared by the thread that prepares and the one that answers.
+struct Pool {
+    ready: Vec<Ready>,
+    target: usize,
+    /// Requests answered so far: after a failed preparation the preparing
+    /// thread waits for the next one instead of trying again at once.
+    requests: u64,
+    /// Collectors handed out and still running. While one is, the next
+    /// observation is prepared only if a request already found none: the
+    /// three program starts would otherwise compete with that command for
+    /// the CPU, at its start.
+    running: usize,
+    /// Counts changes of our mount table: an observation prepared before
+    /// the last one has a stale copy of it.
+    generation: u64,
+    stop: bool,
+}
+
+/// `prov __run-preparer`: listens until it has been idle for the linger
+/// time; exits at once if another preparer already listens at its place.
+pub fn serve() -> anyhow::Result<ExitCode> {
+    let helper = observe::usable_helper().map_err(anyhow::Error::msg)?;
+    let place = Place::of(&helper).ok_or_else(|| anyhow::anyhow!("no private directory for the preparer's socket"))?;
+    let context = Context::of("self").ok_or_else(|| anyhow::anyhow!("cannot read our own context"))?;
+    // Polled for POLLPRI: the kernel flags a change of the mount table.
+    let mounts = std::fs::File::open("/proc/self/mountinfo")?;
+    // O_NOFOLLOW: a link planted in place of the lock file is not followed.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(place.path(".lock"))?;
+    if nix::fcntl::Flock::lock(lock.try_clone()?, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let _ = std::fs::remove_file(place.path(".sock"));
+    let listener = socket(AddressFamily::Unix, SockType::SeqPacket, SockFlag::SOCK_CLOEXEC, None)?;
+    bind(listener.as_raw_fd(), &place.address()?)?;
+    listen(&listener, Backlog::new(64)?)?;
+    let pool = Arc::new((
+        Mutex::new(Pool { ready: Vec::new(), target: 1, requests: 0, running: 0, generation: 0, stop: false }),
+        Condvar::new(),
+    ));
+    let preparing = {
+        let pool = Arc::clone(&pool);
+        std::thread::spawn(move || keep_ready(&helper, &pool))
+    };
+    let mut handed: Vec<Handed> = Vec::new();
+    let linger = linger();
+    let mut last_request = Instant::now();
+    loop {
+        let idle_left = linger.saturating_sub(last_request.elapsed());
+        if handed.is_empty() && idle_left.is_zero() {
+            break;
+        }
+        let timeout = if handed.is_empty() { idle_left } else { Duration::from_secs(3600) };
+        let mut fds =
+            vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
+        fds.extend(handed.iter().map(|h| PollFd::new(h.pidfd.as_fd(), PollFlags::POLLIN)));
+        match poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        let ended: Vec<usize> = (2..fds.len()).filter(|&i| ready(&fds[i])).map(|i| i - 2).collect();
+        let request = ready(&fds[0]);
+        let remounted = ready(&fds[1]);
+        drop(fds);
+        if remounted {
+            handed.extend(discard_ready(&pool));
+        }
+        for i in ended.into_iter().rev() {
+            let mut h = handed.swap_remove(i);
+            let fate =
+                h.collector.wait().map_or_else(|e| format!("the collector's end is unknown: {e}"), observe::fate_of);
+            if let Some(caller) = h.caller {
+                let _ = ipc::send(caller.as_fd(), [&[FATE_TAG], fate.as_bytes()].concat().as_slice(), &[]);
+            }
+        }
+        if request {
+            if let Ok(conn) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
+                // accept4 returned a new descriptor nobody owns.
+                let conn = prov_collect::sys::own_new_fd(conn);
+                last_request = Instant::now();
+                // Answering again: runs need not skip us.
+                let _ = std::fs::remove_file(place.path(".stuck"));
+                // A change since the last poll: this request must not get
+                // an observation prepared before it.
+                if mounts_changed(&mounts) {
+                    handed.extend(discard_ready(&pool));
+                }
+                handed.extend(answer(conn, &context, &pool));
+            }
+        }
+        pool.0.lock().unwrap_or_else(|e| e.into_inner()).running = handed.len();
+        pool.1.notify_all();
+    }
+    // Our place first, so no caller connects to a preparer that is leaving.
+    let _ = std::fs::remove_file(place.path(".sock"));
+    pool.0.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+    pool.1.notify_all();
+    let _ = preparing.join();
+    drop(lock);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Answers one request: a ready observation (its collector then watched
+/// until it ends, to reap it and say how it ended), or none.
+fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
+    let peer = getsockopt(&conn, sockopt::PeerCredentials).ok()?;
+    if peer.uid() != nix::unistd::geteuid().as_raw() {
+        return None;
+    }
+    let same_context = peer_context(&conn, peer.pid()).is_some_and(|c| c == *context);
+    let Some(ready) = same_context.then(|| take_alive(pool)).flatten() else {
+        let _ = ipc::send(conn.as_fd(), &[NONE_TAG], &[]);
+        return None;
+    };
+    let Ready { ctl, ns_root, tracker, holder_pid, mut collector } = ready;
+    let fds = [ctl.as_raw_fd(), ns_root.as_raw_fd(), tracker.as_raw_fd()];
+    let sent = ipc::send(conn.as_fd(), format!("R{holder_pid} {}", collector.id()).as_bytes(), &fds).is_ok();
+    // Our copies closed: only the caller, then its command, holds them (the
+    // tracker's hang-up must come when the command's last process is gone).
+    drop((ctl, ns_root, tracker));
+    // Not reaped yet, so the number is still the collector's.
+    match prov_collect::sys::pidfd_open(collector.id() as i32) {
+        Ok(pidfd) => Some(Handed { collector, pidfd, caller: sent.then_some(conn) }),
+        Err(_) => {
+            let _ = collector.wait();
+            None
+        }
+    }
+}
+
+/// The connecting process's context, read through /proc by the pid it
+/// connected with. With `SO_PEERPIDFD` (Linux 6.5) the process is then
+/// checked to be still alive, so the pid was still its own and not reused
+/// by a process of another context; older kernels keep that small race.
+fn peer_context(conn: &OwnedFd, pid: i32) -> Option<Context> {
+    let pidfd = prov_collect::sys::peer_pidfd(conn.as_fd()).ok();
+    let context = Context::of(&pid.to_string())?;
+    match pidfd {
+        Some(pidfd) if !process_lives(&pidfd) => None,
+        _ => Some(context),
+    }
+}
+
+/// Whether the process of `pidfd` has not exited (a pidfd turns readable
+/// when it has).
+fn process_lives(pidfd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
+}
+
+/// Whether our mount table changed since we last asked (the kernel flags
+/// POLLPRI once per change, per open file).
+fn mounts_changed(mounts: &std::fs::File) -> bool {
+    let mut fds = [PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
+/// The mount table changed: every ready observation has a stale copy of
+/// it. Their collectors are told to go (their control sockets closed) and
+/// watched until they have, like those handed out; the preparing thread
+/// makes new ones.
+fn discard_ready(pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
+    let stale = {
+        let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+        p.generation += 1;
+        std::mem::take(&mut p.ready)
+    };
+    pool.1.notify_all();
+    stale
+        .into_iter()
+        .filter_map(|Ready { mut collector, .. }| match prov_collect::sys::pidfd_open(collector.id() as i32) {
+            Ok(pidfd) => Some(Handed { collector, pidfd, caller: None }),
+            Err(_) => {
+                let _ = collector.wait();
+                None
+            }
+        })
+        .collect()
+}
+
+/// Takes a ready observation whose collector still lives (one killed while
+/// it waited is dropped, and reaped) and has the preparing thread make the
+/// next one.
+fn take_alive(pool: &(Mutex<Pool>, Condvar)) -> Option<Ready> {
+    let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+    p.requests += 1;
+    let mut found = None;
+    while let Some(mut ready) = p.ready.pop() {
+        // The collector sends nothing before Prepare: a hang-up means gone.
+        let hung_up = {
+            let mut fds = [PollFd::new(ready.ctl.as_fd(), PollFlags::empty())];
+            !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
+        };
+        if !hung_up && matches!(ready.collector.try_wait(), Ok(None)) {
+            found = Some(ready);
+            break;
+        }
+        let Ready { mut collector, .. } = ready;
+        let _ = collector.wait();
+    }
+    if found.is_none() {
+        p.target = MAX_READY;
+    }
+    pool.1.notify_all();
+    found
+}
+
+/// The preparing thread: keeps `target` observations ready.
+fn keep_ready(helper: &Path, pool: &(Mutex<Pool>, Condvar)) {
+    let mut failed_at: Option<u64> = None;
+    loop {
+        {
+            let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+            let wait = |p: &Pool| {
+                let outrun = p.target == MAX_READY && p.ready.is_empty();
+                p.ready.len() >= p.target || failed_at == Some(p.requests) || (p.running > 0 && !outrun)
+            };
+            while !p.stop && wait(&p) {
+                p = pool.1.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            if p.stop {
+                return;
+            }
+        }
+        let (requests, generation) = {
+            let p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+            (p.requests, p.generation)
+        };
+        match observe::start_unprepared(helper) {
+            Ok(Observation {
+                ctl,
+                ns_root,
+                tracker: Some(tracker),
+                holder_pid,
+                collector: CollectorProcess::Child(collector),
+                ..
+            }) => {
+                failed_at = None;
+                let ready = Ready { ctl, ns_root, tracker, holder_pid, collector };
+                let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+                if p.generation == generation {
+                    p.ready.push(ready);
+                } else {
+                    // The mounts changed while it was prepared: stale.
+                    drop(p);
+                    let Ready { ctl, ns_root, tracker, mut collector, .. } = ready;
+                    drop((ctl, ns_root, tracker));
+                    let _ = collector.wait();
+                }
+            }
+            Ok(_) => failed_at = Some(requests),
+            // Each `prov run` then says why itself, on the direct way.
+            Err(_) => failed_at = Some(requests),
+        }
+    }
+}
