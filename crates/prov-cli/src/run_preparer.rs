@@ -116,10 +116,15 @@ pub fn take(helper: &Path) -> Option<Observation> {
 }
 
 /// Whether the collector of an observation has closed its control socket
-/// (it sends nothing before `Begun`, so a hang-up is all there is to see).
+/// (it sends nothing before `Begun`, so a hang-up is all there is to see),
+/// or it or its holder has exited: a copy of the socket elsewhere would
+/// hide the hang-up (seen once in a full run: a collector killed while it
+/// waited was handed out, and its command ran untraced).
 pub fn hung_up(obs: &Observation) -> bool {
     let mut fds = [PollFd::new(obs.ctl.as_fd(), PollFlags::empty())];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+    let closed = matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0);
+    let exited = |pid: i32| prov_collect::sys::pidfd_open(pid).map_or(true, |pidfd| !process_lives(&pidfd));
+    closed || exited(obs.collector_pid as i32) || exited(obs.holder_pid)
 }
 
 /// Whether this process is itself a command of an observation (`prov run`
@@ -273,6 +278,11 @@ impl Context {
                 out.push(b'\n');
             }
         }
+        // The security label (an AppArmor profile, an SELinux context): a
+        // run confined so that it cannot trace must not be handed an
+        // observation prepared outside that confinement (the AppArmor check
+        // in the kernel guest caught it). None without an LSM that has one.
+        out.extend_from_slice(&std::fs::read(proc.join("attr/current")).unwrap_or_default());
         Some(Context(out))
     }
 }
