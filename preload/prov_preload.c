@@ -342,8 +342,9 @@ static void wait_stored(void)
     close_fd(&S.storing);
 }
 
-/* Sends Begin on `sock`; a long text goes in a memfd attached to it. */
-static int send_begin(int sock, const struct buf *text, const char *cwd)
+/* Sends Begin on `sock` (with send `flags` besides MSG_NOSIGNAL); a long
+ * text goes in a memfd attached to it. */
+static int send_begin(int sock, int flags, const struct buf *text, const char *cwd)
 {
     int memfd = -1;
     if (text->len > INLINE_TEXT_MAX) {
@@ -379,7 +380,7 @@ static int send_begin(int sock, const struct buf *text, const char *cwd)
             h->cmsg_len = CMSG_LEN(sizeof(int));
             memcpy(CMSG_DATA(h), &memfd, sizeof(int));
         }
-        rc = sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+        rc = sendmsg(sock, &m, MSG_NOSIGNAL | flags) < 0 ? -1 : 0;
     }
     if (memfd >= 0) close(memfd);
     buf_free(&msg);
@@ -392,7 +393,10 @@ static int send_begin(int sock, const struct buf *text, const char *cwd)
  * or is still preparing; it applies [shell] skip_space_prefixed itself. */
 static void begin_unobserved(const struct buf *text, const char *cwd)
 {
-    S.unobserved = S.prep_sock >= 0 && send_begin(S.prep_sock, text, cwd) == 0;
+    /* Never blocking: a preparer stuck in a hung helper, its socket full,
+     * must not hold the shell. Such a command then has no record; the shell
+     * has said once that it is not tracing. */
+    S.unobserved = S.prep_sock >= 0 && send_begin(S.prep_sock, MSG_DONTWAIT, text, cwd) == 0;
 }
 
 static void end_unobserved(const char *status)
@@ -430,7 +434,7 @@ static void begin_observation(const struct buf *text)
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
 
-    if (send_begin(S.ctl, text, cwd) < 0) {
+    if (send_begin(S.ctl, 0, text, cwd) < 0) {
         warn_once("the collector is gone");
         drop_active();
         begin_unobserved(text, cwd);
