@@ -78,7 +78,7 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
     let central = store.central_deletions()?.len();
     if central > 0 {
         println!("{central} of them are deleted in the central store at the next push (prov sync)");
-        crate::sync::push_in_background();
+        crate::sync::push_in_background(None);
     }
     Ok(ExitCode::SUCCESS)
 }

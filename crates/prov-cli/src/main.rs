@@ -346,14 +346,13 @@ impl QueryOpts {
 }
 
 fn main() -> ExitCode {
+    if let Some(command) = plain_run(std::env::args_os().collect()) {
+        return run_and_push(command);
+    }
     let cli = Cli::parse();
     query::read_everywhere(cli.everywhere.then_some(true).or(cli.local.then_some(false)));
     let result = match cli.command {
-        Command::Run { command } => {
-            let code = run::run(command);
-            sync::push_in_background();
-            return code;
-        }
+        Command::Run { command } => return run_and_push(command),
         Command::Query { query } => match query {
             QueryCommand::Wrote { file, opts } => {
                 query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, &opts.show())
@@ -383,7 +382,7 @@ fn main() -> ExitCode {
         Command::Docs { dir } => docs::write_all::<Cli>(&dir),
         Command::Prepare { session, shell } => {
             let answered = shell::prepare(session, shell);
-            sync::push_in_background();
+            sync::push_in_background(None);
             answered
         }
         Command::RunPreparer => run_preparer::serve(),
@@ -406,8 +405,34 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
+fn run_and_push(command: Vec<OsString>) -> ExitCode {
+    let (code, setup) = run::run(command);
+    sync::push_in_background(setup.as_ref());
+    code
+}
+
+/// `prov run CMD…` or `prov run -- CMD…`, the forms scripts repeat, read
+/// without clap: building the whole command tree with its help texts cost
+/// about 1 ms of a `prov run`, which aims at a few. Anything else (an
+/// option, `--help`, a global flag, no command) is left to clap; the
+/// `plain_run_reads_as_clap_does` test holds the two to the same result.
+fn plain_run(args: Vec<OsString>) -> Option<Vec<OsString>> {
+    let mut args = args.into_iter().skip(1);
+    if args.next()? != "run" {
+        return None;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let command = match rest.first()?.as_encoded_bytes() {
+        b"--" => rest[1..].to_vec(),
+        [b'-', ..] => return None,
+        _ => rest,
+    };
+    (!command.is_empty()).then_some(command)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
     use clap::CommandFactory;
 
     /// `--help` of every subcommand and argument says what it is (the man
@@ -437,5 +462,37 @@ mod tests {
         let mut missing = Vec::new();
         walk(&cmd, "", &mut missing);
         assert!(missing.is_empty(), "no description: {missing:?}");
+    }
+
+    #[test]
+    fn plain_run_reads_as_clap_does() {
+        let cases: &[&[&str]] = &[
+            &["prov", "run", "--", "/bin/true"],
+            &["prov", "run", "make", "-j4", "all"],
+            &["prov", "run", "--", "sh", "-c", "echo -- x"],
+            &["prov", "run", "--", "--help"],
+            &["prov", "run", "sort", "--", "-x"],
+            &["prov", "run", "--", "prov", "run", "--", "true"],
+            &["prov", "run", "echo", "--everywhere"],
+            &["prov", "run", "--"],
+            &["prov", "run"],
+            &["prov", "run", "--help"],
+            &["prov", "run", "-h"],
+            &["prov", "--local", "run", "true"],
+            &["prov", "query", "history"],
+        ];
+        for case in cases {
+            let args: Vec<OsString> = case.iter().map(OsString::from).collect();
+            let by_clap = match Cli::try_parse_from(&args) {
+                Ok(Cli { command: Command::Run { command }, everywhere: false, local: false }) => Some(command),
+                _ => None,
+            };
+            let fast = plain_run(args);
+            // Read without clap only where clap reads the same command.
+            assert!(fast.is_none() || fast == by_clap, "{case:?}: {fast:?} vs {by_clap:?}");
+        }
+        let read = |a: &[&str]| plain_run(a.iter().map(OsString::from).collect());
+        assert!(read(&["prov", "run", "--", "/bin/true"]).is_some());
+        assert!(read(&["prov", "run", "make", "-j4"]).is_some());
     }
 }

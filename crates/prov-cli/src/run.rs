@@ -28,14 +28,21 @@ const STORE_WAIT: Duration = Duration::from_secs(5);
 /// starts the command anyway.
 const BEGIN_WAIT: Duration = Duration::from_secs(2);
 
-pub fn run(command: Vec<OsString>) -> ExitCode {
+/// Runs the command observed; also gives back the configuration it read
+/// (for the push that follows).
+pub fn run(command: Vec<OsString>) -> (ExitCode, Option<UserSetup>) {
+    let user = UserSetup::load().map_err(|e| format!("{e:#}"));
+    let code = run_with(command, &user);
+    (code, user.ok())
+}
+
+fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCode {
     let Some(program) = resolve_program(&command[0]) else {
         eprintln!("prov: {}: command not found", escape(command[0].as_bytes()));
         return ExitCode::from(127);
     };
     let session = crate::run_session::for_run();
     let identity = observe::identity(session, "run");
-    let user = UserSetup::load().map_err(|e| format!("{e:#}"));
     let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
     // `kept`: we keep the start ourselves (a start file), so the collector
     // need only say it is watching; else it confirms the start is stored.

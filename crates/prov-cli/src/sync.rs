@@ -161,8 +161,20 @@ fn note_outage(setup: &UserSetup) {
 /// After a command: start `prov sync --background` detached when a central
 /// store is configured, without waiting for it. Errors are ignored: the
 /// records stay in the journal for the next push.
-pub fn push_in_background() {
-    let Ok(setup) = UserSetup::load_for_reading_quietly() else { return };
+/// `setup`: the configuration as the caller already read it (read again
+/// when it has none).
+pub fn push_in_background(setup: Option<&UserSetup>) {
+    let loaded;
+    let setup = match setup {
+        Some(setup) => setup,
+        None => match UserSetup::load_for_reading_quietly() {
+            Ok(s) => {
+                loaded = s;
+                &loaded
+            }
+            Err(_) => return,
+        },
+    };
     if setup.config.sync.url.is_none() || !setup.config.sync.background {
         return;
     }

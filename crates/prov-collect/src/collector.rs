@@ -101,9 +101,6 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     drop(h.tracker_for_command);
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
-    // Ready before Prepare asks for it (`prov run` waits for the record's
-    // start, which is redacted first).
-    std::thread::spawn(prov_model::redact::compile_builtin);
     let members = Members::of(&h.namespace, h.holder_pid);
     if let Err(e) = &members {
         st.writer.log(format!("cannot tell the command's processes by their namespace: {e}"));
