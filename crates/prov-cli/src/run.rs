@@ -110,6 +110,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
             return ExitCode::from(126);
         }
     };
+    let spawned_ns = now_ns() - start_ns;
     // Only the command's processes hold the tracker now.
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
@@ -141,7 +142,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
             };
             start_kept(stored);
             let total_ns = now_ns() - start_ns;
-            bench_report(Timings { begun_ns, command_ns, total_ns, prepared }, &report);
+            bench_report(Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, start_ns }, &report);
         }
         Finished::Pending => {
             start_kept(begun_seen);
@@ -215,10 +216,9 @@ fn spawn_joined(obs: &Observation, program: &Path, command: &[OsString]) -> std:
         .arg(tracker.map_or("-".to_string(), |fd| fd.to_string()))
         .arg(program)
         .args(command);
-    let mut keep = vec![env.as_raw_fd()];
-    keep.extend(tracker);
-    spawn::inherit_fds(&mut cmd, keep);
-    cmd.spawn()
+    let mut keep = vec![env.as_fd()];
+    keep.extend(obs.tracker.as_ref().map(|t| t.as_fd()));
+    spawn::spawn_inheriting(&mut cmd, &keep)
 }
 
 /// Our environment as NAME=VALUE\0…, in an anonymous file the helper reads
@@ -341,16 +341,23 @@ fn report_problems(report: &StoreReport) {
 /// confirmed it, until the command ended, until the record was stored.
 struct Timings {
     begun_ns: i64,
+    /// The join helper started (posix_spawn returns once it has exec'd).
+    spawned_ns: i64,
     command_ns: i64,
     total_ns: i64,
     /// The observation came ready from the run preparer.
     prepared: bool,
+    /// Wall clock (ns since the epoch) when the record's start was sent.
+    start_ns: i64,
 }
 
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
 /// time until the start was confirmed, the command's own time, the total
 /// time including storing, and the collector's CPU time and event count.
-fn bench_report(Timings { begun_ns, command_ns, total_ns, prepared }: Timings, report: &StoreReport) {
+fn bench_report(
+    Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, start_ns }: Timings,
+    report: &StoreReport,
+) {
     let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
     // As root, not into a directory someone else could redirect (see setup).
     if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
@@ -358,6 +365,10 @@ fn bench_report(Timings { begun_ns, command_ns, total_ns, prepared }: Timings, r
     }
     let line = serde_json::json!({
         "begun_ns": begun_ns,
+        "spawned_ns": spawned_ns,
+        // From PROV_BENCH_SPAWNED_NS (the wall clock when the bench started
+        // this prov) to the start: prov's own start and its observation.
+        "before_start_ns": std::env::var("PROV_BENCH_SPAWNED_NS").ok().and_then(|t| t.parse::<i64>().ok()).map(|t| start_ns - t),
         "command_ns": command_ns,
         "total_ns": total_ns,
         "prepared": prepared,

