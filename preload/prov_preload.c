@@ -472,12 +472,18 @@ static void end_observation(const char *status)
     S.prepare_pending = 1;
 }
 
+/* An empty capture memfd for the shell to write into. The last one is
+ * emptied and used again (a memfd made and freed at every prompt cost as
+ * much as the rest of the shim's work there); the duplicate the shell gets
+ * shares its offset, put back to the start. */
 static int new_capture(int *slot)
 {
-    close_fd(slot);
-    int fd = (int)syscall(SYS_memfd_create, "prov-capture", MFD_CLOEXEC);
-    if (fd < 0) return null_fd();
-    *slot = move_high(fd, 1);
+    if (*slot >= 0 && (ftruncate(*slot, 0) < 0 || lseek(*slot, 0, SEEK_SET) < 0)) close_fd(slot);
+    if (*slot < 0) {
+        int fd = (int)syscall(SYS_memfd_create, "prov-capture", MFD_CLOEXEC);
+        if (fd < 0) return null_fd();
+        *slot = move_high(fd, 1);
+    }
     /* The shell writes (and closes) its own duplicate. */
     return fcntl(*slot, F_DUPFD_CLOEXEC, 0);
 }

@@ -36,14 +36,53 @@ static __attribute__((unused)) void u64_to_str(uint64_t v, char *out)
  * the shell might be between fork and exec). */
 struct buf { char *p; size_t len, cap; };
 
+/* Mappings of freed small buffers, kept for the next ones: each command
+ * makes and frees several (its text, the settings read back, Begin, End),
+ * and an mmap, its first page fault and the munmap cost about a tenth of
+ * the shim's time per prompt (benches/README.md). Per file that includes
+ * this header; a forked child has its own copy. */
+#define BUF_CACHE_SLOTS 4
+#define BUF_CACHE_MAX_CAP (64u << 10)
+static struct {
+    char *p;
+    size_t cap;
+} buf_cache[BUF_CACHE_SLOTS];
+
+static char *buf_cached(size_t cap)
+{
+    for (int i = 0; i < BUF_CACHE_SLOTS; i++) {
+        if (buf_cache[i].p && buf_cache[i].cap == cap) {
+            char *p = buf_cache[i].p;
+            buf_cache[i].p = NULL;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void buf_unmap(char *p, size_t cap)
+{
+    if (cap <= BUF_CACHE_MAX_CAP) {
+        for (int i = 0; i < BUF_CACHE_SLOTS; i++) {
+            if (!buf_cache[i].p) {
+                buf_cache[i].p = p;
+                buf_cache[i].cap = cap;
+                return;
+            }
+        }
+    }
+    munmap(p, cap);
+}
+
 static __attribute__((unused)) int buf_reserve(struct buf *b, size_t more)
 {
     if (b->len + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + more) cap *= 2;
-    char *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *p = buf_cached(cap);
+    if (!p) p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
-    if (b->p) { memcpy(p, b->p, b->len); munmap(b->p, b->cap); }
+    if (b->p) { memcpy(p, b->p, b->len); buf_unmap(b->p, b->cap); }
     b->p = p;
     b->cap = cap;
     return 0;
@@ -79,7 +118,7 @@ static __attribute__((unused)) int buf_u64(struct buf *b, uint64_t v)
 
 static __attribute__((unused)) void buf_free(struct buf *b)
 {
-    if (b->p) munmap(b->p, b->cap);
+    if (b->p) buf_unmap(b->p, b->cap);
     b->p = NULL;
     b->len = b->cap = 0;
 }
