@@ -641,13 +641,17 @@ fn runs_after_one_found_the_preparer_stopped_do_not_ask_it_again() {
     drop(stopped);
 }
 
-/// The mount namespace a run's command ran in, as it wrote it to `file`:
-/// one per observation, so two runs that show the same one were served by
-/// the same collector.
-fn namespace_in(case: &Case, file: &str) -> String {
-    let ns = std::fs::read_to_string(case.work.join(file)).unwrap();
-    assert!(ns.starts_with("mnt:["), "{ns:?}");
-    ns
+/// Runs `script` (then a short sleep, so its collector can be found) and
+/// returns the pid of the collector that served it. Pids are not reused
+/// while the system has others left, so two runs served by the same pid
+/// were served by the same collector.
+fn served_by(case: &Case, script: &str) -> u32 {
+    let child = run(case, &format!("{script}; sleep 0.3")).spawn().unwrap();
+    let collector = collector_of(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{script}: {}", describe(&out));
+    collector
 }
 
 /// The paths of a record's files that end in `.txt`, file names only.
@@ -685,25 +689,23 @@ fn process_exes(case: &Case, id: &serde_json::Value) -> Vec<String> {
 fn consecutive_runs_are_served_by_one_collector_each_with_its_own_files() {
     let case = Case::new("run-preparer-reuse");
     let (preparer, ready) = warm(&case);
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns1.txt; echo a > a.txt");
+    let first_collector = served_by(&case, "echo first > a.txt");
+    assert_eq!(first_collector, ready, "the first run took the ready observation");
     // Stored and closed before prov run returns: nothing holds it open.
     case.wait_until_closed();
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns2.txt; echo b > b.txt; cat a.txt");
+    let second_collector = served_by(&case, "echo second > b.txt; cat a.txt");
     case.wait_until_closed();
-    let child = run(&case, "readlink /proc/self/ns/mnt > ns3.txt; sleep 0.5").spawn().unwrap();
-    let collector = collector_of(child.id());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
-    assert_eq!(collector, ready, "the third run was served by the collector the preparer first made ready");
-    assert_eq!(parent_of(collector), Some(preparer));
-    let ns1 = namespace_in(&case, "ns1.txt");
-    assert_eq!(namespace_in(&case, "ns2.txt"), ns1, "the second run was served by the first one's collector");
-    assert_eq!(namespace_in(&case, "ns3.txt"), ns1, "the third run too");
+    let third_collector = served_by(&case, "echo third > c.txt");
+    assert_eq!(second_collector, ready, "the second run was served by the first one's collector");
+    assert_eq!(third_collector, ready, "the third run too");
+    assert_eq!(parent_of(ready), Some(preparer));
     let first = case.writer_of_eventually("a.txt");
     let second = case.writer_of_eventually("b.txt");
+    let third = case.writer_of_eventually("c.txt");
     assert_ne!(first["id"], second["id"]);
-    assert_eq!(txt_files(&first), ["a.txt", "ns1.txt"], "{first:#}");
-    assert_eq!(txt_files(&second), ["a.txt", "b.txt", "ns2.txt"], "{second:#}");
+    assert_eq!(txt_files(&first), ["a.txt"], "{first:#}");
+    assert_eq!(txt_files(&second), ["a.txt", "b.txt"], "{second:#}");
+    assert_eq!(txt_files(&third), ["c.txt"], "{third:#}");
     // a.txt: written by the first, read by the second, in neither twice.
     let accesses = |r: &serde_json::Value, name: &str| -> Vec<String> {
         r["files"]
@@ -716,20 +718,22 @@ fn consecutive_runs_are_served_by_one_collector_each_with_its_own_files() {
     };
     assert_eq!(accesses(&first, "a.txt"), ["write"], "{first:#}");
     assert_eq!(accesses(&second, "a.txt"), ["read"], "{second:#}");
-    for r in [&first, &second] {
+    for r in [&first, &second, &third] {
         assert_eq!(r["complete"], true, "{r:#}");
         assert_eq!(r["exit_status"], 0, "{r:#}");
     }
-    // Each process table holds that command's processes: sh, readlink,
-    // and for the second cat; none of the other run's.
-    let mut exes1 = process_exes(&case, &first["id"]);
-    let mut exes2 = process_exes(&case, &second["id"]);
-    exes1.sort();
-    exes2.sort();
-    assert!(exes1.contains(&"readlink".to_string()) && !exes1.contains(&"cat".to_string()), "{exes1:?}");
-    assert!(exes2.contains(&"readlink".to_string()) && exes2.contains(&"cat".to_string()), "{exes2:?}");
-    assert_eq!(exes1.iter().filter(|e| *e == "readlink").count(), 1, "{exes1:?}");
-    assert_eq!(exes2.iter().filter(|e| *e == "readlink").count(), 1, "{exes2:?}");
+    // Each process table holds that command's processes: sh and sleep,
+    // and for the second cat; none of another run's.
+    let exes1 = process_exes(&case, &first["id"]);
+    let exes2 = process_exes(&case, &second["id"]);
+    let exes3 = process_exes(&case, &third["id"]);
+    let count = |exes: &[String], name: &str| exes.iter().filter(|e| *e == name).count();
+    for exes in [&exes1, &exes2, &exes3] {
+        assert_eq!(count(exes, "sleep"), 1, "{exes:?}");
+    }
+    assert_eq!(count(&exes1, "cat"), 0, "{exes1:?}");
+    assert_eq!(count(&exes2, "cat"), 1, "{exes2:?}");
+    assert_eq!(count(&exes3, "cat"), 0, "{exes3:?}");
 }
 
 /// A command that leaves a process behind (here one writing a file two
@@ -740,53 +744,51 @@ fn consecutive_runs_are_served_by_one_collector_each_with_its_own_files() {
 fn a_run_that_leaves_a_process_behind_is_not_reused() {
     let case = Case::new("run-preparer-reuse-lingering");
     warm(&case);
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns0.txt");
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns1.txt; (sleep 2; echo late > late.txt) >/dev/null 2>&1 &");
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns2.txt");
-    let ns0 = namespace_in(&case, "ns0.txt");
-    assert_eq!(namespace_in(&case, "ns1.txt"), ns0, "the clean first run's observation was reused");
-    assert_ne!(namespace_in(&case, "ns2.txt"), ns0, "the observation with a process left behind was not");
+    let zeroth = served_by(&case, "echo zero > zero.txt");
+    let first = served_by(&case, "echo one > one.txt; (sleep 2; echo late > late.txt) >/dev/null 2>&1 &");
+    let second = served_by(&case, "echo two > two.txt");
+    assert_eq!(first, zeroth, "the clean run's observation was reused");
+    assert_ne!(second, first, "the observation with a process left behind was not");
     wait_until("the late write", || case.work.join("late.txt").exists());
+    wait_until("the lingering run's collector ends", || !alive(first));
     let late = case.writer_of_eventually("late.txt");
-    let first = case.writer_of_eventually("ns1.txt");
-    assert_eq!(late["id"], first["id"], "{late:#}");
-    assert_eq!(txt_files(&case.writer_of_eventually("ns2.txt")), ["ns2.txt"]);
+    let one = case.writer_of_eventually("one.txt");
+    assert_eq!(late["id"], one["id"], "{late:#}");
+    assert_eq!(txt_files(&one), ["late.txt", "one.txt"], "{one:#}");
+    assert_eq!(txt_files(&case.writer_of_eventually("two.txt")), ["two.txt"]);
 }
 
 /// The configuration and the database are read for each record, not once
-/// per observation: a database path edited between two runs, or the
-/// database file removed, applies to the next run served by the same
-/// collector.
+/// per observation: a database path edited between two runs, an exclusion
+/// added, or the database file removed, applies to the next run served by
+/// the same collector.
 #[test]
 fn a_reused_collector_follows_the_configuration_and_database_of_each_run() {
     let case = Case::new("run-preparer-reuse-config");
     warm(&case);
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns1.txt");
+    let collector = served_by(&case, "echo one > one.txt");
     case.wait_until_closed();
     case.write_config("[database]\npath = \"~/elsewhere/journal.db\"\n");
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns2.txt");
+    assert_eq!(served_by(&case, "echo two > two.txt"), collector);
     let elsewhere = case.home.join("elsewhere/journal.db");
     assert!(elsewhere.exists(), "the second record went to the configured database");
-    // An ignore filter added between runs applies to the next one.
+    // An exclusion added between runs applies to the next one.
     case.write_config("[database]\npath = \"~/elsewhere/journal.db\"\n\n[write]\nexclude_also = [\"ignored*\"]\n");
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns3.txt; echo x > ignored.txt");
-    assert_eq!(txt_files(&case.writer_of_eventually("ns3.txt")), ["ns3.txt"], "ignored.txt is left out");
-    // The database removed between runs: the next record is in the new file.
-    wait_until("the database is closed", || !case.home.join("elsewhere/journal.db-wal").exists());
-    std::fs::remove_file(&elsewhere).unwrap();
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns4.txt");
-    let ns1 = namespace_in(&case, "ns1.txt");
-    for f in ["ns2.txt", "ns3.txt", "ns4.txt"] {
-        assert_eq!(namespace_in(&case, f), ns1, "{f}: the same observation served every run");
+    assert_eq!(served_by(&case, "echo three > three.txt; echo x > ignored.txt"), collector);
+    assert_eq!(txt_files(&case.writer_of_eventually("three.txt")), ["three.txt"], "ignored.txt is left out");
+    // The database removed between runs: the next record is in a new file.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", elsewhere.display()));
     }
+    assert_eq!(served_by(&case, "echo four > four.txt"), collector);
     let history = case.query(["history", "-n", "10"]);
     assert_eq!(history.len(), 1, "only the last record is in the new file: {history:#?}");
-    assert_eq!(history[0]["text"], "sh -c 'readlink /proc/self/ns/mnt > ns4.txt'", "{history:#?}");
+    assert_eq!(history[0]["text"], "sh -c 'echo four > four.txt; sleep 0.3'", "{history:#?}");
     // Back to the default database: the first record is there, the others
     // are not.
     case.write_config("");
-    assert_eq!(txt_files(&case.writer_of_eventually("ns1.txt")), ["ns1.txt"]);
-    assert!(case.query(["wrote", "ns2.txt"]).is_empty());
+    assert_eq!(txt_files(&case.writer_of_eventually("one.txt")), ["one.txt"]);
+    assert!(case.query(["wrote", "two.txt"]).is_empty());
 }
 
 /// A reused collector killed while it waits in the pool: the next run is
@@ -795,17 +797,16 @@ fn a_reused_collector_follows_the_configuration_and_database_of_each_run() {
 fn a_reused_collector_killed_while_idle_makes_prov_run_fall_back() {
     let case = Case::new("run-preparer-reuse-killed");
     let (preparer, ready) = warm(&case);
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns1.txt");
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns2.txt");
-    assert_eq!(namespace_in(&case, "ns2.txt"), namespace_in(&case, "ns1.txt"), "reused");
+    assert_eq!(served_by(&case, "echo one > one.txt"), ready);
+    assert_eq!(served_by(&case, "echo two > two.txt"), ready, "reused");
     wait_until("the reused collector waits in the pool", || {
         children_of(preparer).iter().any(|(p, n)| *p == ready && n == "prov-collector")
     });
     let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
     assert!(st.success());
     wait_until("the killed collector is gone", || !alive(ready));
-    run_ok(&case, "readlink /proc/self/ns/mnt > ns3.txt; echo three > three.txt");
-    assert_ne!(namespace_in(&case, "ns3.txt"), namespace_in(&case, "ns1.txt"));
+    assert_ne!(served_by(&case, "echo three > three.txt"), ready);
     let r = case.writer_of_eventually("three.txt");
     assert_eq!(r["complete"], true, "{r:#}");
+    assert_eq!(txt_files(&r), ["three.txt"], "{r:#}");
 }

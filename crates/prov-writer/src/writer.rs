@@ -145,6 +145,11 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.report.cpu_ns = own_cpu_ns();
                 reply(&w.report);
             }
+            ToWriter::Close => {
+                w.close_record();
+                w.report.cpu_ns = own_cpu_ns();
+                reply(&w.report);
+            }
         }
     }
 }
@@ -178,6 +183,21 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 }
 
 impl Writer {
+    /// The record is complete and the observation waits for the next one
+    /// (`ToWriter::Close`): the database or spool file closed (a database
+    /// moved, replaced or made read-only before the next command then
+    /// applies to it, and nothing holds the file meanwhile), and nothing of
+    /// this record kept. The next `Setup` brings the next record's settings.
+    fn close_record(&mut self) {
+        self.sink = Sink::None;
+        self.opened = None;
+        self.begin = None;
+        self.report = SyncReport::default();
+        self.refused = None;
+        self.events_in_db = 0;
+        self.events_gone = 0;
+    }
+
     /// Opens the database as soon as its path is known, before the record's
     /// start comes: the shell prepares its observation while the prompt
     /// idles, `prov run` while it sends the start, so opening (and a first
