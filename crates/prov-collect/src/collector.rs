@@ -409,6 +409,9 @@ impl Observation<'_> {
                 report.reusable = next_tracker.is_some();
                 let fds: Vec<_> = next_tracker.iter().map(AsRawFd::as_raw_fd).collect();
                 let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &fds);
+                if next_tracker.is_some() {
+                    self.close_record(st);
+                }
             }
             _ => return Err(CollectorError::Protocol("out of order")),
         }
@@ -450,12 +453,12 @@ impl Observation<'_> {
             && self.started.elapsed() < MAX_AGE
     }
 
-    /// Makes ready for another record: the writer closes the database, the
-    /// per-record state is forgotten, and a new tracker is made. Returns the
-    /// command's end of it, to go with `Stored`; None if it cannot be made
-    /// (the observation then ends as usual).
+    /// Makes ready for another record: the per-record state is forgotten,
+    /// and a new tracker is made. Returns the command's end of it, to go with
+    /// `Stored`; None if it cannot be made (the observation then ends as
+    /// usual). The writer closes the database after `Stored` is sent
+    /// (`close_record`): as before, when the collector exited then.
     fn offer_again(&mut self, st: &mut State) -> Option<OwnedFd> {
-        let closed = st.writer.close_record().ok()?;
         let (mine, theirs) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::SeqPacket,
@@ -466,7 +469,7 @@ impl Observation<'_> {
         if let Some(resolver) = st.resolver.take() {
             self.ns_root = Some(resolver.into_ns_root());
         }
-        st.next_record(closed.cpu_ns);
+        st.next_record();
         self.tracker = mine;
         self.tracker_open = true;
         self.ended = false;
@@ -474,6 +477,21 @@ impl Observation<'_> {
         self.mounts_moved = false;
         self.records_done += 1;
         Some(theirs)
+    }
+
+    /// Has the writer close the stored record's database and waits until it
+    /// has: the next record's `Setup` finds nothing open. A writer that is
+    /// gone ends the observation (a control socket closed before any
+    /// `Begin`: the preparer drops it, a caller goes the direct way).
+    fn close_record(&mut self, st: &mut State) {
+        match st.writer.close_record() {
+            Ok(closed) => st.cpu_before = own_cpu_ns() + closed.cpu_ns,
+            Err(e) => {
+                st.writer.log(format!("not serving another record: {e}"));
+                self.ctl_open = false;
+                self.tracker_open = false;
+            }
+        }
     }
 
     /// The last process is gone: the events still queued are stored. When
@@ -555,7 +573,7 @@ impl State {
 
     /// Forgets the stored record (its resolver already taken): the next
     /// `Prepare` brings the next record's settings and identity.
-    fn next_record(&mut self, writer_cpu_ns: u64) {
+    fn next_record(&mut self) {
         self.identity = None;
         self.begun = false;
         self.held_begin = None;
@@ -567,7 +585,6 @@ impl State {
         self.redactor = None;
         self.processes_over = false;
         self.reuse_asked = false;
-        self.cpu_before = own_cpu_ns() + writer_cpu_ns;
     }
 
     /// Events read while no record was open (none are expected: the last
