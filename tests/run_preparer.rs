@@ -811,3 +811,21 @@ fn a_reused_collector_killed_while_idle_makes_prov_run_fall_back() {
     assert_eq!(r["complete"], true, "{r:#}");
     assert_eq!(txt_files(&r), ["three.txt"], "{r:#}");
 }
+
+/// An observation handed back after a clean run goes back into the pool
+/// only if the mount table has not changed since it was prepared: a
+/// filesystem mounted between two runs is seen by the second.
+#[test]
+fn a_mount_made_between_runs_is_seen_by_the_next_run() {
+    let case = Case::new("run-preparer-reuse-mount");
+    own_mount_namespace();
+    let (_, ready) = warm(&case);
+    assert_eq!(served_by(&case, "echo one > one.txt"), ready);
+    let mnt = mount_tmpfs(&case.work.join("between"));
+    std::fs::write(mnt.path.join("between.txt"), b"mounted between runs\n").unwrap();
+    case.chown_tree(&mnt.path);
+    let out = run_ok(&case, "cat between/between.txt");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "mounted between runs\n");
+    let r = reader_of_eventually(&case, "between/between.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
+}
