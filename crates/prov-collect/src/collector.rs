@@ -407,6 +407,9 @@ impl Observation<'_> {
                 let mut report = st.drain_and_sync(self.group, Some(end))?;
                 let next_tracker = self.fit_for_another_record(st, &report).then(|| self.offer_again(st)).flatten();
                 report.reusable = next_tracker.is_some();
+                // The next record's CPU time starts here: it includes the
+                // closing of this one's database, and the idle time.
+                st.cpu_before += report.collector_cpu_ns;
                 let fds: Vec<_> = next_tracker.iter().map(AsRawFd::as_raw_fd).collect();
                 let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &fds);
                 if next_tracker.is_some() {
@@ -485,7 +488,7 @@ impl Observation<'_> {
     /// `Begin`: the preparer drops it, a caller goes the direct way).
     fn close_record(&mut self, st: &mut State) {
         match st.writer.close_record() {
-            Ok(closed) => st.cpu_before = own_cpu_ns() + closed.cpu_ns,
+            Ok(_) => {}
             Err(e) => {
                 st.writer.log(format!("not serving another record: {e}"));
                 self.ctl_open = false;

@@ -53,10 +53,15 @@ pub fn line(what: &str) {
     }
 }
 
+/// Held by the tests that set the log's place (one per process).
+#[cfg(test)]
+pub(crate) static PLACE_IN_USE: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn lines_are_appended_one_per_problem() {
+        let _place = super::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("prov-collector-log-{}", std::process::id()));
         // The state directory need not exist yet.
         let path = dir.join("state/collector.log");

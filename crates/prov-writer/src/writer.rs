@@ -314,3 +314,71 @@ mod root_tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
+
+#[cfg(test)]
+mod close_tests {
+    use std::path::Path;
+    use std::sync::mpsc;
+
+    use prov_model::writer_pipe::{SyncReport, ToWriter};
+    use prov_model::{CommandBegin, CommandEnd};
+
+    fn record(uuid: &str, database: &Path, spool_dir: &Path) -> Vec<ToWriter> {
+        let begin = CommandBegin {
+            uuid: uuid.into(),
+            session: "s".into(),
+            seq: 1,
+            text: b"true".to_vec(),
+            cwd: b"/".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "run".into(),
+            start_ns: 1,
+        };
+        vec![
+            ToWriter::Setup { database: database.into(), spool_dir: spool_dir.into(), busy_timeout_ms: 1000 },
+            ToWriter::Begin(begin),
+            ToWriter::End(CommandEnd::with_status(2, 0)),
+            ToWriter::Sync,
+            ToWriter::Close,
+        ]
+    }
+
+    /// An observation serving several records: after `Close` nothing of the
+    /// database is held open (SQLite removes the -wal file when the last
+    /// connection closes), and the next record goes where its own `Setup`
+    /// says, with a report of its own.
+    #[test]
+    fn close_lets_go_of_the_database_and_the_next_record_follows_its_own_settings() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!("prov-writer-close-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second, spool) = (dir.join("first.db"), dir.join("second.db"), dir.join("spool"));
+        let (tx, rx) = mpsc::channel();
+        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
+        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+        let wal = |db: &Path| db.with_extension("db-wal");
+        for msg in record("0001", &first, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let (synced, closed) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        assert_eq!(closed.events, 0);
+        assert!(first.exists() && !wal(&first).exists(), "the first database is closed");
+        for msg in record("0002", &second, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        assert!(second.exists() && !wal(&second).exists(), "the second database is closed");
+        drop(tx);
+        writer.join().unwrap();
+        let count = |db: &Path| {
+            let store = prov_store::Store::open(db, std::time::Duration::from_secs(1)).unwrap();
+            store.history(None).unwrap().len()
+        };
+        assert_eq!((count(&first), count(&second)), (1, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
