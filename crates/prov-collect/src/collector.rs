@@ -413,7 +413,8 @@ impl Observation<'_> {
                 let fds: Vec<_> = next_tracker.iter().map(AsRawFd::as_raw_fd).collect();
                 let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &fds);
                 if next_tracker.is_some() {
-                    self.close_record(st);
+                    // Not waited for: the next record's Setup comes after it.
+                    st.writer.send(ToWriter::Close);
                 }
             }
             _ => return Err(CollectorError::Protocol("out of order")),
@@ -460,7 +461,9 @@ impl Observation<'_> {
     /// and a new tracker is made. Returns the command's end of it, to go with
     /// `Stored`; None if it cannot be made (the observation then ends as
     /// usual). The writer closes the database after `Stored` is sent
-    /// (`close_record`): as before, when the collector exited then.
+    /// (`ToWriter::Close`, not waited for), as it did when the collector
+    /// exited then; a writer found gone at the next record costs that
+    /// record, which its caller then ends itself, and ends the observation.
     fn offer_again(&mut self, st: &mut State) -> Option<OwnedFd> {
         let (mine, theirs) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
@@ -480,21 +483,6 @@ impl Observation<'_> {
         self.mounts_moved = false;
         self.records_done += 1;
         Some(theirs)
-    }
-
-    /// Has the writer close the stored record's database and waits until it
-    /// has: the next record's `Setup` finds nothing open. A writer that is
-    /// gone ends the observation (a control socket closed before any
-    /// `Begin`: the preparer drops it, a caller goes the direct way).
-    fn close_record(&mut self, st: &mut State) {
-        match st.writer.close_record() {
-            Ok(_) => {}
-            Err(e) => {
-                st.writer.log(format!("not serving another record: {e}"));
-                self.ctl_open = false;
-                self.tracker_open = false;
-            }
-        }
     }
 
     /// The last process is gone: the events still queued are stored. When

@@ -37,8 +37,7 @@ pub enum WriterError {
 
 enum Outgoing {
     Frame(ToWriter),
-    /// `ToWriter::Sync` or `ToWriter::Close`, whose answer is awaited.
-    Sync(ToWriter, mpsc::Sender<Result<SyncReport, WriterError>>),
+    Sync(mpsc::Sender<Result<SyncReport, WriterError>>),
 }
 
 pub struct WriterLink {
@@ -96,19 +95,9 @@ impl WriterLink {
 
     /// Waits until everything sent before is stored or spooled.
     pub fn sync(&self) -> Result<SyncReport, WriterError> {
-        self.ask(ToWriter::Sync)
-    }
-
-    /// Waits until the record's database (or spool file) is closed and the
-    /// writer is ready for another record's `Setup` (`ToWriter::Close`).
-    pub fn close_record(&self) -> Result<SyncReport, WriterError> {
-        self.ask(ToWriter::Close)
-    }
-
-    fn ask(&self, question: ToWriter) -> Result<SyncReport, WriterError> {
         let gone = || WriterError::Stopped("its thread is gone".into());
         let (reply_tx, reply_rx) = mpsc::channel();
-        self.tx.as_ref().ok_or_else(gone)?.send(Outgoing::Sync(question, reply_tx)).map_err(|_| gone())?;
+        self.tx.as_ref().ok_or_else(gone)?.send(Outgoing::Sync(reply_tx)).map_err(|_| gone())?;
         reply_rx.recv().map_err(|_| gone())?
     }
 }
@@ -162,9 +151,9 @@ fn pump(rx: mpsc::Receiver<Outgoing>, started: Result<(Child, ChildStdin, ChildS
         };
         let (result, reply) = match msg {
             Outgoing::Frame(frame) => (write_frame(stdin, &frame, MAX_FRAME, &mut buf).map(|()| None), None),
-            Outgoing::Sync(question, reply) => {
-                let report =
-                    write_frame(stdin, &question, MAX_FRAME, &mut buf).and_then(|()| read_reply(stdout, &mut buf));
+            Outgoing::Sync(reply) => {
+                let report = write_frame(stdin, &ToWriter::Sync, MAX_FRAME, &mut buf)
+                    .and_then(|()| read_reply(stdout, &mut buf));
                 (report.map(Some), Some(reply))
             }
         };
@@ -198,7 +187,7 @@ fn answer_without_writer(msg: Outgoing, gone: &WriterError) {
     match msg {
         Outgoing::Frame(ToWriter::Log(line)) => eprintln!("prov-collector: {line}"),
         Outgoing::Frame(_) => {}
-        Outgoing::Sync(_, reply) => {
+        Outgoing::Sync(reply) => {
             let _ = reply.send(Err(gone.clone()));
         }
     }

@@ -54,7 +54,8 @@ pub enum ToWriter {
     /// The record is complete and its observation waits for another one:
     /// the database (or spool file) is closed and the record forgotten, so
     /// nothing is held open while the observation idles, and the next
-    /// record starts from its own `Setup`. Answered like `Sync`, once closed.
+    /// record starts from its own `Setup`. Not answered: a `Sync` after it
+    /// is, once it is closed.
     Close,
 }
 

@@ -145,11 +145,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.report.cpu_ns = own_cpu_ns();
                 reply(&w.report);
             }
-            ToWriter::Close => {
-                w.close_record();
-                w.report.cpu_ns = own_cpu_ns();
-                reply(&w.report);
-            }
+            ToWriter::Close => w.close_record(),
         }
     }
 }
@@ -341,6 +337,7 @@ mod close_tests {
             ToWriter::End(CommandEnd::with_status(2, 0)),
             ToWriter::Sync,
             ToWriter::Close,
+            ToWriter::Sync,
         ]
     }
 
