@@ -58,10 +58,10 @@ const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// its event was resolved), /proc is looked at again this often.
 const PROCESS_RETRY: Duration = Duration::from_millis(2);
 /// Records one observation serves at most, and for at most this long since
-/// it started: what a long-lived collector holds (the reader's buffers, the
-/// mount watch's list of failures, allocator fragmentation) cannot grow
-/// without bound, and its namespace, a copy of the mount table made when it
-/// was prepared, is renewed now and then even if no change was noticed.
+/// it started: what a long-lived collector holds (its allocations, the
+/// kernel's per-group state) cannot grow without bound, and its namespace,
+/// a copy of the mount table made when it was prepared, is renewed now and
+/// then even if no change was noticed.
 const MAX_RECORDS: u32 = 1000;
 const MAX_AGE: Duration = Duration::from_secs(3600);
 
@@ -440,11 +440,11 @@ impl Observation<'_> {
     }
 
     /// Whether, its record stored, this observation may serve another: its
-    /// caller can hand it back, the command's last process gone (the tracker hung up and nobody left in
-    /// the namespace, so every event of it has been read), no mount came or
-    /// went (the namespace is still what was prepared, and marked), both
-    /// watches working, the record kept, and the observation within its
-    /// limits of records and age.
+    /// caller can hand it back, the command's last process is gone (the
+    /// tracker hung up and nobody is left in the namespace, so every event
+    /// of it has been read), no mount came or went (the namespace is still
+    /// what was prepared, and marked), both watches work, the record was
+    /// kept, and the observation is within its limits of records and age.
     fn fit_for_another_record(&self, st: &State, report: &StoreReport) -> bool {
         st.reuse_asked
             && self.command_gone()
