@@ -391,12 +391,16 @@ impl Observation<'_> {
                 if self.mounts_changed_now() {
                     self.mark_new_mounts(st);
                 }
-                self.catch_up_with_tracker(st);
-                // A mount that could not be marked: the namespace is no
-                // longer what was prepared (said now, not at the end).
-                for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
-                    st.writer.log(failure);
-                    self.mounts_moved = true;
+                // Only where the observation may serve another record: the
+                // others end as before.
+                if st.reuse_asked {
+                    self.catch_up_with_tracker(st);
+                    // A mount that could not be marked: the namespace is no
+                    // longer what was prepared (said now, not at the end).
+                    for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
+                        st.writer.log(failure);
+                        self.mounts_moved = true;
+                    }
                 }
                 // All processes gone (`prov run` ends after its command):
                 // the reply must include their last events.
