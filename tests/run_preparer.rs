@@ -101,12 +101,13 @@ fn prov_run_takes_the_ready_observation_and_the_preparer_exits_when_idle() {
     assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
     let r = case.writer_of_eventually("pooled.txt");
     assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(0)), "{r:#}");
-    // The preparer made the next one ready, then, idle for LINGER seconds,
-    // leaves with it.
+    // An observation is ready again (the same one, its command having left
+    // it clean: see the reuse tests below), then, idle for LINGER seconds,
+    // the preparer leaves with it.
     let mut next = 0;
-    wait_until("the preparer makes the next observation ready", || {
+    wait_until("the preparer has an observation ready again", || {
         next = children_of(preparer).into_iter().find(|(_, n)| n == "prov-collector").map_or(0, |(p, _)| p);
-        next != 0 && next != ready
+        next != 0
     });
     wait_until("an idle preparer exits", || !alive(preparer));
     wait_until("its ready collector exits with it", || !alive(next));
@@ -639,4 +640,192 @@ fn runs_after_one_found_the_preparer_stopped_do_not_ask_it_again() {
         assert_eq!(case.writer_of_eventually(&format!("direct{i}.txt"))["complete"], true);
     }
     drop(stopped);
+}
+
+/// Runs `script` (then a short sleep, so its collector can be found) and
+/// returns the pid of the collector that served it. Pids are not reused
+/// while the system has others left, so two runs served by the same pid
+/// were served by the same collector.
+fn served_by(case: &Case, script: &str) -> u32 {
+    let child = run(case, &format!("{script}; sleep 0.3")).spawn().unwrap();
+    let collector = collector_of(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{script}: {}", describe(&out));
+    collector
+}
+
+/// The paths of a record's files that end in `.txt`, file names only.
+fn txt_files(r: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .filter(|p| p.ends_with(".txt"))
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The processes of record `id` (`prov query processes`), their executables.
+fn process_exes(case: &Case, id: &serde_json::Value) -> Vec<String> {
+    let mut found = Vec::new();
+    wait_until(&format!("the process table of record {id}"), || {
+        found = case.query(["processes", &id.to_string()]);
+        !found.is_empty()
+    });
+    found.iter().filter_map(|p| p["exe"].as_str().map(|e| e.rsplit('/').next().unwrap().to_string())).collect()
+}
+
+/// Issue 15: a collector whose record is stored and whose namespace is
+/// clean (the command's last process gone, no mount came or went) serves
+/// the next `prov run` too: the helper, collector and writer starts are
+/// paid once, not per command. Each record has its own files and processes
+/// only, and the idle observation holds no database open. Before, every
+/// collector ended with its record.
+#[test]
+fn consecutive_runs_are_served_by_one_collector_each_with_its_own_files() {
+    let case = Case::new("run-preparer-reuse");
+    let (preparer, ready) = warm(&case);
+    let first_collector = served_by(&case, "echo first > a.txt");
+    assert_eq!(first_collector, ready, "the first run took the ready observation");
+    // Stored and closed before prov run returns: nothing holds it open.
+    case.wait_until_closed();
+    let second_collector = served_by(&case, "echo second > b.txt; cat a.txt");
+    case.wait_until_closed();
+    let third_collector = served_by(&case, "echo third > c.txt");
+    assert_eq!(second_collector, ready, "the second run was served by the first one's collector");
+    assert_eq!(third_collector, ready, "the third run too");
+    assert_eq!(parent_of(ready), Some(preparer));
+    let first = case.writer_of_eventually("a.txt");
+    let second = case.writer_of_eventually("b.txt");
+    let third = case.writer_of_eventually("c.txt");
+    assert_ne!(first["id"], second["id"]);
+    assert_eq!(txt_files(&first), ["a.txt"], "{first:#}");
+    assert_eq!(txt_files(&second), ["a.txt", "b.txt"], "{second:#}");
+    assert_eq!(txt_files(&third), ["c.txt"], "{third:#}");
+    // a.txt: written by the first, read by the second, in neither twice.
+    let accesses = |r: &serde_json::Value, name: &str| -> Vec<String> {
+        r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["path"].as_str().is_some_and(|p| p.ends_with(&format!("/{name}"))))
+            .filter_map(|f| f["access"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(accesses(&first, "a.txt"), ["write"], "{first:#}");
+    assert_eq!(accesses(&second, "a.txt"), ["read"], "{second:#}");
+    for r in [&first, &second, &third] {
+        assert_eq!(r["complete"], true, "{r:#}");
+        assert_eq!(r["exit_status"], 0, "{r:#}");
+    }
+    // Each process table holds that command's processes: sh and sleep,
+    // and for the second cat; none of another run's.
+    let exes1 = process_exes(&case, &first["id"]);
+    let exes2 = process_exes(&case, &second["id"]);
+    let exes3 = process_exes(&case, &third["id"]);
+    let count = |exes: &[String], name: &str| exes.iter().filter(|e| *e == name).count();
+    for exes in [&exes1, &exes2, &exes3] {
+        assert_eq!(count(exes, "sleep"), 1, "{exes:?}");
+    }
+    assert_eq!(count(&exes1, "cat"), 0, "{exes1:?}");
+    assert_eq!(count(&exes2, "cat"), 1, "{exes2:?}");
+    assert_eq!(count(&exes3, "cat"), 0, "{exes3:?}");
+}
+
+/// A command that leaves a process behind (here one writing a file two
+/// seconds later) makes its observation unfit for another record: the next
+/// run gets another collector, and the late write lands in the first
+/// command's record.
+#[test]
+fn a_run_that_leaves_a_process_behind_is_not_reused() {
+    let case = Case::new("run-preparer-reuse-lingering");
+    warm(&case);
+    let zeroth = served_by(&case, "echo zero > zero.txt");
+    let first = served_by(&case, "(sleep 2; echo late > late.txt) >/dev/null 2>&1 & echo one > one.txt");
+    let second = served_by(&case, "echo two > two.txt");
+    assert_eq!(first, zeroth, "the clean run's observation was reused");
+    assert_ne!(second, first, "the observation with a process left behind was not");
+    wait_until("the late write", || case.work.join("late.txt").exists());
+    wait_until("the lingering run's collector ends", || !alive(first));
+    let late = case.writer_of_eventually("late.txt");
+    let one = case.writer_of_eventually("one.txt");
+    assert_eq!(late["id"], one["id"], "{late:#}");
+    assert_eq!(txt_files(&one), ["late.txt", "one.txt"], "{one:#}");
+    assert_eq!(txt_files(&case.writer_of_eventually("two.txt")), ["two.txt"]);
+}
+
+/// The configuration and the database are read for each record, not once
+/// per observation: a database path edited between two runs, an exclusion
+/// added, or the database file removed, applies to the next run served by
+/// the same collector.
+#[test]
+fn a_reused_collector_follows_the_configuration_and_database_of_each_run() {
+    let case = Case::new("run-preparer-reuse-config");
+    warm(&case);
+    let collector = served_by(&case, "echo one > one.txt");
+    case.wait_until_closed();
+    case.write_config("[database]\npath = \"~/elsewhere/journal.db\"\n");
+    assert_eq!(served_by(&case, "echo two > two.txt"), collector);
+    let elsewhere = case.home.join("elsewhere/journal.db");
+    assert!(elsewhere.exists(), "the second record went to the configured database");
+    // An exclusion added between runs applies to the next one.
+    case.write_config("[database]\npath = \"~/elsewhere/journal.db\"\n\n[write]\nexclude_also = [\"ignored*\"]\n");
+    assert_eq!(served_by(&case, "echo three > three.txt; echo x > ignored.txt"), collector);
+    assert_eq!(txt_files(&case.writer_of_eventually("three.txt")), ["three.txt"], "ignored.txt is left out");
+    // The database removed between runs: the next record is in a new file.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", elsewhere.display()));
+    }
+    assert_eq!(served_by(&case, "echo four > four.txt"), collector);
+    let history = case.query(["history", "-n", "10"]);
+    assert_eq!(history.len(), 1, "only the last record is in the new file: {history:#?}");
+    assert_eq!(history[0]["text"], "sh -c 'echo four > four.txt; sleep 0.3'", "{history:#?}");
+    // Back to the default database: the first record is there, the others
+    // are not.
+    case.write_config("");
+    assert_eq!(txt_files(&case.writer_of_eventually("one.txt")), ["one.txt"]);
+    assert!(case.query(["wrote", "two.txt"]).is_empty());
+}
+
+/// A reused collector killed while it waits in the pool: the next run is
+/// traced all the same.
+#[test]
+fn a_reused_collector_killed_while_idle_makes_prov_run_fall_back() {
+    let case = Case::new("run-preparer-reuse-killed");
+    let (preparer, ready) = warm(&case);
+    assert_eq!(served_by(&case, "echo one > one.txt"), ready);
+    assert_eq!(served_by(&case, "echo two > two.txt"), ready, "reused");
+    wait_until("the reused collector waits in the pool", || {
+        children_of(preparer).iter().any(|(p, n)| *p == ready && n == "prov-collector")
+    });
+    let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
+    assert!(st.success());
+    wait_until("the killed collector is gone", || !alive(ready));
+    assert_ne!(served_by(&case, "echo three > three.txt"), ready);
+    let r = case.writer_of_eventually("three.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
+    assert_eq!(txt_files(&r), ["three.txt"], "{r:#}");
+}
+
+/// An observation handed back after a clean run goes back into the pool
+/// only if the mount table has not changed since it was prepared: a
+/// filesystem mounted between two runs is seen by the second.
+#[test]
+fn a_mount_made_between_runs_is_seen_by_the_next_run() {
+    let case = Case::new("run-preparer-reuse-mount");
+    own_mount_namespace();
+    let (_, ready) = warm(&case);
+    assert_eq!(served_by(&case, "echo one > one.txt"), ready);
+    let mnt = mount_tmpfs(&case.work.join("between"));
+    std::fs::write(mnt.path.join("between.txt"), b"mounted between runs\n").unwrap();
+    case.chown_tree(&mnt.path);
+    let out = run_ok(&case, "cat between/between.txt");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "mounted between runs\n");
+    let r = reader_of_eventually(&case, "between/between.txt");
+    assert_eq!(r["complete"], true, "{r:#}");
 }

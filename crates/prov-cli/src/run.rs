@@ -46,7 +46,9 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
     // `kept`: we keep the start ourselves (a start file), so the collector
     // need only say it is watching; else it confirms the start is stored.
-    let start = |start_ns, kept: bool| CommandStart {
+    // `reuse`: the observation came from the run preparer, which takes it
+    // back for the next run if it is clean at the end.
+    let start = |start_ns, kept: bool, reuse: bool| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
@@ -54,11 +56,12 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         text_in_fd: None,
         confirm: !kept,
         ack: kept,
+        reuse,
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).
     let untraced = |reason: String| {
-        let begin = identity.clone().begin(start(now_ns(), false));
+        let begin = identity.clone().begin(start(now_ns(), false, false));
         run_untraced(&program, &command, user.as_ref().ok().map(|u| (u, begin, reason)))
     };
     let mut obs = match observation {
@@ -69,14 +72,15 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         }
     };
     let start_ns = now_ns();
-    let begin = identity.clone().begin(start(start_ns, false));
+    let begin = identity.clone().begin(start(start_ns, false, false));
     // The start stored before the command starts: by ourselves (then the
     // collector is not held up by its writer while the command runs), or
     // else confirmed by the collector.
     let keep_start =
         |obs: &Observation| user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
     let mut start_file = keep_start(&obs);
-    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
+    let pooled = |obs: &Observation| matches!(obs.collector, CollectorProcess::Pooled(_));
+    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), pooled(&obs)));
     // A ready observation whose collector has just died (killed): one of
     // our own, for the same record, before the command starts.
     if matches!(obs.collector, CollectorProcess::Pooled(_)) && sent.is_err() {
@@ -87,7 +91,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
                 file.remove();
             }
             start_file = keep_start(&obs);
-            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some()));
+            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), pooled(&obs)));
         }
     }
     if let Err(e) = sent {
@@ -127,7 +131,11 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         }
     };
     match finished {
-        Finished::Stored(report) => {
+        Finished::Stored(report, next_tracker) => {
+            // First, so the next run finds it ready.
+            if let (Some(tracker), CollectorProcess::Pooled(preparer)) = (next_tracker, &obs.collector) {
+                run_preparer::give_back(preparer, &obs, tracker);
+            }
             let stored = match (&report.lost, &user) {
                 // The collector lives but its writer does not: the start and
                 // end are still ours to keep.
@@ -250,7 +258,8 @@ fn wait(mut child: Child) -> ExitStatus {
 
 /// What became of the record once the command had ended.
 enum Finished {
-    Stored(StoreReport),
+    /// With the tracker of the observation's next record, if it may serve one.
+    Stored(StoreReport, Option<OwnedFd>),
     /// The collector took longer than STORE_WAIT: it goes on alone.
     Pending,
     /// The collector is gone without storing the end (why).
@@ -292,8 +301,11 @@ fn finish(obs: &mut Observation, end: CommandEnd, begun_seen: &mut bool) -> Fini
             Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
         }
         match ipc::recv(obs.ctl.as_fd()) {
-            Ok(Some((msg, _))) => match serde_json::from_slice::<ToCaller>(&msg) {
-                Ok(ToCaller::Stored(report)) => return Finished::Stored(report),
+            Ok(Some((msg, mut fds))) => match serde_json::from_slice::<ToCaller>(&msg) {
+                Ok(ToCaller::Stored(report)) => {
+                    let next_tracker = fds.pop().filter(|_| report.reusable && fds.is_empty());
+                    return Finished::Stored(report, next_tracker);
+                }
                 // The start confirmed (not waited for, or after
                 // `wait_for_answer` gave up).
                 Ok(ToCaller::Begun) => {

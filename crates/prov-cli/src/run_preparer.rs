@@ -18,6 +18,13 @@
 //! preparer of its own and an upgraded prov never talks to an old one. A
 //! ready observation is discarded when the mount table changes: its
 //! namespace is a copy made when it was prepared.
+//!
+//! A collector whose command left its namespace clean offers itself for
+//! another record (see prov-collect's `collector`): `prov run` then hands
+//! the observation back on its connection (`give_back`) and the preparer
+//! puts it among the ready ones, unless the mount table changed meanwhile.
+//! Back-to-back runs are then served by one collector, and pay no program
+//! start at all.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -54,9 +61,13 @@ const MAX_READY: usize = 2;
 const READY_TAG: u8 = b'R';
 const NONE_TAG: u8 = b'N';
 const FATE_TAG: u8 = b'F';
+/// `prov run` → preparer, on the same connection: the observation is back
+/// for another record (descriptors: control socket, namespace root, the
+/// collector's new tracker).
+const AGAIN_TAG: u8 = b'A';
 /// In the socket's name: a prov speaking another protocol with its
 /// preparer, collector or writer finds another preparer.
-const PROTOCOL: &str = "prov-run-preparer 2";
+const PROTOCOL: &str = "prov-run-preparer 3";
 
 fn linger() -> Duration {
     std::env::var("PROV_RUN_LINGER")
@@ -139,6 +150,15 @@ fn inside_observation() -> bool {
         .filter(|&fd| fd > 2)
         .filter_map(crate::spawn::socket_peer_pid)
         .any(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "prov-collector"))
+}
+
+/// Hands an observation whose collector offered to serve another record
+/// back to the preparer it came from, on the connection it came on. One
+/// non-blocking send, never waited on: if it fails, our copies close when
+/// we exit and the collector ends.
+pub fn give_back(conn: &OwnedFd, obs: &Observation, tracker: OwnedFd) {
+    let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
+    let _ = ipc::send(conn.as_fd(), &[AGAIN_TAG], &fds);
 }
 
 /// How the collector of a taken observation ended, as the preparer (its
@@ -301,14 +321,21 @@ struct Ready {
     tracker: OwnedFd,
     holder_pid: i32,
     collector: Child,
+    /// `Pool::generation` when it was prepared.
+    generation: u64,
 }
 
 /// A collector handed out and not yet ended: reaped when its pidfd says it
-/// has exited, and how it ended sent to its caller.
+/// has exited, and how it ended sent to its caller; or handed back by its
+/// caller for another record (`AGAIN_TAG`), then ready again.
 struct Handed {
     collector: Child,
     pidfd: OwnedFd,
     caller: Option<OwnedFd>,
+    holder_pid: i32,
+    generation: u64,
+    /// The control socket's inode: what comes back must be the same one.
+    ctl_inode: u64,
 }
 
 /// Shared by the thread that prepares and the one that answers.
@@ -372,26 +399,48 @@ pub fn serve() -> anyhow::Result<ExitCode> {
         let mut fds =
             vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
         fds.extend(handed.iter().map(|h| PollFd::new(h.pidfd.as_fd(), PollFlags::POLLIN)));
+        // The callers' connections: an observation handed back, or the
+        // caller gone.
+        let callers: Vec<usize> = (0..handed.len()).filter(|&i| handed[i].caller.is_some()).collect();
+        fds.extend(
+            callers
+                .iter()
+                .filter_map(|&i| handed[i].caller.as_ref())
+                .map(|c| PollFd::new(c.as_fd(), PollFlags::POLLIN)),
+        );
         match poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-        let ended: Vec<usize> = (2..fds.len()).filter(|&i| ready(&fds[i])).map(|i| i - 2).collect();
+        let ended: Vec<bool> = (0..handed.len()).map(|i| ready(&fds[2 + i])).collect();
+        let mut heard = vec![false; handed.len()];
+        for (k, &i) in callers.iter().enumerate() {
+            heard[i] = ready(&fds[2 + handed.len() + k]);
+        }
         let request = ready(&fds[0]);
         let remounted = ready(&fds[1]);
         drop(fds);
         if remounted {
             handed.extend(discard_ready(&pool));
         }
-        for i in ended.into_iter().rev() {
-            let mut h = handed.swap_remove(i);
-            let fate =
-                h.collector.wait().map_or_else(|e| format!("the collector's end is unknown: {e}"), observe::fate_of);
-            if let Some(caller) = h.caller {
-                let _ = ipc::send(caller.as_fd(), [&[FATE_TAG], fate.as_bytes()].concat().as_slice(), &[]);
+        let mut still = Vec::with_capacity(handed.len());
+        for (i, mut h) in handed.drain(..).enumerate() {
+            if ended.get(i) == Some(&true) {
+                let fate = h
+                    .collector
+                    .wait()
+                    .map_or_else(|e| format!("the collector's end is unknown: {e}"), observe::fate_of);
+                if let Some(caller) = h.caller {
+                    let _ = ipc::send(caller.as_fd(), [&[FATE_TAG], fate.as_bytes()].concat().as_slice(), &[]);
+                }
+            } else if heard.get(i) == Some(&true) {
+                still.extend(take_back(h, &pool));
+            } else {
+                still.push(h);
             }
         }
+        handed = still;
         if request {
             if let Ok(conn) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
                 // accept4 returned a new descriptor nobody owns.
@@ -431,20 +480,60 @@ fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Op
         let _ = ipc::send(conn.as_fd(), &[NONE_TAG], &[]);
         return None;
     };
-    let Ready { ctl, ns_root, tracker, holder_pid, mut collector } = ready;
+    let Ready { ctl, ns_root, tracker, holder_pid, mut collector, generation } = ready;
     let fds = [ctl.as_raw_fd(), ns_root.as_raw_fd(), tracker.as_raw_fd()];
     let sent = ipc::send(conn.as_fd(), format!("R{holder_pid} {}", collector.id()).as_bytes(), &fds).is_ok();
+    let ctl_inode = inode(&ctl);
     // Our copies closed: only the caller, then its command, holds them (the
     // tracker's hang-up must come when the command's last process is gone).
     drop((ctl, ns_root, tracker));
     // Not reaped yet, so the number is still the collector's.
     match prov_collect::sys::pidfd_open(collector.id() as i32) {
-        Ok(pidfd) => Some(Handed { collector, pidfd, caller: sent.then_some(conn) }),
+        Ok(pidfd) => Some(Handed { collector, pidfd, caller: sent.then_some(conn), holder_pid, generation, ctl_inode }),
         Err(_) => {
             let _ = collector.wait();
             None
         }
     }
+}
+
+/// A socket's inode number (0 if it cannot be read).
+fn inode(fd: &OwnedFd) -> u64 {
+    nix::sys::stat::fstat(fd).map_or(0, |st| st.st_ino)
+}
+
+/// A message from the caller of a handed-out observation: the observation
+/// back, clean, for another record (`AGAIN_TAG`) — ready again unless the
+/// mount table changed since it was prepared, it is not the one handed
+/// out, its collector is gone, or enough are ready; or the caller gone.
+/// Returns it when it stays handed out (watched until its collector ends).
+fn take_back(mut h: Handed, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
+    let message = h.caller.as_ref().and_then(|c| ipc::recv(c.as_fd()).ok().flatten());
+    // Either way no more from this caller: it has exited or is exiting.
+    h.caller = None;
+    let Some((msg, mut fds)) = message else { return Some(h) };
+    let (Some(tracker), Some(ns_root), Some(ctl), true) = (fds.pop(), fds.pop(), fds.pop(), fds.is_empty()) else {
+        return Some(h);
+    };
+    if msg != [AGAIN_TAG] {
+        return Some(h);
+    }
+    let collector_pid = h.collector.id() as i32;
+    // The collector made the tracker: it is its peer.
+    let genuine = inode(&ctl) == h.ctl_inode
+        && crate::spawn::socket_peer_pid(tracker.as_raw_fd()) == Some(collector_pid)
+        && matches!(h.collector.try_wait(), Ok(None));
+    let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
+    if !genuine || p.generation != h.generation || p.ready.len() >= MAX_READY {
+        // Our copies closed: the collector sees its control socket hang up
+        // and ends; watched until it has.
+        return Some(h);
+    }
+    let Handed { collector, holder_pid, generation, .. } = h;
+    p.ready.push(Ready { ctl, ns_root, tracker, holder_pid, collector, generation });
+    drop(p);
+    pool.1.notify_all();
+    None
 }
 
 /// The connecting process's context, read through /proc by the pid it
@@ -487,11 +576,13 @@ fn discard_ready(pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
     pool.1.notify_all();
     stale
         .into_iter()
-        .filter_map(|Ready { mut collector, .. }| match prov_collect::sys::pidfd_open(collector.id() as i32) {
-            Ok(pidfd) => Some(Handed { collector, pidfd, caller: None }),
-            Err(_) => {
-                let _ = collector.wait();
-                None
+        .filter_map(|Ready { mut collector, holder_pid, generation, .. }| {
+            match prov_collect::sys::pidfd_open(collector.id() as i32) {
+                Ok(pidfd) => Some(Handed { collector, pidfd, caller: None, holder_pid, generation, ctl_inode: 0 }),
+                Err(_) => {
+                    let _ = collector.wait();
+                    None
+                }
             }
         })
         .collect()
@@ -555,7 +646,7 @@ fn keep_ready(helper: &Path, pool: &(Mutex<Pool>, Condvar)) {
                 ..
             }) => {
                 failed_at = None;
-                let ready = Ready { ctl, ns_root, tracker, holder_pid, collector };
+                let ready = Ready { ctl, ns_root, tracker, holder_pid, collector, generation };
                 let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
                 if p.generation == generation {
                     p.ready.push(ready);

@@ -1,6 +1,9 @@
-//! The collector's main loop: one observation (one command tree), from the
-//! helper's exec until the last process holding the tracker socket is gone
-//! and every event is stored.
+//! The collector's main loop: one observation, from the helper's exec until
+//! the last process holding the tracker socket is gone and every event is
+//! stored. An observation whose command left its namespace clean (see
+//! `Observation::fit_for_another_record`) serves the next record on the same
+//! control socket, with a new tracker: the run preparer hands it out again,
+//! so the helper, collector and writer starts are paid once, not per command.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -54,6 +57,13 @@ const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// While a process's arguments wait to be read (its exec not complete when
 /// its event was resolved), /proc is looked at again this often.
 const PROCESS_RETRY: Duration = Duration::from_millis(2);
+/// Records one observation serves at most, and for at most this long since
+/// it started: what a long-lived collector holds (its allocations, the
+/// kernel's per-group state) cannot grow without bound, and its namespace,
+/// a copy of the mount table made when it was prepared, is renewed now and
+/// then even if no change was noticed.
+const MAX_RECORDS: u32 = 1000;
+const MAX_AGE: Duration = Duration::from_secs(3600);
 
 struct State {
     reader: Reader,
@@ -92,6 +102,13 @@ struct State {
     redactor: Option<Redactor>,
     /// The command's last process is gone: every process record is final.
     processes_over: bool,
+    /// The caller can hand the observation back for another record.
+    reuse_asked: bool,
+    /// Mounts the helper could not mark: missing from every record.
+    unmarked_at_start: u64,
+    /// CPU time used by this process and its writer before this record (an
+    /// observation serving several records reports each one's own).
+    cpu_before: u64,
 }
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
@@ -101,6 +118,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     drop(h.tracker_for_command);
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    let started = Instant::now();
     let members = Members::of(&h.namespace, h.holder_pid);
     if let Err(e) = &members {
         st.writer.log(format!("cannot tell the command's processes by their namespace: {e}"));
@@ -112,7 +130,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let mut observation = Observation {
         group: &h.group,
         ctl: &h.ctl,
-        tracker: &h.tracker,
+        tracker: h.tracker,
         ns_root: Some(h.ns_root),
         check_access,
         ctl_open: true,
@@ -121,6 +139,9 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
         members: members.ok(),
         lingering: Vec::new(),
         mounts: mounts.ok(),
+        mounts_moved: false,
+        records_done: 0,
+        started,
     };
     let result = observation.run(&mut st);
     if let Err(e) = &result {
@@ -157,7 +178,8 @@ struct Observation<'a> {
     /// The caller's control socket: Prepare, Begin, End.
     ctl: &'a OwnedFd,
     /// Held by every process of the command; hangs up when the last is gone.
-    tracker: &'a OwnedFd,
+    /// A new one for each record.
+    tracker: OwnedFd,
     /// Until Prepare hands it to the resolver.
     ns_root: Option<OwnedFd>,
     check_access: bool,
@@ -173,6 +195,11 @@ struct Observation<'a> {
     /// The namespace's mount table, for mounts that appear while the
     /// command runs (see `new_mounts`).
     mounts: Option<MountWatch>,
+    /// A mount came or went during this record (or while it waited for it).
+    mounts_moved: bool,
+    /// Records stored by this observation before the current one.
+    records_done: u32,
+    started: Instant,
 }
 
 /// Which sources poll() found ready.
@@ -285,6 +312,7 @@ impl Observation<'_> {
     /// them: writes made there before the mark are missing (see
     /// `new_mounts`).
     fn mark_new_mounts(&mut self, st: &mut State) {
+        self.mounts_moved = true;
         let Some(watch) = self.mounts.as_mut() else { return };
         match watch.mark_new() {
             Ok(appeared) => st.unmarked_mounts += appeared,
@@ -320,6 +348,9 @@ impl Observation<'_> {
                     spool_dir: settings.spool_dir.clone(),
                     busy_timeout_ms: settings.busy_timeout_ms,
                 });
+                if self.records_done > 0 {
+                    st.drop_stray_events(self.group)?;
+                }
                 st.redactor = Some(Redactor::new(&settings.redact));
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
                 st.identity = Some(identity);
@@ -334,6 +365,7 @@ impl Observation<'_> {
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
                 let confirm = start.confirm;
+                st.reuse_asked = start.reuse;
                 if start.ack {
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
                 }
@@ -356,18 +388,102 @@ impl Observation<'_> {
                 if self.mounts_changed_now() {
                     self.mark_new_mounts(st);
                 }
+                // Only where the observation may serve another record: the
+                // others end as before.
+                if st.reuse_asked {
+                    self.catch_up_with_tracker(st);
+                    // A mount that could not be marked: the namespace is no
+                    // longer what was prepared (said now, not at the end).
+                    for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
+                        st.writer.log(failure);
+                        self.mounts_moved = true;
+                    }
+                }
                 // All processes gone (`prov run` ends after its command):
                 // the reply must include their last events.
                 if self.command_gone() {
                     st.settle(self.group)?;
                 }
                 st.processes_over = self.command_gone();
-                let report = st.drain_and_sync(self.group, Some(end))?;
-                let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &[]);
+                let mut report = st.drain_and_sync(self.group, Some(end))?;
+                let next_tracker = self.fit_for_another_record(st, &report).then(|| self.offer_again(st)).flatten();
+                report.reusable = next_tracker.is_some();
+                // The next record's CPU time starts here: it includes the
+                // closing of this one's database, and the idle time.
+                st.cpu_before += report.collector_cpu_ns;
+                let fds: Vec<_> = next_tracker.iter().map(AsRawFd::as_raw_fd).collect();
+                let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Stored(report), &fds);
+                if next_tracker.is_some() {
+                    // Not waited for: the next record's Setup comes after it.
+                    st.writer.send(ToWriter::Close);
+                }
             }
             _ => return Err(CollectorError::Protocol("out of order")),
         }
         Ok(())
+    }
+
+    /// Reads what the tracker has for us now (prov run sends `End` once its
+    /// command has exited, and its hang-up may not have been looked at yet),
+    /// and on its hang-up looks for processes left in the namespace.
+    fn catch_up_with_tracker(&mut self, st: &mut State) {
+        let was_open = self.tracker_open;
+        while self.tracker_open {
+            let mut fds = [PollFd::new(self.tracker.as_fd(), PollFlags::POLLIN)];
+            if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
+                break;
+            }
+            self.read_tracker(st);
+        }
+        if was_open && !self.tracker_open {
+            self.look_for_members();
+        }
+    }
+
+    /// Whether, its record stored, this observation may serve another: its
+    /// caller can hand it back, the command's last process is gone (the
+    /// tracker hung up and nobody is left in the namespace, so every event
+    /// of it has been read), no mount came or went (the namespace is still
+    /// what was prepared, and marked), both watches work, the record was
+    /// kept, and the observation is within its limits of records and age.
+    fn fit_for_another_record(&self, st: &State, report: &StoreReport) -> bool {
+        st.reuse_asked
+            && self.command_gone()
+            && !self.mounts_moved
+            && self.members.is_some()
+            && self.mounts.is_some()
+            && report.lost.is_none()
+            && st.backlog.is_empty()
+            && self.records_done + 1 < MAX_RECORDS
+            && self.started.elapsed() < MAX_AGE
+    }
+
+    /// Makes ready for another record: the per-record state is forgotten,
+    /// and a new tracker is made. Returns the command's end of it, to go with
+    /// `Stored`; None if it cannot be made (the observation then ends as
+    /// usual). The writer closes the database after `Stored` is sent
+    /// (`ToWriter::Close`, not waited for), as it did when the collector
+    /// exited then; a writer found gone at the next record costs that
+    /// record, which its caller then ends itself, and ends the observation.
+    fn offer_again(&mut self, st: &mut State) -> Option<OwnedFd> {
+        let (mine, theirs) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .ok()?;
+        if let Some(resolver) = st.resolver.take() {
+            self.ns_root = Some(resolver.into_ns_root());
+        }
+        st.next_record();
+        self.tracker = mine;
+        self.tracker_open = true;
+        self.ended = false;
+        self.lingering.clear();
+        self.mounts_moved = false;
+        self.records_done += 1;
+        Some(theirs)
     }
 
     /// The last process is gone: the events still queued are stored. When
@@ -441,7 +557,45 @@ impl State {
             writer,
             redactor: None,
             processes_over: false,
+            reuse_asked: false,
+            unmarked_at_start: unmarked_mounts,
+            cpu_before: 0,
         }
+    }
+
+    /// Forgets the stored record (its resolver already taken): the next
+    /// `Prepare` brings the next record's settings and identity.
+    fn next_record(&mut self) {
+        self.identity = None;
+        self.begun = false;
+        self.held_begin = None;
+        self.untraced = None;
+        self.batch.clear();
+        self.batch_since = None;
+        self.unobserved_setuid = 0;
+        self.unmarked_mounts = self.unmarked_at_start;
+        self.redactor = None;
+        self.processes_over = false;
+        self.reuse_asked = false;
+    }
+
+    /// Events read while no record was open (none are expected: the last
+    /// command's were all read before its record was stored, and the next
+    /// one has not started) belong to no record: dropped, and said so.
+    fn drop_stray_events(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
+        let mut dropped = 0;
+        loop {
+            let more = self.fill(group)?;
+            dropped += self.backlog.len();
+            self.backlog.clear();
+            if !more {
+                break;
+            }
+        }
+        if dropped > 0 {
+            self.writer.log(format!("{dropped} file events came while the observation waited for a command; dropped"));
+        }
+        Ok(())
     }
 
     /// One read() of the kernel's queue into the backlog, as far as the
@@ -593,7 +747,8 @@ impl State {
         }
         let SyncReport { events, spooled, lost, cpu_ns } =
             self.writer.sync().unwrap_or_else(|e| SyncReport { lost: Some(e.to_string()), ..SyncReport::default() });
-        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns: own_cpu_ns() + cpu_ns })
+        let collector_cpu_ns = (own_cpu_ns() + cpu_ns).saturating_sub(self.cpu_before);
+        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns, reusable: false })
     }
 }
 

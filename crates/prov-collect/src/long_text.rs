@@ -53,7 +53,16 @@ mod tests {
     use std::os::fd::AsFd;
 
     fn start(text: Vec<u8>) -> CommandStart {
-        CommandStart { seq: 1, text, cwd: b"/".to_vec(), start_ns: 1, text_in_fd: None, confirm: false, ack: false }
+        CommandStart {
+            seq: 1,
+            text,
+            cwd: b"/".to_vec(),
+            start_ns: 1,
+            text_in_fd: None,
+            confirm: false,
+            ack: false,
+            reuse: false,
+        }
     }
 
     fn roundtrip(text: Vec<u8>) -> (CommandStart, usize) {

@@ -18,7 +18,9 @@ pub enum ToCaller {
     /// must inherit (its hang-up ends the observation).
     Ready { holder_pid: i32, unmarked_mounts: u32, reports_fd_errors: bool },
     /// Answer to `End`: everything up to the end of the command is stored
-    /// (or spooled).
+    /// (or spooled). When `reusable`, a new tracker is attached: the
+    /// observation may take another record (`Prepare`, `Begin`, `End` again
+    /// on the same control socket), whose command must hold that tracker.
     Stored(StoreReport),
     /// Answer to a `Begin` that asked to be confirmed: the record's start is
     /// stored (or spooled).
@@ -76,6 +78,11 @@ pub struct CommandStart {
     /// run`, which keeps the record's start itself).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ack: bool,
+    /// The caller can hand the observation back for another record (`prov
+    /// run` with an observation from the run preparer): a clean one is
+    /// offered again with `Stored` (see `StoreReport::reusable`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reuse: bool,
 }
 
 impl RecordIdentity {
@@ -127,6 +134,11 @@ pub struct StoreReport {
     /// for benchmarks.
     #[serde(default)]
     pub collector_cpu_ns: u64,
+    /// The namespace was clean at the end (the command's last process gone,
+    /// no mount came or went) and the collector waits for another record; a
+    /// new tracker came with the answer.
+    #[serde(default)]
+    pub reusable: bool,
 }
 
 /// Tag of the helper's error datagram.

@@ -75,6 +75,12 @@ impl Resolver {
         }
     }
 
+    /// The namespace's root, back from a resolver whose record is done: an
+    /// observation serving another record hands it to the next resolver.
+    pub fn into_ns_root(self) -> OwnedFd {
+        self.ns_root
+    }
+
     /// Resolves `ev`, pushing zero, one or two (read and write merged by the
     /// kernel) file events; the descriptor is closed on return. Cheapest
     /// tests first: one fstat decides most repeats (a header read by every

@@ -51,6 +51,12 @@ pub enum ToWriter {
     Log(String),
     /// Asks for a `SyncReport` once everything sent before is stored or spooled.
     Sync,
+    /// The record is complete and its observation waits for another one:
+    /// the database (or spool file) is closed and the record forgotten, so
+    /// nothing is held open while the observation idles, and the next
+    /// record starts from its own `Setup`. Not answered: a `Sync` after it
+    /// is, once it is closed.
+    Close,
 }
 
 /// Writer → collector: the answer to `Sync`.
@@ -207,6 +213,7 @@ mod tests {
             ToWriter::End(CommandEnd { text: Some(b"ls".to_vec()), ..CommandEnd::with_status(9, 0) }),
             ToWriter::Log("record spooled".into()),
             ToWriter::Sync,
+            ToWriter::Close,
         ]
     }
 

@@ -145,6 +145,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.report.cpu_ns = own_cpu_ns();
                 reply(&w.report);
             }
+            ToWriter::Close => w.close_record(),
         }
     }
 }
@@ -178,6 +179,21 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 }
 
 impl Writer {
+    /// The record is complete and the observation waits for the next one
+    /// (`ToWriter::Close`): the database or spool file closed (a database
+    /// moved, replaced or made read-only before the next command then
+    /// applies to it, and nothing holds the file meanwhile), and nothing of
+    /// this record kept. The next `Setup` brings the next record's settings.
+    fn close_record(&mut self) {
+        self.sink = Sink::None;
+        self.opened = None;
+        self.begin = None;
+        self.report = SyncReport::default();
+        self.refused = None;
+        self.events_in_db = 0;
+        self.events_gone = 0;
+    }
+
     /// Opens the database as soon as its path is known, before the record's
     /// start comes: the shell prepares its observation while the prompt
     /// idles, `prov run` while it sends the start, so opening (and a first
@@ -292,5 +308,74 @@ mod root_tests {
         assert!(refused.as_deref().is_some_and(|why| why.contains("user-home")), "{refused:?}");
         assert_eq!(super::refused_as_root(&[&base.join("prov.db")]), None);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod close_tests {
+    use std::path::Path;
+    use std::sync::mpsc;
+
+    use prov_model::writer_pipe::{SyncReport, ToWriter};
+    use prov_model::{CommandBegin, CommandEnd};
+
+    fn record(uuid: &str, database: &Path, spool_dir: &Path) -> Vec<ToWriter> {
+        let begin = CommandBegin {
+            uuid: uuid.into(),
+            session: "s".into(),
+            seq: 1,
+            text: b"true".to_vec(),
+            cwd: b"/".to_vec(),
+            host: "h".into(),
+            user: "u".into(),
+            shell: "run".into(),
+            start_ns: 1,
+        };
+        vec![
+            ToWriter::Setup { database: database.into(), spool_dir: spool_dir.into(), busy_timeout_ms: 1000 },
+            ToWriter::Begin(begin),
+            ToWriter::End(CommandEnd::with_status(2, 0)),
+            ToWriter::Sync,
+            ToWriter::Close,
+            ToWriter::Sync,
+        ]
+    }
+
+    /// An observation serving several records: after `Close` nothing of the
+    /// database is held open (SQLite removes the -wal file when the last
+    /// connection closes), and the next record goes where its own `Setup`
+    /// says, with a report of its own.
+    #[test]
+    fn close_lets_go_of_the_database_and_the_next_record_follows_its_own_settings() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!("prov-writer-close-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first, second, spool) = (dir.join("first.db"), dir.join("second.db"), dir.join("spool"));
+        let (tx, rx) = mpsc::channel();
+        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
+        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+        let wal = |db: &Path| db.with_extension("db-wal");
+        for msg in record("0001", &first, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let (synced, closed) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        assert_eq!(closed.events, 0);
+        assert!(first.exists() && !wal(&first).exists(), "the first database is closed");
+        for msg in record("0002", &second, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        assert!(second.exists() && !wal(&second).exists(), "the second database is closed");
+        drop(tx);
+        writer.join().unwrap();
+        let count = |db: &Path| {
+            let store = prov_store::Store::open(db, std::time::Duration::from_secs(1)).unwrap();
+            store.history(None).unwrap().len()
+        };
+        assert_eq!((count(&first), count(&second)), (1, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
