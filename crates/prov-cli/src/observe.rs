@@ -41,6 +41,14 @@ pub enum CollectorProcess {
     Pooled(OwnedFd),
 }
 
+impl Observation {
+    /// Taken ready from the run preparer, which takes it back for the next
+    /// run if it is clean at the end.
+    pub fn pooled(&self) -> bool {
+        matches!(self.collector, CollectorProcess::Pooled(_))
+    }
+}
+
 pub fn identity(session: String, shell: &str) -> RecordIdentity {
     RecordIdentity {
         uuid: uuid::Uuid::now_v7().to_string(),

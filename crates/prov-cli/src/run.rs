@@ -79,11 +79,10 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let keep_start =
         |obs: &Observation| user.as_ref().ok().and_then(|u| StartFile::write(u, &begin, obs.collector_pid));
     let mut start_file = keep_start(&obs);
-    let pooled = |obs: &Observation| matches!(obs.collector, CollectorProcess::Pooled(_));
-    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), pooled(&obs)));
+    let mut sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), obs.pooled()));
     // A ready observation whose collector has just died (killed): one of
     // our own, for the same record, before the command starts.
-    if matches!(obs.collector, CollectorProcess::Pooled(_)) && sent.is_err() {
+    if obs.pooled() && sent.is_err() {
         let user = user.as_ref().map_err(Clone::clone);
         if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
             obs = own;
@@ -91,7 +90,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
                 file.remove();
             }
             start_file = keep_start(&obs);
-            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), pooled(&obs)));
+            sent = long_text::send_begin(obs.ctl.as_fd(), start(start_ns, start_file.is_some(), obs.pooled()));
         }
     }
     if let Err(e) = sent {
@@ -106,7 +105,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let answered = wait_for_answer(&obs);
     let mut begun_seen = start_file.is_none() && answered;
     let begun_ns = now_ns() - start_ns;
-    let prepared = matches!(obs.collector, CollectorProcess::Pooled(_));
+    let prepared = obs.pooled();
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
         Err(e) => {
@@ -216,16 +215,15 @@ fn store_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd) {
 /// inside the observed namespace.
 fn spawn_joined(obs: &Observation, program: &Path, command: &[OsString]) -> std::io::Result<Child> {
     let env = environment_memfd()?;
-    let tracker = obs.tracker.as_ref().map(|t| t.as_raw_fd());
+    let tracker = obs.tracker.as_ref().map(AsFd::as_fd);
     let mut cmd = Command::new(&obs.helper);
     cmd.arg("join")
         .arg(obs.holder_pid.to_string())
         .arg(env.as_raw_fd().to_string())
-        .arg(tracker.map_or("-".to_string(), |fd| fd.to_string()))
+        .arg(tracker.map_or("-".to_string(), |fd| fd.as_raw_fd().to_string()))
         .arg(program)
         .args(command);
-    let mut keep = vec![env.as_fd()];
-    keep.extend(obs.tracker.as_ref().map(|t| t.as_fd()));
+    let keep: Vec<_> = std::iter::once(env.as_fd()).chain(tracker).collect();
     spawn::spawn_inheriting(&mut cmd, &keep)
 }
 

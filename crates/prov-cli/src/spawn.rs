@@ -36,7 +36,9 @@ pub fn spawn_inheriting(
     let set_cloexec = |flags: FdFlag| fds.iter().try_for_each(|fd| fcntl(fd, FcntlArg::F_SETFD(flags)).map(drop));
     set_cloexec(FdFlag::empty())?;
     let child = cmd.spawn();
-    set_cloexec(FdFlag::FD_CLOEXEC)?;
+    // Not a reason to disown a child that started: the caller closes
+    // these descriptors right after anyway.
+    let _ = set_cloexec(FdFlag::FD_CLOEXEC);
     child
 }
 
