@@ -30,7 +30,12 @@
  * line editor waiting for the next line, once the prompt is out. The preparer
  * is started once and then waits on its socket for each next request (when
  * requests come faster than it can prepare, as pasted lines do, it keeps one
- * more observation ready ahead); it exits when the shell is gone.
+ * more observation ready ahead); it exits when the shell is gone. A command
+ * that left its namespace clean has its collector offer the observation for
+ * another record (Stored with a new tracker): the request then hands it back
+ * to the preparer, which sends the next record's settings on it and hands it
+ * out again, so the line starts no helper, collector or writer at all
+ * (give_back_stored).
  *
  * Rules for hooks: resolve real symbols lazily (a hook may run before the
  * constructor), keep errno, never allocate in code that runs after fork, and
@@ -84,6 +89,12 @@
 /* How long a command's start waits for the previous command's record to be
  * stored (see wait_stored). */
 #define STORED_WAIT_MS 2000
+/* How long the request for the next observation waits for the last one's
+ * Stored, to hand it back if it can serve again (give_back_stored): its
+ * record is usually stored within a millisecond or two; one that takes
+ * longer (a command with many files) is left to end, and a new observation
+ * is prepared as before. */
+#define REUSE_WAIT_MS 20
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -111,6 +122,7 @@ static struct {
     int paused;              /* ... but prompt tools' hooks run (see pause) */
     int ns_root, ctl, tracker, holder;        /* the active observation */
     int storing;             /* control socket of the ended one, until Stored */
+    int storing_root;        /* ... and its namespace root, should it serve again */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
     int prep_sock;           /* our end of the running preparer's socket */
@@ -127,7 +139,7 @@ static struct {
     char session[40], shell[16];
     char last_warning[256];
 } S = {
-    .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1,
+    .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1, .storing_root = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
     .prep_sock = -1, .capture = -1,
     .prepare_floor_ms = PREPARE_WAIT_MS, .prepare_took_ms = -1,
@@ -175,6 +187,14 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* Whether the other end of a socket is gone (a collector's control socket:
+ * the collector died). */
+static int hung_up(int sock)
+{
+    struct pollfd p = { .fd = sock, .events = POLLRDHUP };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 static void warn_once(const char *why)
 {
     if (strncmp(S.last_warning, why, sizeof S.last_warning - 1) == 0) return;
@@ -186,6 +206,59 @@ static void warn_once(const char *why)
 
 
 /* ------------------------------------------------------- preparation */
+
+/* The ended observation back to the preparer, if its collector offers it for
+ * another record: Stored (read here, waiting up to wait_ms) came with a new
+ * tracker. The preparer checks it is the one it handed out, sends the next
+ * record's settings and identity on it and answers as to "P". Returns 1 if
+ * handed back. Whatever comes of it, the record is stored or its collector
+ * gone once Stored or a hang-up was read; one not answered in time is still
+ * waited for by wait_stored, and ends as before when its control socket is
+ * closed (at the next command's end). */
+static int give_back_stored(int wait_ms)
+{
+    if (S.storing < 0 || S.storing_root < 0) return 0;
+    struct pollfd p = { .fd = S.storing, .events = POLLIN };
+    int64_t deadline = now_ns() + (int64_t)wait_ms * 1000000;
+    for (;;) {
+        int left = (int)((deadline - now_ns()) / 1000000);
+        int r = poll(&p, 1, left < 0 ? 0 : left);
+        if (r > 0) break;
+        if (r < 0 && errno == EINTR) continue;
+        close_fd(&S.storing_root);
+        return 0;
+    }
+    char msg[512];
+    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } c;
+    struct iovec iov = { .iov_base = msg, .iov_len = sizeof msg };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.space, .msg_controllen = sizeof c.space };
+    ssize_t n = recvmsg(S.storing, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int tracker = -1;
+    for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&tracker, CMSG_DATA(h), sizeof(int));
+    }
+    int handed = 0;
+    if (n > 0 && tracker >= 0 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
+        int fds[3] = { S.storing, S.storing_root, tracker };
+        union { struct cmsghdr h; char space[CMSG_SPACE(sizeof fds)]; } out;
+        memset(&out, 0, sizeof out);
+        struct iovec tag = { .iov_base = "A", .iov_len = 1 };
+        struct msghdr a = { .msg_iov = &tag, .msg_iovlen = 1, .msg_control = out.space, .msg_controllen = sizeof out.space };
+        struct cmsghdr *h = CMSG_FIRSTHDR(&a);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof fds);
+        memcpy(CMSG_DATA(h), fds, sizeof fds);
+        handed = sendmsg(S.prep_sock, &a, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+    }
+    /* Our copies: the preparer has its own now, or the collector is to see
+     * its control socket hang up and end. */
+    if (tracker >= 0) close(tracker);
+    close_fd(&S.storing);
+    close_fd(&S.storing_root);
+    return handed;
+}
 
 /* Starts `prov __prepare SESSION SHELL` in its own session, stdio on
  * /dev/null, with its end of a fresh socketpair as fd 3: if it dies without
@@ -199,7 +272,7 @@ static void spawn_preparer(void)
     /* The preparer of this shell waits for the next request: no process
      * start. One that is gone (or never started) is started anew. */
     if (S.prep_sock >= 0) {
-        if (send(S.prep_sock, "P", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+        if (give_back_stored(REUSE_WAIT_MS) || send(S.prep_sock, "P", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
             S.preparing = 1;
             S.preparer_late = 0;
             return;
@@ -234,6 +307,7 @@ static void spawn_preparer(void)
     close(peer);
     if (err) { close(sv[0]); return; }
     close_fd(&S.prep_sock);
+    close_fd(&S.storing_root); /* a new preparer knows nothing of it */
     S.prep_sock = move_high(sv[0], 1);
     S.preparing = 1;
     S.preparer_late = 0;
@@ -363,6 +437,7 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
         || (memfd < 0 && buf_hex(&msg, (unsigned char *)text->p, text->len))
         || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
         || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
+        || (sock == S.ctl && buf_str(&msg, ",\"reuse\":true"))
         || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
         || buf_str(&msg, "}}");
     int rc = -1;
@@ -412,15 +487,29 @@ static void end_unobserved(const char *status)
     buf_free(&msg);
 }
 
-static void begin_observation(const struct buf *text)
+/* The observation for the command about to start: the one ready, or one
+ * asked for now and waited for. One whose collector is gone (killed while
+ * the prompt idled) is replaced, once, as if none had been ready. */
+static void take_ready(void)
 {
-    if (S.active || S.unobserved || !S.loaded) return;
-    if (S.r_ctl < 0) {
+    for (int round = 0; round < 2; round++) {
+        if (S.r_ctl >= 0 && hung_up(S.r_ctl)) {
+            close_fd(&S.r_ctl);
+            close_fd(&S.r_ns_root);
+            close_fd(&S.r_tracker);
+        }
+        if (S.r_ctl >= 0) return;
         spawn_preparer();
         take_prepared(S.preparer_late ? 0
                                       : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
                                                         PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS));
     }
+}
+
+static void begin_observation(const struct buf *text)
+{
+    if (S.active || S.unobserved || !S.loaded) return;
+    take_ready();
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     if (S.r_ctl < 0) {
@@ -455,16 +544,26 @@ static void end_observation(const char *status)
         int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
             || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
             || buf_str(&msg, "}}");
+        /* The shell's own tracker first: when End is read, the collector
+         * then knows whether the command's last process is gone, and so
+         * whether the observation can serve another record. */
+        close_fd(&S.tracker);
         /* The prompt never waits for storing: the next command's start
          * does (wait_stored), if it comes before the answer. */
         int sent = !bad && send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0;
         buf_free(&msg);
-        int ctl = S.ctl;
-        S.ctl = -1;
+        int ctl = S.ctl, root = S.ns_root;
+        S.ctl = S.ns_root = -1;
         drop_active();
         close_fd(&S.storing);
-        if (sent) S.storing = ctl;
-        else close(ctl);
+        close_fd(&S.storing_root);
+        if (sent) {
+            S.storing = ctl;
+            S.storing_root = root;
+        } else {
+            close(ctl);
+            close(root);
+        }
     }
     /* Not now: starting the preparer (a vfork and exec, then three
      * processes setting up) would delay the prompt. The shell's next read is
@@ -653,7 +752,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
     resolve_real();
     int *ours[] = { &S.ns_root, &S.ctl, &S.tracker, &S.r_ns_root, &S.r_ctl, &S.r_tracker,
-                    &S.prep_sock, &S.capture, bash_history_rules_fd() };
+                    &S.storing, &S.storing_root, &S.prep_sock, &S.capture, bash_history_rules_fd() };
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) {
         if (*ours[i] == newfd && newfd != oldfd) {
             int inherit = (ours[i] == &S.tracker && observing());
@@ -712,8 +811,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = saved;
         return real_execve(path, argv, envp);
     }
-    struct pollfd hup = { .fd = S.ctl, .events = POLLRDHUP };
-    if (poll(&hup, 1, 0) > 0 && (hup.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+    if (hung_up(S.ctl)) {
         /* The collector died (its end of the control socket hung up) and
          * its holder with it: the join would be refused; run untraced. */
         if (dead_holder_reported && *dead_holder_reported != S.holder) {

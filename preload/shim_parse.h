@@ -28,6 +28,16 @@ static __attribute__((unused)) int parse_prepared(const char *msg, int *holder, 
     return 'R';
 }
 
+/* Whether the collector's Stored answer (JSON, not NUL-terminated) offers
+ * the observation for another record: `"reusable":true`, as serde_json
+ * writes it (no spaces), in the Stored object. */
+static __attribute__((unused)) int stored_reusable(const char *msg, size_t len)
+{
+    static const char head[] = "{\"Stored\":{", flag[] = "\"reusable\":true";
+    return len > sizeof head - 1 && !memcmp(msg, head, sizeof head - 1)
+        && memmem(msg, len, flag, sizeof flag - 1) != NULL;
+}
+
 /* A number the preparer adds to its R answer as " NAME=<digits>" (NAME
  * given with its "="): took= (how long preparing took, ms), wait= (the
  * configured [shell] prepare_wait_ms). -1 when absent or not a number that

@@ -493,3 +493,32 @@ pub fn set_modes_in(dir: &Path, dir_mode: u32, file_mode: u32) {
     }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode)).unwrap();
 }
+
+/// The paths of a record's files that end in `.txt`, file names only.
+pub fn txt_files(r: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .filter(|p| p.ends_with(".txt"))
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Moves this test's thread, and so what it starts from now on, into a
+/// mount namespace of its own (private): its mounts must not make the
+/// preparers of the tests running beside it discard their observations.
+pub fn own_mount_namespace() {
+    // SAFETY: unshare and mount with constant arguments; a mount namespace
+    // is per thread, so only this test's thread moves.
+    unsafe {
+        assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "{}", std::io::Error::last_os_error());
+        let private = libc::MS_REC | libc::MS_PRIVATE;
+        let r = libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), private, std::ptr::null());
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    }
+}

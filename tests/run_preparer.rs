@@ -378,20 +378,6 @@ fn a_stopped_preparer_with_a_full_queue_does_not_hold_up_prov_run() {
     drop(stopped);
 }
 
-/// Moves this test's thread, and so what it starts from now on, into a
-/// mount namespace of its own (private): its mounts must not make the
-/// preparers of the tests running beside it discard their observations.
-fn own_mount_namespace() {
-    // SAFETY: unshare and mount with constant arguments; a mount namespace
-    // is per thread, so only this test's thread moves.
-    unsafe {
-        assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "{}", std::io::Error::last_os_error());
-        let private = libc::MS_REC | libc::MS_PRIVATE;
-        let r = libc::mount(c"none".as_ptr(), c"/".as_ptr(), std::ptr::null(), private, std::ptr::null());
-        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-    }
-}
-
 /// The one command that read `file` (by query), once it is stored.
 fn reader_of_eventually(case: &Case, file: &str) -> serde_json::Value {
     let _ = case.last_command_ended();
@@ -653,21 +639,6 @@ fn served_by(case: &Case, script: &str) -> u32 {
     assert_traced(&out);
     assert!(out.status.success() && out.stderr.is_empty(), "{script}: {}", describe(&out));
     collector
-}
-
-/// The paths of a record's files that end in `.txt`, file names only.
-fn txt_files(r: &serde_json::Value) -> Vec<String> {
-    let mut names: Vec<String> = r["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|f| f["path"].as_str())
-        .filter(|p| p.ends_with(".txt"))
-        .map(|p| p.rsplit('/').next().unwrap().to_string())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
 }
 
 /// The processes of record `id` (`prov query processes`), their executables.

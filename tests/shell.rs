@@ -59,6 +59,9 @@ in_both_shells!(
     privacy_opt_out_skips_space_prefixed_commands,
     prov_shell_traces_without_touching_rc_files,
     a_slow_preparation_is_waited_for_as_configured,
+    clean_lines_share_one_observation_each_with_its_own_record,
+    a_mount_made_during_a_line_is_seen_by_the_next,
+    a_ready_collector_killed_while_the_prompt_idles_is_replaced,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -1020,6 +1023,128 @@ fn a_four_megabyte_typed_line_is_recorded_whole(shell: &str) {
     let text = cmd["text"].as_str().unwrap_or_default();
     assert_eq!(text.len(), line.len(), "the whole line: {}…", &text[..text.len().min(100)]);
     assert!(text == line, "the text, byte for byte");
+}
+
+/// The collector that serves `line`, which must run a `sleep` (found while
+/// it runs); the line must leave no word of prov's.
+fn served_by(sh: &mut Shell, line: &str) -> u32 {
+    served_by_while(sh, line, || {})
+}
+
+/// `served_by`, doing `meanwhile` while the line's `sleep` runs.
+fn served_by_while(sh: &mut Shell, line: &str, meanwhile: impl FnOnce()) -> u32 {
+    sh.session.send_line(line).unwrap();
+    let collector = collector_of_child_of(sh.pid, "sleep");
+    meanwhile();
+    let out = sh.wait_prompt();
+    assert!(!out.contains("prov:"), "{line}: {out}");
+    collector
+}
+
+/// Issue 15: lines whose commands leave nothing behind are served by one
+/// collector: after the first, a line starts no helper, collector or writer.
+/// Each still has its own record with its own files; a configuration edited
+/// while a line runs applies to the next; a line that leaves a process behind
+/// keeps its collector (its late write lands in its record), and the next
+/// line gets another. Before, every line had a collector of its own.
+fn clean_lines_share_one_observation_each_with_its_own_record(shell: &str) {
+    let case = Case::new(&format!("{shell}-reuse"));
+    let mut sh = Shell::start(&case, leak(shell));
+    let first = served_by(&mut sh, "echo one > one.txt; sleep 0.5");
+    // The next observation is prepared when the prompt is out: a
+    // configuration edited before then applies to the next line.
+    let second = served_by_while(&mut sh, "cat one.txt one.txt > two.txt; sleep 0.5", || {
+        case.write_config("[write]\nexclude_also = [\"ignored*\"]\n")
+    });
+    let third = served_by(&mut sh, "echo three > three.txt; echo x > ignored.txt; sleep 0.5");
+    let lingering = served_by(&mut sh, "(sleep 2; echo late > late.txt) & echo four > four.txt; sleep 0.5");
+    let fifth = served_by(&mut sh, "echo five > five.txt; sleep 0.5");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !case.work.join("late.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sh.run("true");
+    sh.exit();
+    assert_eq!(second, first, "the second line was served by the first one's collector");
+    assert_eq!(third, first, "the third too");
+    assert_eq!(lingering, first, "the fourth too");
+    assert_ne!(fifth, lingering, "the observation with a process left behind was not used again");
+    let one = assert_wrote(&case, "one.txt", "echo one > one.txt; sleep 0.5");
+    let two = assert_wrote(&case, "two.txt", "cat one.txt one.txt > two.txt; sleep 0.5");
+    let three = assert_wrote(&case, "three.txt", "echo three > three.txt; echo x > ignored.txt; sleep 0.5");
+    let four = assert_wrote(&case, "four.txt", "(sleep 2; echo late > late.txt) & echo four > four.txt; sleep 0.5");
+    let five = assert_wrote(&case, "five.txt", "echo five > five.txt; sleep 0.5");
+    assert_eq!(txt_files(&one), ["one.txt"], "{one:#}");
+    assert_eq!(txt_files(&two), ["one.txt", "two.txt"], "{two:#}");
+    assert_eq!(txt_files(&three), ["three.txt"], "ignored.txt is left out: {three:#}");
+    assert_eq!(txt_files(&four), ["four.txt", "late.txt"], "{four:#}");
+    assert_eq!(txt_files(&five), ["five.txt"], "{five:#}");
+    for r in [&one, &two, &three, &four, &five] {
+        assert_eq!(r["complete"], true, "{r:#}");
+        assert_eq!(r["exit_status"], 0, "{r:#}");
+    }
+}
+
+/// Issue 15: a filesystem mounted while a line runs (in the shell's own
+/// mount namespace, from which nothing propagates into an observation's
+/// copy of it) is where the next line writes: the observation that served
+/// the line, copied from the mount table before, is not used again.
+fn a_mount_made_during_a_line_is_seen_by_the_next(shell: &str) {
+    let case = Case::new(&format!("{shell}-reuse-mount"));
+    own_mount_namespace();
+    let mut sh = Shell::start(&case, leak(shell));
+    sh.run("echo one > one.txt");
+    sh.session.send_line("sleep 0.5").unwrap();
+    collector_of_child_of(sh.pid, "sleep");
+    let mnt = mount_tmpfs(&case.work.join("between"));
+    sh.wait_prompt();
+    sh.run("echo two > between/two.txt");
+    sh.run("true");
+    let seen = std::fs::read_to_string(mnt.path.join("two.txt"));
+    sh.exit();
+    assert_eq!(seen.ok().as_deref(), Some("two\n"), "the line wrote into the mounted filesystem");
+    assert_wrote(&case, "between/two.txt", "echo two > between/two.txt");
+}
+
+/// Issue 15: the collector of the observation waiting for the next line (a
+/// child of the shell's preparer) is killed while the prompt idles: that
+/// line is traced all the same, by a new observation, and nothing is said.
+/// Before, it ran untraced ("the collector is gone").
+fn a_ready_collector_killed_while_the_prompt_idles_is_replaced(shell: &str) {
+    let case = Case::new(&format!("{shell}-reuse-killed"));
+    let mut sh = Shell::start(&case, leak(shell));
+    served_by(&mut sh, "echo one > one.txt; sleep 0.5");
+    // Made ready once the prompt is out.
+    let preparer = preparer_of(sh.pid);
+    let mut ready = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ready.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        ready = prov_e2e::processes::children_of(preparer)
+            .into_iter()
+            .filter(|(_, name)| name == "prov-collector")
+            .map(|(pid, _)| pid)
+            .collect();
+    }
+    assert!(!ready.is_empty(), "an observation is ready for the next line");
+    for &pid in &ready {
+        nix_kill(pid);
+    }
+    // Gone once they have exited (zombies until the preparer reaps them):
+    // their control sockets have hung up.
+    let exited = |pid: &u32| prov_e2e::processes::status_field(*pid, "State").is_none_or(|s| s.starts_with('Z'));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready.iter().all(exited) {
+        assert!(Instant::now() < deadline, "the killed collectors are gone");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = served_by(&mut sh, "echo two > two.txt; sleep 0.5");
+    sh.run("true");
+    sh.exit();
+    assert!(!ready.contains(&second), "{second} was killed");
+    assert_wrote(&case, "one.txt", "echo one > one.txt; sleep 0.5");
+    let two = assert_wrote(&case, "two.txt", "echo two > two.txt; sleep 0.5");
+    assert_eq!(two["complete"], true, "{two:#}");
 }
 
 mod issue_11 {

@@ -130,6 +130,18 @@ static void test_prepared(void)
     CHECK(parse_prepared("", &holder, &skip) == 0);
     CHECK(parse_prepared("R42 skip-space took=350 wait=2000", &holder, &skip) == 'R' && holder == 42 && skip);
     CHECK(parse_prepared("R42 took=350", &holder, &skip) == 'R' && !skip);
+
+    /* The collector's Stored answer, as serde_json writes it. */
+    const char *reusable = "{\"Stored\":{\"events\":3,\"completeness\":\"Complete\",\"spooled\":null,"
+                           "\"lost\":null,\"collector_cpu_ns\":12,\"reusable\":true}}";
+    const char *ended = "{\"Stored\":{\"events\":3,\"spooled\":null,\"lost\":null,\"reusable\":false}}";
+    const char *quoted = "{\"Stored\":{\"events\":0,\"lost\":\"x \\\"reusable\\\":true\",\"reusable\":false}}";
+    CHECK(stored_reusable(reusable, strlen(reusable)));
+    CHECK(!stored_reusable(ended, strlen(ended)));
+    CHECK(!stored_reusable(quoted, strlen(quoted)));
+    CHECK(!stored_reusable("{\"Begun\":{\"reusable\":true}}", 29));
+    CHECK(!stored_reusable(reusable, 20));
+    CHECK(!stored_reusable("", 0));
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "took=") == 350);
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "wait=") == 2000);
     CHECK(prepared_number("R42 took=350", "wait=") == -1);

@@ -90,8 +90,18 @@ pub fn start_unprepared(helper: &std::path::Path) -> Result<Observation, String>
 /// Sends the collector the settings and the record's identity; only then
 /// does its writer open the database.
 pub fn prepare(obs: &Observation, user: &UserSetup, identity: RecordIdentity) -> Result<(), String> {
+    send_prepare(obs.ctl.as_fd(), user, identity)
+}
+
+/// `prepare` on a control socket: also for an observation taken back for
+/// another record.
+pub fn send_prepare(
+    ctl: std::os::fd::BorrowedFd<'_>,
+    user: &UserSetup,
+    identity: RecordIdentity,
+) -> Result<(), String> {
     let prepare = ToCollector::Prepare { settings: user.settings(), identity };
-    ipc::send_json(obs.ctl.as_fd(), &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))
+    ipc::send_json(ctl, &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))
 }
 
 fn start_with(helper: &std::path::Path) -> Result<Observation, String> {

@@ -498,7 +498,7 @@ fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Op
 }
 
 /// A socket's inode number (0 if it cannot be read).
-fn inode(fd: &OwnedFd) -> u64 {
+pub(crate) fn inode(fd: &OwnedFd) -> u64 {
     nix::sys::stat::fstat(fd).map_or(0, |st| st.st_ino)
 }
 
@@ -558,7 +558,7 @@ fn process_lives(pidfd: &OwnedFd) -> bool {
 
 /// Whether our mount table changed since we last asked (the kernel flags
 /// POLLPRI once per change, per open file).
-fn mounts_changed(mounts: &std::fs::File) -> bool {
+pub(crate) fn mounts_changed(mounts: &std::fs::File) -> bool {
     let mut fds = [PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
     matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
 }

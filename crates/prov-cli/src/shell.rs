@@ -4,7 +4,7 @@
 //! idles) sets up the next observation and hands it to the shell.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use prov_collect::ipc;
-use prov_collect::protocol::CommandStart;
+use prov_collect::protocol::{CommandStart, RecordIdentity};
 use prov_model::config::ShellConfig;
 use prov_model::CommandEnd;
 
@@ -154,41 +154,68 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
 /// with the command for the CPU.
 const AHEAD_WHEN_FASTER: u32 = 4;
 
+/// The shim's requests: prepare the next observation (`P`), or take this
+/// one back for another record and hand it out again (`A`, with its
+/// control socket, namespace root and the collector's new tracker).
+const PREPARE_TAG: &[u8] = b"P";
+const AGAIN_TAG: &[u8] = b"A";
+
 /// `prov __prepare SESSION SHELL`, fd 3 being the shim's socket: answers
 /// `R<holder pid>[ skip-space]` with [control socket, namespace root,
 /// tracker], or `E<one-line reason>`; then waits for the shim's next request
-/// (`P`) and answers again, until the shim hangs up (its shell is gone).
+/// (`P`, or `A` with an observation whose collector offered it for another
+/// record) and answers again, until the shim hangs up (its shell is gone).
 /// Started once per shell: the preparer's own start is no longer on each
 /// command's way. Meanwhile the shim sends the start and end of each command
 /// it had to run without an observation, and their record is stored here.
 pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let shim = shim_socket()?;
     let mut unobserved = Unobserved { session: &session, shell: &shell, start: None };
+    // Who and where: the same for every record of this shell.
+    let identity = observe::identity(session.clone(), &shell);
+    // Polled for POLLPRI: the kernel flags each change of the mount table,
+    // which makes every observation prepared before it stale.
+    let mounts = std::fs::File::open("/proc/self/mountinfo").ok();
+    let mut generation = 0u64;
     let mut ahead: Option<Prepared> = None;
+    let mut handed: Option<HandedOut> = None;
+    let mut given_back: Option<Vec<std::os::fd::OwnedFd>> = None;
     let mut answered: Option<Instant> = None;
     let mut preparing_takes = Duration::ZERO;
     // Being started is the first request.
     loop {
         reap_exited_children();
+        if mounts.as_ref().is_some_and(crate::run_preparer::mounts_changed) {
+            generation += 1;
+        }
         let quick = answered.is_some_and(|t| t.elapsed() * AHEAD_WHEN_FASTER < preparing_takes);
-        let prepared = ahead.take().unwrap_or_else(|| {
+        let reused = given_back.take().and_then(|fds| take_back(fds, handed.as_ref(), generation, &identity));
+        let was_reused = reused.is_some();
+        // One prepared ahead before a mount came or went has a stale copy.
+        let fresh_ahead = ahead.take().filter(|a| a.as_ref().map_or(true, |r| r.generation == generation));
+        let prepared = reused.or(fresh_ahead).unwrap_or_else(|| {
             let started = Instant::now();
-            let prepared = prepare_one(&session, &shell);
+            let prepared = prepare_one(&identity, generation);
             preparing_takes = started.elapsed();
             prepared
         });
         if send_prepared(shim, &prepared).is_err() {
             return Ok(ExitCode::SUCCESS);
         }
+        handed = prepared.as_ref().ok().map(HandedOut::of);
         // Our copies of the descriptors are closed: only the shell holds them.
         drop(prepared);
         answered = Some(Instant::now());
-        if quick {
-            ahead = Some(prepare_one(&session, &shell));
+        if quick && !was_reused && ahead.is_none() {
+            ahead = Some(prepare_one(&identity, generation));
         }
         loop {
             match ipc::recv(shim) {
-                Ok(Some((message, _))) if message == b"P" => break,
+                Ok(Some((message, _))) if message == PREPARE_TAG => break,
+                Ok(Some((message, fds))) if message == AGAIN_TAG => {
+                    given_back = Some(fds);
+                    break;
+                }
                 Ok(Some((message, fds))) => unobserved.receive(&message, fds),
                 // The shell is gone; an observation prepared ahead ends unused.
                 Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
@@ -250,33 +277,127 @@ impl Unobserved<'_> {
     }
 }
 
-/// One observation for the shim, or why there is none.
-type Prepared = Result<(observe::Observation, ShellConfig, Duration), String>;
+/// An observation for the shim.
+struct Ready {
+    ctl: OwnedFd,
+    ns_root: OwnedFd,
+    tracker: OwnedFd,
+    holder_pid: i32,
+    collector_pid: u32,
+    config: ShellConfig,
+    /// How long preparing (or taking back) it took.
+    took: Duration,
+    /// The mount table's generation it was prepared in.
+    generation: u64,
+}
 
-fn prepare_one(session: &str, shell: &str) -> Prepared {
+/// One observation for the shim, or why there is none.
+type Prepared = Result<Ready, String>;
+
+/// The observation last handed to the shim: the only one it may hand back.
+struct HandedOut {
+    ctl_inode: u64,
+    collector_pid: u32,
+    holder_pid: i32,
+    generation: u64,
+}
+
+impl HandedOut {
+    fn of(ready: &Ready) -> HandedOut {
+        HandedOut {
+            ctl_inode: crate::run_preparer::inode(&ready.ctl),
+            collector_pid: ready.collector_pid,
+            holder_pid: ready.holder_pid,
+            generation: ready.generation,
+        }
+    }
+}
+
+/// This record's identity: the shell's, with a new record id.
+fn next_identity(shell: &RecordIdentity) -> RecordIdentity {
+    RecordIdentity { uuid: uuid::Uuid::now_v7().to_string(), ..shell.clone() }
+}
+
+fn prepare_one(identity: &RecordIdentity, generation: u64) -> Prepared {
     let started = Instant::now();
     // The configuration is read again each time: an edit applies from the
     // next observation on, as when each had a preparer of its own.
-    UserSetup::load().map_err(|e| format!("{e:#}")).and_then(|user| {
-        let config = user.config.shell;
-        observe::start(&user, observe::identity(session.to_string(), shell)).map(|obs| (obs, config, started.elapsed()))
+    let user = UserSetup::load().map_err(|e| format!("{e:#}"))?;
+    let obs = observe::start(&user, next_identity(identity))?;
+    let tracker = obs.tracker.ok_or("no tracker from the collector")?;
+    Ok(Ready {
+        ctl: obs.ctl,
+        ns_root: obs.ns_root,
+        tracker,
+        holder_pid: obs.holder_pid,
+        collector_pid: obs.collector_pid,
+        config: user.config.shell,
+        took: started.elapsed(),
+        generation,
     })
+}
+
+/// The observation the shim hands back (`A`: control socket, namespace root
+/// and the collector's new tracker), ready for another record: the next
+/// record's settings and identity are sent on it. None when it is not the
+/// one last handed out, its collector is gone or did not make that tracker,
+/// or the mount table changed since it was prepared (its namespace is a copy
+/// of the old one): then our copies are closed, its collector sees its
+/// control socket hang up and ends, and a new one is prepared.
+fn take_back(
+    fds: Vec<OwnedFd>,
+    last: Option<&HandedOut>,
+    generation: u64,
+    identity: &RecordIdentity,
+) -> Option<Prepared> {
+    let started = Instant::now();
+    let last = last?;
+    let [ctl, ns_root, tracker] = <[OwnedFd; 3]>::try_from(fds).ok()?;
+    let collector_lives = matches!(
+        nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(last.collector_pid as i32),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG)
+        ),
+        Ok(nix::sys::wait::WaitStatus::StillAlive)
+    );
+    // The collector made the tracker: it is its peer.
+    let genuine = crate::run_preparer::inode(&ctl) == last.ctl_inode
+        && crate::spawn::socket_peer_pid(tracker.as_raw_fd()) == Some(last.collector_pid as i32)
+        && collector_lives
+        && last.generation == generation;
+    if !genuine {
+        return None;
+    }
+    let user = match UserSetup::load() {
+        Ok(user) => user,
+        Err(e) => return Some(Err(format!("{e:#}"))),
+    };
+    observe::send_prepare(ctl.as_fd(), &user, next_identity(identity)).ok()?;
+    Some(Ok(Ready {
+        ctl,
+        ns_root,
+        tracker,
+        holder_pid: last.holder_pid,
+        collector_pid: last.collector_pid,
+        config: user.config.shell,
+        took: started.elapsed(),
+        generation,
+    }))
 }
 
 fn send_prepared(shim: BorrowedFd<'_>, prepared: &Prepared) -> Result<()> {
     match prepared {
-        Ok((obs, config, took)) => {
-            let tracker = obs.tracker.as_ref().ok_or_else(|| anyhow!("no tracker"))?;
-            let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
+        Ok(ready) => {
+            let fds = [ready.ctl.as_raw_fd(), ready.ns_root.as_raw_fd(), ready.tracker.as_raw_fd()];
             // The shim applies [shell] skip_space_prefixed itself, and waits
             // for the next preparation as long as prepare_wait_ms and this
             // one's duration say (preload/shim_parse.h, prepare_wait_ms).
             let answer = format!(
                 "R{}{} took={} wait={}",
-                obs.holder_pid,
-                if config.skip_space_prefixed { " skip-space" } else { "" },
-                took.as_millis().min(i32::MAX as u128),
-                config.prepare_wait_ms.0.min(i32::MAX as u32),
+                ready.holder_pid,
+                if ready.config.skip_space_prefixed { " skip-space" } else { "" },
+                ready.took.as_millis().min(i32::MAX as u128),
+                ready.config.prepare_wait_ms.0.min(i32::MAX as u32),
             );
             ipc::send(shim, answer.as_bytes(), &fds)?;
         }

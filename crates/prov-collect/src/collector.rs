@@ -348,9 +348,11 @@ impl Observation<'_> {
                     spool_dir: settings.spool_dir.clone(),
                     busy_timeout_ms: settings.busy_timeout_ms,
                 });
-                if self.records_done > 0 {
-                    st.drop_stray_events(self.group)?;
-                }
+                // Events already read belong to this record: a reused
+                // observation's namespace was clean when the last record was
+                // stored (its last process gone, every event read), and the
+                // shell sends Prepare and Begin and runs the command without
+                // waiting, so its first events can be read before Prepare.
                 st.redactor = Some(Redactor::new(&settings.redact));
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
                 st.identity = Some(identity);
@@ -577,25 +579,6 @@ impl State {
         self.redactor = None;
         self.processes_over = false;
         self.reuse_asked = false;
-    }
-
-    /// Events read while no record was open (none are expected: the last
-    /// command's were all read before its record was stored, and the next
-    /// one has not started) belong to no record: dropped, and said so.
-    fn drop_stray_events(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
-        let mut dropped = 0;
-        loop {
-            let more = self.fill(group)?;
-            dropped += self.backlog.len();
-            self.backlog.clear();
-            if !more {
-                break;
-            }
-        }
-        if dropped > 0 {
-            self.writer.log(format!("{dropped} file events came while the observation waited for a command; dropped"));
-        }
-        Ok(())
     }
 
     /// One read() of the kernel's queue into the backlog, as far as the
