@@ -145,6 +145,21 @@ impl Store {
         &self.path
     }
 
+    /// Sets how long a write waits for another connection's lock (a
+    /// connection kept for the next record takes that record's setting).
+    pub fn set_busy_timeout(&self, busy_timeout: Duration) -> Result<()> {
+        self.conn.busy_timeout(busy_timeout).ctx(&self.path, "setting busy timeout")
+    }
+
+    /// Copies what the write-ahead log holds into the database file, as far
+    /// as readers allow, without waiting for them (a no-op with the rollback
+    /// journal): for a connection that stays open while nothing is written,
+    /// so the file alone holds every stored record. Failing, it is left to
+    /// SQLite's own checkpoints.
+    pub fn checkpoint(&self) {
+        let _ = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+
     /// Whether the path still names the file this store writes to: false
     /// once the database was deleted, or replaced by another file, while it
     /// was open (the writes would go to a file nobody will read).

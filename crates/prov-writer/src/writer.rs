@@ -4,7 +4,7 @@
 //! asks for a `Sync`.
 
 use std::path::PathBuf;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use prov_model::writer_pipe::{SyncReport, ToWriter};
@@ -14,6 +14,14 @@ use prov_store::Store;
 
 /// Events per SQLite transaction at most, when batches queue up.
 const MAX_TRANSACTION: usize = 65_536;
+
+/// How long the database of a closed record stays open for the next
+/// record's `Setup`, and how long the writer idles before what it stored is
+/// checkpointed into the database file: lines pasted into a shell, or `prov
+/// run` in a loop, come sooner and pay no open and close each (measured:
+/// most of the writer's CPU per record, benches/README.md); a person's next
+/// command, or a copy of the file, finds it closed or checkpointed.
+const LINGER: Duration = Duration::from_millis(200);
 
 enum Sink {
     None,
@@ -43,6 +51,12 @@ struct Writer {
     events_gone: u64,
     /// The database, opened when the settings come (see `open_early`).
     opened: Option<Store>,
+    /// The database of the record just closed, for the next record if its
+    /// `Setup` names the same one within `LINGER` (see `close_record`).
+    kept: Option<Store>,
+    /// Records were stored since the last checkpoint, through a connection
+    /// still open: checkpointed once the writer idles.
+    checkpoint_due: bool,
 }
 
 /// Stores the messages of `rx` until it closes; `reply` answers each `Sync`.
@@ -58,11 +72,21 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         events_in_db: 0,
         events_gone: 0,
         opened: None,
+        kept: None,
+        checkpoint_due: false,
     };
     let mut pending: Option<ToWriter> = None;
     loop {
         let msg = match pending.take() {
             Some(msg) => msg,
+            None if w.kept.is_some() || w.checkpoint_due => match rx.recv_timeout(LINGER) {
+                Ok(msg) => msg,
+                Err(RecvTimeoutError::Timeout) => {
+                    w.idle();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
             None => match rx.recv() {
                 Ok(msg) => msg,
                 Err(_) => break,
@@ -184,8 +208,19 @@ impl Writer {
     /// moved, replaced or made read-only before the next command then
     /// applies to it, and nothing holds the file meanwhile), and nothing of
     /// this record kept. The next `Setup` brings the next record's settings.
+    /// The database stays open for `LINGER` all the same (`kept`): a
+    /// `Setup` for it that comes sooner takes it as it is, after the checks
+    /// a new open would make (`take_kept`).
     fn close_record(&mut self) {
-        self.sink = Sink::None;
+        let sink = std::mem::replace(&mut self.sink, Sink::None);
+        self.kept = match sink {
+            Sink::Database { store, .. } => {
+                self.checkpoint_due = true;
+                Some(*store)
+            }
+            // Opened for a record that never began.
+            _ => self.opened.take(),
+        };
         self.opened = None;
         self.begin = None;
         self.report = SyncReport::default();
@@ -201,7 +236,44 @@ impl Writer {
     /// not final: the start tries again.
     fn open_early(&mut self) {
         if self.refused.is_none() {
-            self.opened = Store::open(&self.database, self.busy_timeout).ok();
+            self.opened = self.take_kept().or_else(|| Store::open(&self.database, self.busy_timeout).ok());
+        }
+        // Any other database kept from the last record is closed.
+        self.kept = None;
+    }
+
+    /// The kept database, if it is the one this record's settings name and
+    /// a new open would find it the same: still at its path, and the file
+    /// and its directory still writable by us (made read-only between
+    /// commands, the record goes to the spool as it would on a new open;
+    /// an open connection could still write).
+    fn take_kept(&mut self) -> Option<Store> {
+        let kept = self.kept.take()?;
+        let dir = self.database.parent().filter(|d| !d.as_os_str().is_empty())?;
+        let writable = |p: &std::path::Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+        (kept.path() == self.database
+            && kept.is_at_its_path()
+            && writable(&self.database)
+            && writable(dir)
+            && kept.set_busy_timeout(self.busy_timeout).is_ok())
+        .then_some(kept)
+    }
+
+    /// Nothing came for `LINGER`: a kept database nobody asked for is
+    /// closed (SQLite checkpoints and removes its -wal and -shm as the last
+    /// connection closes), and what was stored through a connection still
+    /// open is checkpointed into the database file.
+    fn idle(&mut self) {
+        self.kept = None;
+        if self.checkpoint_due {
+            self.checkpoint_due = false;
+            let open = match &self.sink {
+                Sink::Database { store, .. } => Some(&**store),
+                _ => self.opened.as_ref(),
+            };
+            if let Some(store) = open {
+                store.checkpoint();
+            }
         }
     }
 
@@ -341,41 +413,116 @@ mod close_tests {
         ]
     }
 
-    /// An observation serving several records: after `Close` nothing of the
-    /// database is held open (SQLite removes the -wal file when the last
-    /// connection closes), and the next record goes where its own `Setup`
-    /// says, with a report of its own.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("prov-writer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn count(db: &Path) -> usize {
+        let store = prov_store::Store::open(db, std::time::Duration::from_secs(1)).unwrap();
+        store.history(None).unwrap().len()
+    }
+
+    /// Waits (up to 5 s) for SQLite's -wal beside `db` to go: the last
+    /// connection to it closed.
+    fn closed(db: &Path) -> bool {
+        let wal = db.with_extension("db-wal");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while wal.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        !wal.exists()
+    }
+
+    /// An observation serving several records: once nothing follows a
+    /// `Close`, nothing of the database is held open (SQLite removes the
+    /// -wal file when the last connection closes), and the next record goes
+    /// where its own `Setup` says, with a report of its own.
     #[test]
     fn close_lets_go_of_the_database_and_the_next_record_follows_its_own_settings() {
         let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = std::env::temp_dir().join(format!("prov-writer-close-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("close");
         let (first, second, spool) = (dir.join("first.db"), dir.join("second.db"), dir.join("spool"));
         let (tx, rx) = mpsc::channel();
         let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
         let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
-        let wal = |db: &Path| db.with_extension("db-wal");
         for msg in record("0001", &first, &spool) {
             tx.send(msg).unwrap();
         }
-        let (synced, closed) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        let (synced, closed_report) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
         assert_eq!((synced.spooled, synced.lost), (None, None));
-        assert_eq!(closed.events, 0);
-        assert!(first.exists() && !wal(&first).exists(), "the first database is closed");
+        assert_eq!(closed_report.events, 0);
+        assert!(first.exists() && closed(&first), "the first database is closed");
         for msg in record("0002", &second, &spool) {
             tx.send(msg).unwrap();
         }
         let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
         assert_eq!((synced.spooled, synced.lost), (None, None));
-        assert!(second.exists() && !wal(&second).exists(), "the second database is closed");
+        assert!(second.exists() && closed(&second), "the second database is closed");
         drop(tx);
         writer.join().unwrap();
-        let count = |db: &Path| {
-            let store = prov_store::Store::open(db, std::time::Duration::from_secs(1)).unwrap();
-            store.history(None).unwrap().len()
-        };
         assert_eq!((count(&first), count(&second)), (1, 1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Records back to back share the open database, but one removed
+    /// between two records is not written through the connection kept from
+    /// the first: the second record is in the database now at the path.
+    #[test]
+    fn a_database_removed_between_two_records_gets_the_second_anew() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("removed");
+        let (db, spool) = (dir.join("prov.db"), dir.join("spool"));
+        let (tx, rx) = mpsc::channel();
+        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
+        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+        for uuid in ["0001", "0002"] {
+            for msg in record(uuid, &db, &spool) {
+                tx.send(msg).unwrap();
+            }
+            let _ = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        }
+        assert_eq!(count(&db), 2, "two records back to back");
+        std::fs::remove_file(&db).unwrap();
+        for msg in record("0003", &db, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        drop(tx);
+        writer.join().unwrap();
+        let store = prov_store::Store::open(&db, std::time::Duration::from_secs(1)).unwrap();
+        let texts: Vec<String> = store.history(None).unwrap().iter().map(|c| c.uuid.clone()).collect();
+        assert_eq!(texts, ["0003"], "the third record, in the new database");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The shell's next observation opens the database as soon as the prompt
+    /// is out, and its connection stays open while the prompt idles: the
+    /// records stored before are checkpointed into the file all the same,
+    /// so a copy of the file alone has them.
+    #[test]
+    fn while_the_next_record_waits_the_file_alone_holds_the_last() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("idle");
+        let (db, spool, copy) = (dir.join("prov.db"), dir.join("spool"), dir.join("copy.db"));
+        let (tx, rx) = mpsc::channel();
+        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
+        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+        for msg in record("0001", &db, &spool) {
+            tx.send(msg).unwrap();
+        }
+        let _ = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        // The next record's settings, at once; its start does not come.
+        tx.send(ToWriter::Setup { database: db.clone(), spool_dir: spool.clone(), busy_timeout_ms: 1000 }).unwrap();
+        std::thread::sleep(super::LINGER * 3);
+        assert!(db.with_extension("db-wal").exists(), "the database is open for the next record");
+        std::fs::copy(&db, &copy).unwrap();
+        assert_eq!(count(&copy), 1, "the copied file holds the first record");
+        drop(tx);
+        writer.join().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
