@@ -195,6 +195,20 @@ static int hung_up(int sock)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
+/* Whether `fd` became readable (or hung up) within wait_ms; signals do not
+ * cut the wait short. */
+static int readable_within(int fd, int wait_ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int64_t deadline = now_ns() + (int64_t)wait_ms * 1000000;
+    for (;;) {
+        int left = (int)((deadline - now_ns()) / 1000000);
+        int r = poll(&p, 1, left < 0 ? 0 : left);
+        if (r > 0) return 1;
+        if (r == 0 || errno != EINTR) return 0;
+    }
+}
+
 static void warn_once(const char *why)
 {
     if (strncmp(S.last_warning, why, sizeof S.last_warning - 1) == 0) return;
@@ -218,13 +232,7 @@ static void warn_once(const char *why)
 static int give_back_stored(int wait_ms)
 {
     if (S.storing < 0 || S.storing_root < 0) return 0;
-    struct pollfd p = { .fd = S.storing, .events = POLLIN };
-    int64_t deadline = now_ns() + (int64_t)wait_ms * 1000000;
-    for (;;) {
-        int left = (int)((deadline - now_ns()) / 1000000);
-        int r = poll(&p, 1, left < 0 ? 0 : left);
-        if (r > 0) break;
-        if (r < 0 && errno == EINTR) continue;
+    if (!readable_within(S.storing, wait_ms)) {
         close_fd(&S.storing_root);
         return 0;
     }
@@ -319,13 +327,7 @@ static void spawn_preparer(void)
 static void take_prepared(int wait_ms)
 {
     if (S.r_ctl >= 0 || S.prep_sock < 0 || !S.preparing) return;
-    struct pollfd p = { .fd = S.prep_sock, .events = POLLIN };
-    int64_t deadline = now_ns() + (int64_t)wait_ms * 1000000;
-    for (;;) {
-        int left = (int)((deadline - now_ns()) / 1000000);
-        int r = poll(&p, 1, left < 0 ? 0 : left);
-        if (r > 0) break;
-        if (r < 0 && errno == EINTR) continue;
+    if (!readable_within(S.prep_sock, wait_ms)) {
         if (wait_ms > 0) S.preparer_late = 1;
         return;
     }
@@ -406,13 +408,7 @@ static void drop_active(void)
 static void wait_stored(void)
 {
     if (S.storing < 0) return;
-    struct pollfd p = { .fd = S.storing, .events = POLLIN };
-    int64_t deadline = now_ns() + (int64_t)STORED_WAIT_MS * 1000000;
-    for (;;) {
-        int left = (int)((deadline - now_ns()) / 1000000);
-        int r = poll(&p, 1, left < 0 ? 0 : left);
-        if (r >= 0 || errno != EINTR) break;
-    }
+    (void)readable_within(S.storing, STORED_WAIT_MS);
     close_fd(&S.storing);
 }
 
