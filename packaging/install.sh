@@ -64,15 +64,25 @@ if [ "$(printf '%s\n%s\n' "$need_rust" "$have_rust" | sort -V | head -n1)" != "$
 fi
 
 target=$src/target/install
-build=(env "PATH=$(dirname "$cargo_bin"):$PATH" CARGO_TARGET_DIR="$target"
-       "$cargo_bin" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
-       -p prov-writer
-       -p prov-cli -p prov-collect -p prov-helper)
+cargo=(env "PATH=$(dirname "$cargo_bin"):$PATH" CARGO_TARGET_DIR="$target" "$cargo_bin")
+build=("${cargo[@]}" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
+       -p prov-writer -p prov-cli -p prov-collect)
+# The setuid helper is linked statically (static-pie): every command typed
+# at a traced prompt execs it, and without ld.so (which runs in secure mode
+# for a setuid program, loading libc and libgcc_s) it reaches the command
+# 0.4 ms sooner (benches/README.md). Only the final link differs, so the
+# flag goes to that crate alone (`cargo rustc`). docs/security-model.md
+# weighs it: no dynamic loader in the privileged path, but a C library
+# fix reaches the helper only with a rebuild.
+helper=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
+        -p prov-helper --bin prov-helper -- -C target-feature=+crt-static)
 if [ "$builder" != root ]; then
     install -d -o "$builder" "$target"
     runuser -u "$builder" -- "${build[@]}"
+    runuser -u "$builder" -- "${helper[@]}"
 else
     "${build[@]}"
+    "${helper[@]}"
 fi
 
 # The preload shim is C: tiny, no Rust runtime in the user's shell.

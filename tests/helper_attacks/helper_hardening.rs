@@ -491,3 +491,26 @@ fn collector_never_has_the_prov_group_and_cannot_be_inspected() {
         let _ = child.wait();
     }
 }
+
+/// The installed helper runs without a dynamic loader (static-pie, from
+/// packaging/install.sh): no ld.so, library search path or `LD_*` variable
+/// takes part in its privileged start. An ELF program header of type
+/// PT_INTERP names the loader of a dynamically linked program.
+#[test]
+fn the_installed_helper_has_no_dynamic_loader() {
+    const PT_INTERP: u32 = 3;
+    let case = Case::new("static-helper");
+    let elf = std::fs::read(case.inst.helper()).unwrap();
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    let types: Vec<u32> = (0..phnum)
+        .map(|i| {
+            let at = phoff + i * phentsize;
+            u32::from_le_bytes(elf[at..at + 4].try_into().unwrap())
+        })
+        .collect();
+    assert!(!types.is_empty(), "program headers");
+    assert!(!types.contains(&PT_INTERP), "the helper names a dynamic loader: {types:?}");
+}
