@@ -204,13 +204,13 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 
 impl Writer {
     /// The record is complete and the observation waits for the next one
-    /// (`ToWriter::Close`): the database or spool file closed (a database
-    /// moved, replaced or made read-only before the next command then
-    /// applies to it, and nothing holds the file meanwhile), and nothing of
-    /// this record kept. The next `Setup` brings the next record's settings.
-    /// The database stays open for `LINGER` all the same (`kept`): a
-    /// `Setup` for it that comes sooner takes it as it is, after the checks
-    /// a new open would make (`take_kept`).
+    /// (`ToWriter::Close`): nothing of this record is kept, and the spool
+    /// file is closed. The database stays open for `LINGER` (`kept`): the
+    /// next record's `Setup`, which brings its settings, takes it if it
+    /// names the same one and a new open would find it the same
+    /// (`take_kept`: a database moved, replaced or made read-only before
+    /// the next command still applies to it); otherwise it is closed, and
+    /// nothing holds the file.
     fn close_record(&mut self) {
         let sink = std::mem::replace(&mut self.sink, Sink::None);
         self.kept = match sink {
