@@ -497,6 +497,13 @@ fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Op
     }
 }
 
+/// Whether an observation given back is the one handed out: the same
+/// control socket (by inode), and a tracker the collector made (it is the
+/// tracker's peer). Whether that collector still lives is the caller's part.
+pub(crate) fn handed_out(ctl: &OwnedFd, ctl_inode: u64, tracker: &OwnedFd, collector_pid: u32) -> bool {
+    inode(ctl) == ctl_inode && crate::spawn::socket_peer_pid(tracker.as_raw_fd()) == Some(collector_pid as i32)
+}
+
 /// A socket's inode number (0 if it cannot be read).
 pub(crate) fn inode(fd: &OwnedFd) -> u64 {
     nix::sys::stat::fstat(fd).map_or(0, |st| st.st_ino)
@@ -518,11 +525,8 @@ fn take_back(mut h: Handed, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
     if msg != [AGAIN_TAG] {
         return Some(h);
     }
-    let collector_pid = h.collector.id() as i32;
-    // The collector made the tracker: it is its peer.
-    let genuine = inode(&ctl) == h.ctl_inode
-        && crate::spawn::socket_peer_pid(tracker.as_raw_fd()) == Some(collector_pid)
-        && matches!(h.collector.try_wait(), Ok(None));
+    let genuine =
+        handed_out(&ctl, h.ctl_inode, &tracker, h.collector.id()) && matches!(h.collector.try_wait(), Ok(None));
     let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
     if !genuine || p.generation != h.generation || p.ready.len() >= MAX_READY {
         // Our copies closed: the collector sees its control socket hang up

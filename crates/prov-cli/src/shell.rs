@@ -179,7 +179,7 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let mut generation = 0u64;
     let mut ahead: Option<Prepared> = None;
     let mut handed: Option<HandedOut> = None;
-    let mut given_back: Option<Vec<std::os::fd::OwnedFd>> = None;
+    let mut given_back: Option<Vec<OwnedFd>> = None;
     let mut answered: Option<Instant> = None;
     let mut preparing_takes = Duration::ZERO;
     // Being started is the first request.
@@ -360,9 +360,7 @@ fn take_back(
         ),
         Ok(nix::sys::wait::WaitStatus::StillAlive)
     );
-    // The collector made the tracker: it is its peer.
-    let genuine = crate::run_preparer::inode(&ctl) == last.ctl_inode
-        && crate::spawn::socket_peer_pid(tracker.as_raw_fd()) == Some(last.collector_pid as i32)
+    let genuine = crate::run_preparer::handed_out(&ctl, last.ctl_inode, &tracker, last.collector_pid)
         && collector_lives
         && last.generation == generation;
     if !genuine {
