@@ -195,6 +195,46 @@ static int hung_up(int sock)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
+/* Sends one message of `len` bytes with `nfds` descriptors (at most 3;
+ * SCM_RIGHTS) on `sock`; sendmsg's result. */
+static ssize_t send_with_fds(int sock, const void *p, size_t len, const int *fds, int nfds, int flags)
+{
+    struct iovec iov = { .iov_base = (void *)p, .iov_len = len };
+    union { struct cmsghdr h; char space[CMSG_SPACE(3 * sizeof(int))]; } c;
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (nfds > 0) {
+        memset(&c, 0, sizeof c);
+        m.msg_control = c.space;
+        m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(h), fds, (size_t)nfds * sizeof(int));
+    }
+    return sendmsg(sock, &m, MSG_NOSIGNAL | flags);
+}
+
+/* Receives one message (at most `cap` bytes, without waiting) and the
+ * descriptors that came with it, close-on-exec, into fds[3]; *nfds says how
+ * many (more than 3 are not installed by the kernel). recvmsg's result. */
+static ssize_t recv_with_fds(int sock, char *buf, size_t cap, int fds[3], int *nfds)
+{
+    union { struct cmsghdr h; char space[CMSG_SPACE(3 * sizeof(int))]; } c;
+    struct iovec iov = { .iov_base = buf, .iov_len = cap };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.space, .msg_controllen = sizeof c.space };
+    ssize_t n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    *nfds = 0;
+    for (struct cmsghdr *h = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        if (k > (size_t)(3 - *nfds)) k = (size_t)(3 - *nfds);
+        memcpy(fds + *nfds, CMSG_DATA(h), k * sizeof(int));
+        *nfds += (int)k;
+    }
+    return n;
+}
+
 /* Whether `fd` became readable (or hung up) within wait_ms; signals do not
  * cut the wait short. */
 static int readable_within(int fd, int wait_ms)
@@ -237,32 +277,17 @@ static int give_back_stored(int wait_ms)
         return 0;
     }
     char msg[512];
-    union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } c;
-    struct iovec iov = { .iov_base = msg, .iov_len = sizeof msg };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.space, .msg_controllen = sizeof c.space };
-    ssize_t n = recvmsg(S.storing, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    int tracker = -1;
-    for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(&tracker, CMSG_DATA(h), sizeof(int));
-    }
+    int got[3], ngot;
+    ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
+    /* Stored comes with the new tracker alone. */
     int handed = 0;
-    if (n > 0 && tracker >= 0 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
-        int fds[3] = { S.storing, S.storing_root, tracker };
-        union { struct cmsghdr h; char space[CMSG_SPACE(sizeof fds)]; } out;
-        memset(&out, 0, sizeof out);
-        struct iovec tag = { .iov_base = "A", .iov_len = 1 };
-        struct msghdr a = { .msg_iov = &tag, .msg_iovlen = 1, .msg_control = out.space, .msg_controllen = sizeof out.space };
-        struct cmsghdr *h = CMSG_FIRSTHDR(&a);
-        h->cmsg_level = SOL_SOCKET;
-        h->cmsg_type = SCM_RIGHTS;
-        h->cmsg_len = CMSG_LEN(sizeof fds);
-        memcpy(CMSG_DATA(h), fds, sizeof fds);
-        handed = sendmsg(S.prep_sock, &a, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+    if (n > 0 && ngot == 1 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
+        int fds[3] = { S.storing, S.storing_root, got[0] };
+        handed = send_with_fds(S.prep_sock, "A", 1, fds, 3, MSG_DONTWAIT) == 1;
     }
     /* Our copies: the preparer has its own now, or the collector is to see
      * its control socket hang up and end. */
-    if (tracker >= 0) close(tracker);
+    for (int i = 0; i < ngot; i++) close(got[i]);
     close_fd(&S.storing);
     close_fd(&S.storing_root);
     return handed;
@@ -332,10 +357,8 @@ static void take_prepared(int wait_ms)
         return;
     }
     char msg[512];
-    union { struct cmsghdr h; char space[CMSG_SPACE(3 * sizeof(int))]; } c;
-    struct iovec iov = { .iov_base = msg, .iov_len = sizeof msg - 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.space, .msg_controllen = sizeof c.space };
-    ssize_t n = recvmsg(S.prep_sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int fds[3] = { -1, -1, -1 }, nfds;
+    ssize_t n = recv_with_fds(S.prep_sock, msg, sizeof msg - 1, fds, &nfds);
     S.preparing = 0;
     /* The preparer stays for the next request; one that hung up is gone. */
     if (n <= 0) close_fd(&S.prep_sock);
@@ -344,14 +367,6 @@ static void take_prepared(int wait_ms)
         return;
     }
     msg[n] = 0;
-    int fds[3] = { -1, -1, -1 }, nfds = 0;
-    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-            nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            if (nfds > 3) nfds = 3;
-            memcpy(fds, CMSG_DATA(h), (size_t)nfds * sizeof(int));
-        }
-    }
     int holder, skip_space, kind = parse_prepared(msg, &holder, &skip_space);
     if (kind == 'R' && nfds == 3) {
         int floor = prepared_number(msg, "wait=");
@@ -437,22 +452,7 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
         || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
         || buf_str(&msg, "}}");
     int rc = -1;
-    if (!bad) {
-        struct iovec iov = { .iov_base = msg.p, .iov_len = msg.len };
-        union { struct cmsghdr h; char space[CMSG_SPACE(sizeof(int))]; } c;
-        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-        if (memfd >= 0) {
-            memset(&c, 0, sizeof c);
-            m.msg_control = c.space;
-            m.msg_controllen = sizeof c.space;
-            struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-            h->cmsg_level = SOL_SOCKET;
-            h->cmsg_type = SCM_RIGHTS;
-            h->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(h), &memfd, sizeof(int));
-        }
-        rc = sendmsg(sock, &m, MSG_NOSIGNAL | flags) < 0 ? -1 : 0;
-    }
+    if (!bad) rc = send_with_fds(sock, msg.p, msg.len, &memfd, memfd >= 0 ? 1 : 0, flags) < 0 ? -1 : 0;
     if (memfd >= 0) close(memfd);
     buf_free(&msg);
     return rc;
