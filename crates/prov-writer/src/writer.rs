@@ -420,6 +420,37 @@ mod close_tests {
         dir
     }
 
+    /// A writer on a thread, fed as the collector feeds it.
+    struct Running {
+        tx: mpsc::Sender<ToWriter>,
+        reports: mpsc::Receiver<SyncReport>,
+        thread: std::thread::JoinHandle<()>,
+    }
+
+    impl Running {
+        fn start() -> Running {
+            let (tx, rx) = mpsc::channel();
+            let (reports_tx, reports) = mpsc::channel::<SyncReport>();
+            let thread = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+            Running { tx, reports, thread }
+        }
+
+        /// One whole record (`record`): the reports of its two `Sync`s,
+        /// before and after `Close`.
+        fn record(&self, uuid: &str, database: &Path, spool_dir: &Path) -> (SyncReport, SyncReport) {
+            for msg in record(uuid, database, spool_dir) {
+                self.tx.send(msg).unwrap();
+            }
+            (self.reports.recv().unwrap(), self.reports.recv().unwrap())
+        }
+
+        /// The collector gone: the writer ends.
+        fn stop(self) {
+            drop(self.tx);
+            self.thread.join().unwrap();
+        }
+    }
+
     fn count(db: &Path) -> usize {
         let store = prov_store::Store::open(db, std::time::Duration::from_secs(1)).unwrap();
         store.history(None).unwrap().len()
@@ -445,24 +476,15 @@ mod close_tests {
         let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = scratch("close");
         let (first, second, spool) = (dir.join("first.db"), dir.join("second.db"), dir.join("spool"));
-        let (tx, rx) = mpsc::channel();
-        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
-        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
-        for msg in record("0001", &first, &spool) {
-            tx.send(msg).unwrap();
-        }
-        let (synced, closed_report) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        let writer = Running::start();
+        let (synced, closed_report) = writer.record("0001", &first, &spool);
         assert_eq!((synced.spooled, synced.lost), (None, None));
         assert_eq!(closed_report.events, 0);
         assert!(first.exists() && closed(&first), "the first database is closed");
-        for msg in record("0002", &second, &spool) {
-            tx.send(msg).unwrap();
-        }
-        let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        let (synced, _) = writer.record("0002", &second, &spool);
         assert_eq!((synced.spooled, synced.lost), (None, None));
         assert!(second.exists() && closed(&second), "the second database is closed");
-        drop(tx);
-        writer.join().unwrap();
+        writer.stop();
         assert_eq!((count(&first), count(&second)), (1, 1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -475,24 +497,15 @@ mod close_tests {
         let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = scratch("removed");
         let (db, spool) = (dir.join("prov.db"), dir.join("spool"));
-        let (tx, rx) = mpsc::channel();
-        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
-        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
+        let writer = Running::start();
         for uuid in ["0001", "0002"] {
-            for msg in record(uuid, &db, &spool) {
-                tx.send(msg).unwrap();
-            }
-            let _ = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+            writer.record(uuid, &db, &spool);
         }
         assert_eq!(count(&db), 2, "two records back to back");
         std::fs::remove_file(&db).unwrap();
-        for msg in record("0003", &db, &spool) {
-            tx.send(msg).unwrap();
-        }
-        let (synced, _) = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        let (synced, _) = writer.record("0003", &db, &spool);
         assert_eq!((synced.spooled, synced.lost), (None, None));
-        drop(tx);
-        writer.join().unwrap();
+        writer.stop();
         let store = prov_store::Store::open(&db, std::time::Duration::from_secs(1)).unwrap();
         let texts: Vec<String> = store.history(None).unwrap().iter().map(|c| c.uuid.clone()).collect();
         assert_eq!(texts, ["0003"], "the third record, in the new database");
@@ -508,21 +521,16 @@ mod close_tests {
         let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
         let dir = scratch("idle");
         let (db, spool, copy) = (dir.join("prov.db"), dir.join("spool"), dir.join("copy.db"));
-        let (tx, rx) = mpsc::channel();
-        let (reports_tx, reports_rx) = mpsc::channel::<SyncReport>();
-        let writer = std::thread::spawn(move || super::run(rx, |r| reports_tx.send(r.clone()).unwrap()));
-        for msg in record("0001", &db, &spool) {
-            tx.send(msg).unwrap();
-        }
-        let _ = (reports_rx.recv().unwrap(), reports_rx.recv().unwrap());
+        let writer = Running::start();
+        writer.record("0001", &db, &spool);
         // The next record's settings, at once; its start does not come.
-        tx.send(ToWriter::Setup { database: db.clone(), spool_dir: spool.clone(), busy_timeout_ms: 1000 }).unwrap();
+        let setup = ToWriter::Setup { database: db.clone(), spool_dir: spool.clone(), busy_timeout_ms: 1000 };
+        writer.tx.send(setup).unwrap();
         std::thread::sleep(super::LINGER * 3);
         assert!(db.with_extension("db-wal").exists(), "the database is open for the next record");
         std::fs::copy(&db, &copy).unwrap();
         assert_eq!(count(&copy), 1, "the copied file holds the first record");
-        drop(tx);
-        writer.join().unwrap();
+        writer.stop();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
