@@ -800,3 +800,78 @@ fn a_mount_made_between_runs_is_seen_by_the_next_run() {
     let r = reader_of_eventually(&case, "between/between.txt");
     assert_eq!(r["complete"], true, "{r:#}");
 }
+
+/// The collector the preparer keeps ready, once it has one.
+fn ready_collector(preparer: u32) -> u32 {
+    let mut ready = 0;
+    wait_until("the preparer keeps an observation ready", || {
+        ready = children_of(preparer).into_iter().find(|(_, n)| n == "prov-collector").map_or(0, |(p, _)| p);
+        ready != 0
+    });
+    ready
+}
+
+/// A run served by the preparer skips the helper checks the preparer made
+/// when it started, except for the helper file's own: made non-setuid
+/// while an observation waits ready, the next run takes that observation,
+/// finds the helper unusable, and runs its command untraced with the one
+/// line a direct run prints (not a join helper refusing to start it).
+#[test]
+fn a_helper_unset_while_an_observation_waits_ready_runs_untraced_and_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let case = Case::new("run-preparer-unset-helper");
+    // A copy of the installed programs in a directory of root's, so the
+    // helper can be changed without touching the one the other tests use.
+    let dir = case.work.join("libexec");
+    std::fs::create_dir(&dir).unwrap();
+    let installed = case.inst.helper().parent().unwrap().to_owned();
+    for program in ["prov-helper", "prov-collector", "prov-writer"] {
+        std::fs::copy(installed.join(program), dir.join(program)).unwrap();
+    }
+    std::fs::set_permissions(dir.join("prov-collector"), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let helper = dir.join("prov-helper");
+    Command::new("chown").arg("root:prov").arg(&helper).status().unwrap();
+    let set_mode = |mode| std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(mode)).unwrap();
+    set_mode(0o4755);
+    let out = run(&case, "true").env("PROV_HELPER", &helper).output().unwrap();
+    assert_traced(&out);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
+    wait_until("the first prov run starts a preparer", || preparers(&case).len() == 1);
+    let ready = ready_collector(preparers(&case)[0]);
+    set_mode(0o755);
+    let out = run(&case, "echo visible; exit 5").env("PROV_HELPER", &helper).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    assert_eq!(out.stdout, b"visible\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("not tracing") && err.contains("not setuid root"), "{err}");
+    // It was the ready observation that this run took, and let go.
+    wait_until("the observation taken and found unusable ends", || !alive(ready));
+}
+
+/// A process with no_new_privs set cannot gain privilege through the
+/// setuid join helper. The preparer (started without it) must not serve
+/// such a run, which skips the checks a served run skips: it runs the
+/// command untraced and says why, and the ready observation stays for
+/// runs that can use it.
+#[test]
+fn a_run_with_no_new_privs_is_not_served_by_a_preparer_without_it() {
+    let case = Case::new("run-preparer-nnp");
+    let (_, ready) = warm(&case);
+    let out = case
+        .command("setpriv")
+        .arg("--no-new-privs")
+        .arg(case.inst.prov())
+        .args(["run", "--", "sh", "-c", "echo visible; exit 3"])
+        .env("PROV_RUN_LINGER", LINGER)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert_eq!(out.stdout, b"visible\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("not tracing") && err.contains("no_new_privs"), "{err}");
+    assert!(alive(ready), "the ready observation is still there");
+    run_ok(&case, "echo traced > traced.txt");
+    assert_eq!(case.writer_of_eventually("traced.txt")["complete"], true);
+}

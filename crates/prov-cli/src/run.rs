@@ -41,9 +41,12 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         eprintln!("prov: {}: command not found", escape(command[0].as_bytes()));
         return ExitCode::from(127);
     };
+    // Asked first: the preparer reads our context and picks an observation
+    // while we work out the record's identity.
+    let asked = user.as_ref().ok().and(crate::setup::helper_path().ok()).map(|helper| run_preparer::ask(&helper));
     let session = crate::run_session::for_run();
     let identity = observe::identity(session, "run");
-    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone()));
+    let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone(), asked));
     // `kept`: we keep the start ourselves (a start file), so the collector
     // need only say it is watching; else it confirms the start is stored.
     // `reuse`: the observation came from the run preparer, which takes it
@@ -84,7 +87,8 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     // our own, for the same record, before the command starts.
     if obs.pooled() && sent.is_err() {
         let user = user.as_ref().map_err(Clone::clone);
-        if let Ok(own) = user.and_then(|user| own_observation(user, identity.clone())) {
+        let own = user.and_then(|user| own_observation(user, identity.clone(), &observe::usable_helper()?));
+        if let Ok(own) = own {
             obs = own;
             if let Some(file) = start_file.take() {
                 file.remove();
@@ -168,21 +172,43 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
 }
 
 /// The preparer's ready observation when there is one, else one of our own;
-/// either way sent this command's settings and record.
-fn observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
-    let helper = observe::usable_helper()?;
-    if let Some(obs) = run_preparer::take(&helper) {
-        // Its collector killed since the preparer looked: one of our own.
-        if !run_preparer::hung_up(&obs) && observe::prepare(&obs, user, identity.clone()).is_ok() {
-            return Ok(obs);
+/// either way sent this command's settings and record. A preparer serves
+/// only callers of its own context (mount namespace, cgroup, security
+/// label, no_new_privs), for which it found the helper usable when it
+/// started; of those checks only the helper file's own state is made again
+/// here (a reinstall or chmod since), the rest only on the direct way.
+fn observation(
+    user: &UserSetup,
+    identity: prov_collect::protocol::RecordIdentity,
+    asked: Option<Result<run_preparer::Asked, run_preparer::NotTaken>>,
+) -> Result<Observation, String> {
+    let mut absent = false;
+    match asked.map(|asked| asked.and_then(run_preparer::Asked::receive)) {
+        Some(Ok(obs)) => {
+            // Its collector killed since the preparer looked: one of our own.
+            let usable = crate::setup::helper_not_installed(&obs.helper).is_none() && !run_preparer::hung_up(&obs);
+            if usable && observe::prepare(&obs, user, identity.clone()).is_ok() {
+                return Ok(obs);
+            }
         }
+        Some(Err(run_preparer::NotTaken::Absent)) => absent = true,
+        _ => {}
     }
-    own_observation(user, identity)
+    let helper = observe::usable_helper()?;
+    // For the next `prov run`, once tracing is known to work here.
+    if absent {
+        run_preparer::start_preparer();
+    }
+    own_observation(user, identity, &helper)
 }
 
 /// An observation started by this `prov run` itself, the helper its child.
-fn own_observation(user: &UserSetup, identity: prov_collect::protocol::RecordIdentity) -> Result<Observation, String> {
-    let obs = observe::start_unprepared(&observe::usable_helper()?)?;
+fn own_observation(
+    user: &UserSetup,
+    identity: prov_collect::protocol::RecordIdentity,
+    helper: &Path,
+) -> Result<Observation, String> {
+    let obs = observe::start_unprepared(helper)?;
     observe::prepare(&obs, user, identity)?;
     Ok(obs)
 }

@@ -77,53 +77,81 @@ fn linger() -> Duration {
         .map_or(LINGER, Duration::from_secs_f64)
 }
 
-/// An observation ready for `prov run`, if the preparer has one; when none
-/// answers, one is started for the next `prov run`.
-pub fn take(helper: &Path) -> Option<Observation> {
+/// Why no observation was taken from the preparer.
+pub enum NotTaken {
+    /// None listens at our place (or a dead one's socket is left there):
+    /// the caller starts one (`start_preparer`) once it knows tracing can
+    /// work here, for the next `prov run`.
+    Absent,
+    /// Off, not for us here, not answering, or none ready.
+    Other,
+}
+
+/// A request sent to the preparer, its answer not yet read: the preparer
+/// reads our context and picks an observation while we do our own work.
+pub struct Asked {
+    sock: OwnedFd,
+    place: Place,
+    helper: PathBuf,
+}
+
+/// Asks the preparer for a ready observation (`Asked::receive` takes it).
+pub fn ask(helper: &Path) -> Result<Asked, NotTaken> {
     if linger().is_zero() || inside_observation() {
-        return None;
+        return Err(NotTaken::Other);
     }
-    let place = Place::of(helper)?;
+    let place = Place::of(helper).ok_or(NotTaken::Other)?;
     if place.found_unresponsive() {
-        return None;
+        return Err(NotTaken::Other);
     }
     // Non-blocking: a stopped preparer (SIGSTOP, a frozen cgroup, a
     // suspended job) with a full listen queue would hold a blocking
     // connect until it is resumed.
     let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
-    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, flags, None).ok()?;
-    match connect(sock.as_raw_fd(), &place.address().ok()?) {
+    let sock = socket(AddressFamily::Unix, SockType::SeqPacket, flags, None).map_err(|_| NotTaken::Other)?;
+    match connect(sock.as_raw_fd(), &place.address().map_err(|_| NotTaken::Other)?) {
         Ok(()) => {}
         // Its queue is full: it lives but does not accept.
-        Err(nix::errno::Errno::EAGAIN) => return None,
-        Err(_) => {
-            // None there, or a dead one's socket: the next run finds it.
-            start_preparer();
-            return None;
-        }
+        Err(nix::errno::Errno::EAGAIN) => return Err(NotTaken::Other),
+        Err(_) => return Err(NotTaken::Absent),
     }
     // Our directory; a process of another user there would be no preparer.
-    let peer = getsockopt(&sock, sockopt::PeerCredentials).ok()?;
+    let peer = getsockopt(&sock, sockopt::PeerCredentials).map_err(|_| NotTaken::Other)?;
     if peer.uid() != nix::unistd::geteuid().as_raw() {
-        return None;
+        return Err(NotTaken::Other);
     }
-    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-    if !matches!(poll(&mut fds, PollTimeout::try_from(ANSWER_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0) {
-        place.mark_unresponsive();
-        return None;
+    Ok(Asked { sock, place, helper: helper.to_path_buf() })
+}
+
+impl Asked {
+    /// The preparer's answer: a ready observation, or none.
+    pub fn receive(self) -> Result<Observation, NotTaken> {
+        let Asked { sock, place, helper } = self;
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        if !matches!(poll(&mut fds, PollTimeout::try_from(ANSWER_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0) {
+            place.mark_unresponsive();
+            return Err(NotTaken::Other);
+        }
+        let answer = ipc::recv(sock.as_fd()).ok().flatten().and_then(|(msg, fds)| ready_observation(&msg, fds));
+        let (ctl, ns_root, tracker, holder_pid, collector_pid) = answer.ok_or(NotTaken::Other)?;
+        let collector = CollectorProcess::Pooled(sock);
+        Ok(Observation { helper, ctl, holder_pid, ns_root, tracker: Some(tracker), collector, collector_pid })
     }
-    let (msg, mut fds) = ipc::recv(sock.as_fd()).ok()??;
+}
+
+/// The parts of a `READY_TAG` answer: control socket, namespace root,
+/// tracker, holder and collector pids.
+fn ready_observation(msg: &[u8], mut fds: Vec<OwnedFd>) -> Option<(OwnedFd, OwnedFd, OwnedFd, i32, u32)> {
     if msg.first() != Some(&READY_TAG) || fds.len() != 3 {
         return None;
     }
     let mut pids = std::str::from_utf8(&msg[1..]).ok()?.split(' ');
     let holder_pid = pids.next()?.parse().ok()?;
     let collector_pid = pids.next()?.parse().ok()?;
-    let tracker = fds.pop();
+    let tracker = fds.pop()?;
     let ns_root = fds.pop()?;
     let ctl = fds.pop()?;
-    let collector = CollectorProcess::Pooled(sock);
-    Some(Observation { helper: helper.to_path_buf(), ctl, holder_pid, ns_root, tracker, collector, collector_pid })
+    Some((ctl, ns_root, tracker, holder_pid, collector_pid))
 }
 
 /// Whether the collector of an observation has closed its control socket
@@ -175,7 +203,7 @@ pub fn fate(conn: &OwnedFd) -> Option<String> {
 /// Starts `prov __run-preparer` in a session of its own, holding none of
 /// our descriptors (a caller reading our output until its end must not wait
 /// for the preparer). Not waited for: it outlives us.
-fn start_preparer() {
+pub fn start_preparer() {
     let Ok(prov) = std::env::current_exe() else { return };
     let mut cmd = Command::new(prov);
     cmd.arg("__run-preparer").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).current_dir("/");
@@ -278,7 +306,10 @@ fn file_identity(path: &Path) -> Option<Vec<u8>> {
 /// What a process's collector inherits and must share with the process it
 /// watches: mount namespace and root (what it sees), cgroup (whose end
 /// kills it, what it is charged to), ids, groups and umask (the permission
-/// re-check is done as the user, and the writer creates files).
+/// re-check is done as the user, and the writer creates files); and
+/// no_new_privs, which keeps the setuid join helper from working: a
+/// caller served by a preparer skips the helper checks the preparer made
+/// (`setup::tracing_unavailable`), so it must be a caller they hold for.
 #[derive(PartialEq, Eq)]
 struct Context(Vec<u8>);
 
@@ -293,7 +324,7 @@ impl Context {
         out.extend_from_slice(&std::fs::read(proc.join("cgroup")).ok()?);
         let status = std::fs::read_to_string(proc.join("status")).ok()?;
         for line in status.lines() {
-            if ["Uid:", "Gid:", "Groups:", "Umask:"].iter().any(|f| line.starts_with(f)) {
+            if ["Uid:", "Gid:", "Groups:", "Umask:", "NoNewPrivs:"].iter().any(|f| line.starts_with(f)) {
                 out.extend_from_slice(line.as_bytes());
                 out.push(b'\n');
             }

@@ -150,12 +150,8 @@ pub fn helper_path() -> Result<PathBuf> {
 /// Why tracing cannot work here, if it cannot; checked before trying so the
 /// user reads a cause, not a symptom.
 pub fn tracing_unavailable(helper: &Path) -> Option<String> {
-    let meta = match std::fs::metadata(helper) {
-        Ok(m) => m,
-        Err(_) => return Some(format!("helper {} not found (run packaging/install.sh)", helper.display())),
-    };
-    if meta.uid() != 0 || meta.mode() & libc::S_ISUID == 0 {
-        return Some(format!("helper {} is not setuid root (run packaging/install.sh as root)", helper.display()));
+    if let Some(reason) = helper_not_installed(helper) {
+        return Some(reason);
     }
     if nix::sys::statvfs::statvfs(helper).is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_NOSUID)) {
         return Some(format!("helper {} is on a filesystem mounted nosuid", helper.display()));
@@ -168,6 +164,20 @@ pub fn tracing_unavailable(helper: &Path) -> Option<String> {
     }
     if !Path::new("/proc/sys/fs/fanotify").exists() {
         return Some("this kernel has no fanotify".into());
+    }
+    None
+}
+
+/// The part of `tracing_unavailable` about the helper file itself (there,
+/// setuid root): what a reinstall or a chmod can change under an
+/// observation a preparer keeps ready.
+pub fn helper_not_installed(helper: &Path) -> Option<String> {
+    let meta = match std::fs::metadata(helper) {
+        Ok(m) => m,
+        Err(_) => return Some(format!("helper {} not found (run packaging/install.sh)", helper.display())),
+    };
+    if meta.uid() != 0 || meta.mode() & libc::S_ISUID == 0 {
+        return Some(format!("helper {} is not setuid root (run packaging/install.sh as root)", helper.display()));
     }
     None
 }
