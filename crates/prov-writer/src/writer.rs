@@ -54,6 +54,9 @@ struct Writer {
     /// The database of the record just closed, for the next record if its
     /// `Setup` names the same one within `LINGER` (see `close_record`).
     kept: Option<Store>,
+    /// Who observes: our parent, the collector (see `collector_parent`),
+    /// read at the first record's start.
+    observer: Option<Option<String>>,
     /// Records were stored since the last checkpoint, through a connection
     /// still open: checkpointed once the writer idles.
     checkpoint_due: bool,
@@ -73,6 +76,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         events_gone: 0,
         opened: None,
         kept: None,
+        observer: None,
         checkpoint_due: false,
     };
     let mut pending: Option<ToWriter> = None;
@@ -112,8 +116,9 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                     continue;
                 }
                 // Named, so a later prov can end the record if the collector
-                // dies without ending it.
-                let observer = prov_model::observer::collector_parent();
+                // dies without ending it. Our parent for our whole life: read
+                // once, off the path of the records after the first.
+                let observer = w.observer.get_or_insert_with(prov_model::observer::collector_parent).clone();
                 // Opened with the settings, or (that failed, or the file was
                 // removed or replaced since) opened now.
                 let early = w.opened.take().filter(Store::is_at_its_path);
@@ -122,11 +127,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                     let id = s.begin_observed_command(&begin, observer.as_deref())?;
                     Ok((s, id))
                 }) {
-                    Ok((mut store, id)) => {
-                        // Records spooled earlier get their chance now.
-                        let _ = store.ingest_spool(&w.spool_dir);
-                        w.sink = Sink::Database { store: Box::new(store), id };
-                    }
+                    Ok((store, id)) => w.sink = Sink::Database { store: Box::new(store), id },
                     Err(e) => w.switch_to_spool(e.to_string()),
                 }
             }
@@ -169,9 +170,13 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.report.cpu_ns = own_cpu_ns();
                 reply(&w.report);
             }
-            ToWriter::Close => w.close_record(),
+            ToWriter::Close => {
+                w.ingest_spool();
+                w.close_record();
+            }
         }
     }
+    w.ingest_spool();
 }
 
 /// CPU time of this process, all threads.
@@ -203,6 +208,16 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 }
 
 impl Writer {
+    /// Records spooled earlier (a database that was unavailable, a run's
+    /// start whose collector died) get their chance once this record is
+    /// stored, through its connection: after `Stored`, off the command's
+    /// path (a query ingests them too, before it reads).
+    fn ingest_spool(&mut self) {
+        if let Sink::Database { store, .. } = &mut self.sink {
+            let _ = store.ingest_spool(&self.spool_dir);
+        }
+    }
+
     /// The record is complete and the observation waits for the next one
     /// (`ToWriter::Close`): nothing of this record is kept, and the spool
     /// file is closed. The database stays open for `LINGER` (`kept`): the
