@@ -421,12 +421,7 @@ fn apply(w: &mut Writer, name: &str, digest: i64, uuid: &str, entries: &[SpoolEn
     for entry in entries {
         match (entry, id) {
             (SpoolEntry::Begin(b), _) => id = Some(w.begin_command(b)?),
-            (SpoolEntry::Events(events), Some(id)) => w.add_events(id, events)?,
-            (SpoolEntry::Completeness(c), Some(id)) => w.set_completeness(id, c)?,
-            (SpoolEntry::End(e), Some(id)) => w.end_command(id, e)?,
-            (SpoolEntry::Archive(files), Some(id)) => w.add_archived(id, files)?,
-            (SpoolEntry::Processes(processes), Some(id)) => w.add_processes(id, processes)?,
-            (SpoolEntry::Observer(observer), Some(id)) => w.set_observer(id, observer)?,
+            (part, Some(id)) => w.add_part(id, part)?,
             (_, None) => unreachable!("the first entry is Begin or the command exists"),
         }
     }

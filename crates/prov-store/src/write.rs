@@ -11,6 +11,7 @@ use prov_model::{Access, CommandBegin, CommandEnd, Completeness, FileEvent, Hash
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::error::{Context, Result, StoreError};
+use crate::spool::SpoolEntry;
 use crate::{paths, Store};
 
 /// A long-lived writer sees at most this many distinct directories before
@@ -81,6 +82,13 @@ impl Store {
         self.write_tx(|w| w.add_events(id, events))
     }
 
+    /// Adds parts of record `id` in one transaction: what the collector sends
+    /// together as a record ends (its processes, completeness and end), one
+    /// commit instead of one each.
+    pub fn add_parts(&mut self, id: i64, parts: &[SpoolEntry]) -> Result<()> {
+        self.write_tx(|w| parts.iter().try_for_each(|part| w.add_part(id, part)))
+    }
+
     /// Runs `f` in one IMMEDIATE transaction and commits.
     pub(crate) fn write_tx<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
         let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
@@ -107,6 +115,20 @@ pub(crate) struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    /// One part of record `id`, as a spool file holds it. A `Begin` again
+    /// changes nothing (a start is recorded once per uuid).
+    pub(crate) fn add_part(&mut self, id: i64, part: &SpoolEntry) -> Result<()> {
+        match part {
+            SpoolEntry::Begin(b) => self.begin_command(b).map(drop),
+            SpoolEntry::Events(events) => self.add_events(id, events),
+            SpoolEntry::Completeness(c) => self.set_completeness(id, c),
+            SpoolEntry::End(e) => self.end_command(id, e),
+            SpoolEntry::Archive(files) => self.add_archived(id, files),
+            SpoolEntry::Processes(processes) => self.add_processes(id, processes),
+            SpoolEntry::Observer(observer) => self.set_observer(id, observer),
+        }
+    }
+
     /// Err(NoCommand) unless command `id` is stored: what is added to a
     /// record must not outlive it.
     pub(crate) fn command_must_exist(&self, id: i64) -> Result<()> {

@@ -145,25 +145,29 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                     }
                 }
                 let n = events.len() as u64;
-                w.write(|store, id| store.add_events(id, &events), || SpoolEntry::Events(events.clone()));
+                w.write(|store, id| store.add_events(id, &events), || vec![SpoolEntry::Events(events.clone())]);
                 w.report.events += n;
                 if matches!(w.sink, Sink::Database { .. }) {
                     w.events_in_db += n;
                 }
             }
             ToWriter::Archive(files) => {
-                w.write(|store, id| store.add_archived(id, &files), || SpoolEntry::Archive(files.clone()));
+                w.write(|store, id| store.add_archived(id, &files), || vec![SpoolEntry::Archive(files.clone())]);
             }
-            ToWriter::Processes(processes) => {
-                w.write(|store, id| store.add_processes(id, &processes), || SpoolEntry::Processes(processes.clone()));
-            }
-            ToWriter::Completeness(mut c) => {
-                w.follow_if_moved();
-                c.unreadable += w.events_gone;
-                w.write(|store, id| store.set_completeness(id, &c), || SpoolEntry::Completeness(c));
-            }
-            ToWriter::End(end) => {
-                w.write(|store, id| store.end_command(id, &end), || SpoolEntry::End(end.clone()));
+            // A record's last parts come together (the collector sends them
+            // as it ends): stored in one transaction.
+            tail @ (ToWriter::Processes(_) | ToWriter::Completeness(_) | ToWriter::End(_)) => {
+                let mut parts: Vec<SpoolEntry> = record_tail(tail).into_iter().collect();
+                while let Ok(more) = rx.try_recv() {
+                    match record_tail(more) {
+                        Ok(part) => parts.push(part),
+                        Err(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                    }
+                }
+                w.write_tail(parts);
             }
             ToWriter::Log(line) => crate::log::line(&line),
             ToWriter::Sync => {
@@ -177,6 +181,18 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         }
     }
     w.ingest_spool();
+}
+
+/// A part of a record that comes at its end, as stored; any other message
+/// is given back.
+#[allow(clippy::result_large_err, reason = "the message handed back is no error, and it moves, not copies")]
+fn record_tail(msg: ToWriter) -> Result<SpoolEntry, ToWriter> {
+    match msg {
+        ToWriter::Processes(processes) => Ok(SpoolEntry::Processes(processes)),
+        ToWriter::Completeness(c) => Ok(SpoolEntry::Completeness(c)),
+        ToWriter::End(end) => Ok(SpoolEntry::End(end)),
+        other => Err(other),
+    }
 }
 
 /// CPU time of this process, all threads.
@@ -292,10 +308,23 @@ impl Writer {
         }
     }
 
+    /// The record's last parts (`record_tail`), in one transaction. The
+    /// completeness counts the events stored in a database that went away
+    /// under the command (known once the database is followed).
+    fn write_tail(&mut self, mut parts: Vec<SpoolEntry>) {
+        self.follow_if_moved();
+        for part in &mut parts {
+            if let SpoolEntry::Completeness(c) = part {
+                c.unreadable += self.events_gone;
+            }
+        }
+        self.write(|store, id| store.add_parts(id, &parts), || parts.clone());
+    }
+
     fn write(
         &mut self,
         to_db: impl FnOnce(&mut Store, i64) -> Result<(), prov_store::StoreError>,
-        to_spool: impl FnOnce() -> SpoolEntry,
+        to_spool: impl FnOnce() -> Vec<SpoolEntry>,
     ) {
         self.follow_if_moved();
         if let Sink::Database { store, id } = &mut self.sink {
@@ -318,7 +347,7 @@ impl Writer {
             }
         }
         if let Sink::Spool(spool) = &mut self.sink {
-            if let Err(e) = spool.append(&to_spool()) {
+            if let Err(e) = to_spool().iter().try_for_each(|entry| spool.append(entry)) {
                 crate::log::line(&format!("part of a spooled record is lost: cannot write spool: {e}"));
                 self.report.lost.get_or_insert(format!("cannot write spool: {e}"));
             }
