@@ -174,10 +174,7 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
                 w.report.cpu_ns = own_cpu_ns();
                 reply(&w.report);
             }
-            ToWriter::Close => {
-                w.ingest_spool();
-                w.close_record();
-            }
+            ToWriter::Close => w.close_record(),
         }
     }
     w.ingest_spool();
@@ -225,11 +222,16 @@ fn refused_as_root(paths: &[&std::path::Path]) -> Option<String> {
 
 impl Writer {
     /// Records spooled earlier (a database that was unavailable, a run's
-    /// start whose collector died) get their chance once this record is
-    /// stored, through its connection: after `Stored`, off the command's
-    /// path (a query ingests them too, before it reads).
+    /// start whose collector died) get their chance when the writer idles
+    /// or exits, through the connection it has open: never between a
+    /// record's `Setup` and its start, which a command killed at once
+    /// would leave unstored (a query ingests them too, before it reads).
     fn ingest_spool(&mut self) {
-        if let Sink::Database { store, .. } = &mut self.sink {
+        let store = match &mut self.sink {
+            Sink::Database { store, .. } => Some(&mut **store),
+            _ => self.kept.as_mut(),
+        };
+        if let Some(store) = store {
             let _ = store.ingest_spool(&self.spool_dir);
         }
     }
@@ -290,11 +292,12 @@ impl Writer {
         .then_some(kept)
     }
 
-    /// Nothing came for `LINGER`: a kept database nobody asked for is
-    /// closed (SQLite checkpoints and removes its -wal and -shm as the last
-    /// connection closes), and what was stored through a connection still
-    /// open is checkpointed into the database file.
+    /// Nothing came for `LINGER`: the spool is ingested, a kept database
+    /// nobody asked for is closed (SQLite checkpoints and removes its -wal
+    /// and -shm as the last connection closes), and what was stored through
+    /// a connection still open is checkpointed into the database file.
     fn idle(&mut self) {
+        self.ingest_spool();
         self.kept = None;
         if self.checkpoint_due {
             self.checkpoint_due = false;
