@@ -28,6 +28,8 @@
 //! Nothing here reads an environment variable or a user-writable file. All
 //! `unsafe` lives in `sys`.
 #![deny(unsafe_code)]
+// The entry point is `sys::main`: see there.
+#![no_main]
 
 mod mounts;
 #[allow(unsafe_code)]
@@ -55,7 +57,9 @@ fn os_fail(what: &str, err: io::Error) -> Failure {
 const USAGE: &str =
     "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...] | prov-helper mark HOLDER_PID GROUP_FD";
 
-fn main() {
+/// The helper's work, called by the entry point (`sys::main`); the process
+/// ends here (`process::exit` flushes what was printed) or in an exec.
+fn run() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Only a SOCK_SEQPACKET socket is a control channel: never write to, or
     // hand the collector, some other descriptor the caller named.
@@ -80,6 +84,7 @@ fn main() {
         sys::say(&f.message);
         std::process::exit(f.exit_code);
     }
+    std::process::exit(0)
 }
 
 /// A path as the user's terminal may see it: control characters (another
