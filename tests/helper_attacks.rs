@@ -192,6 +192,28 @@ fn garbage_argv_is_refused_with_usage() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A setuid program started with its standard descriptors closed would
+/// give the numbers 0-2 to the first files it opens, and messages meant for
+/// the terminal would land in them. The helper has its own entry point,
+/// without Rust's start-up, which opened them too: glibc's secure mode must,
+/// and the target (run untraced here: the join of pid 1 is refused) gets
+/// those devices there.
+#[test]
+fn closed_standard_descriptors_are_taken_by_dev_null_or_dev_full() {
+    let case = Case::new("closed-stdio");
+    let out = case.work.join("fds.txt");
+    let script = format!(
+        "exec 3</dev/null; exec {} join 1 3 - /bin/sh sh -c 'readlink /proc/self/fd/0 /proc/self/fd/2 > {}' <&- >&- 2>&-",
+        case.inst.helper().display(),
+        out.display()
+    );
+    let run = case.command("sh").args(["-c", &script]).output().unwrap();
+    assert!(run.status.success(), "{}", describe(&run));
+    // glibc puts /dev/full on 0 and /dev/null on 1 and 2.
+    let seen = std::fs::read_to_string(&out).unwrap();
+    assert!(seen.lines().count() == 2 && seen.lines().all(|l| l == "/dev/null" || l == "/dev/full"), "{seen}");
+}
+
 #[test]
 fn helper_refuses_without_the_setuid_bit() {
     let case = Case::new("nosetuid");

@@ -365,17 +365,15 @@ pub fn getcwd() -> io::Result<CString> {
     Ok(unsafe { CStr::from_ptr(buf.as_ptr().cast()) }.to_owned())
 }
 
-/// Restores the default disposition of every signal the Rust runtime or the
-/// caller changed to "ignore" on our side (SIGPIPE), and unblocks nothing:
-/// the signal mask is the caller's own and passes through exec unchanged.
 /// The entry point, which the C runtime calls in place of Rust's own
 /// start-up: that start-up reads /proc/self/maps to place a guard page
 /// below the main thread's stack and installs signal stacks and handlers
 /// to report a stack overflow, 0.1 ms of every traced command here, for a
 /// program this small. What else it does is done here or by glibc: SIGPIPE
 /// ignored (a write to a closed socket fails with EPIPE instead of killing
-/// us), and, as for every setuid program, fds 0-2 opened on /dev/null if
-/// the caller closed them (glibc's secure mode). The arguments are read by
+/// us), and, as for every setuid program, fds 0-2 taken by /dev/full and
+/// /dev/null if the caller closed them (glibc's secure mode), so that
+/// nothing the helper opens gets their numbers. The arguments are read by
 /// `std::env::args_os`, which glibc hands them to before this runs.
 #[no_mangle]
 pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
@@ -384,6 +382,9 @@ pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) ->
     crate::run()
 }
 
+/// Restores the default disposition of every signal the Rust runtime or the
+/// caller changed to "ignore" on our side (SIGPIPE), and unblocks nothing:
+/// the signal mask is the caller's own and passes through exec unchanged.
 pub fn reset_sigpipe() {
     // SAFETY: installing SIG_DFL for SIGPIPE has no memory-safety impact.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
