@@ -28,8 +28,9 @@
 //! Nothing here reads an environment variable or a user-writable file. All
 //! `unsafe` lives in `sys`.
 #![deny(unsafe_code)]
-// The entry point is `sys::main`: see there.
-#![no_main]
+// The entry point is `sys::main`: see there. (Not in the unit tests,
+// whose harness brings its own.)
+#![cfg_attr(not(test), no_main)]
 
 mod mounts;
 #[allow(unsafe_code)]
@@ -59,6 +60,7 @@ const USAGE: &str =
 
 /// The helper's work, called by the entry point (`sys::main`); the process
 /// ends here (`process::exit` flushes what was printed) or in an exec.
+#[cfg_attr(test, allow(dead_code))]
 fn run() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // Only a SOCK_SEQPACKET socket is a control channel: never write to, or

@@ -375,6 +375,7 @@ pub fn getcwd() -> io::Result<CString> {
 /// /dev/null if the caller closed them (glibc's secure mode), so that
 /// nothing the helper opens gets their numbers. The arguments are read by
 /// `std::env::args_os`, which glibc hands them to before this runs.
+#[cfg(not(test))]
 #[no_mangle]
 pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // SAFETY: installing SIG_IGN for SIGPIPE has no memory-safety impact.
