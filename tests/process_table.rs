@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{collector_of, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_answered, spawn_prov_run, wait_or_hang};
 use prov_e2e::{assert_traced, describe, Case};
 use serde_json::Value;
 
@@ -234,21 +234,7 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     case.chown_tree(&fifo);
     let script = "read x < go; /usr/bin/touch short.txt; read y < go";
     let run = spawn_prov_run(&case, script);
-    let collector = collector_of(run.id());
-    // Not before it has answered `Ready` (prov run then writes the record's
-    // start file): stopped earlier, the collector would hold up prov run
-    // for the helper's 10 s and the command would run untraced (seen under
-    // load).
-    let spool = case.home.join(".local/state/prov/spool");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let start_written = || {
-        std::fs::read_dir(&spool)
-            .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".start.jsonl")))
-    };
-    while !start_written() {
-        assert!(Instant::now() < deadline, "prov run never wrote the record's start");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let collector = collector_answered(&case, run.id());
     // The collector stopped, touch runs and exits unseen: when the
     // collector resolves its exec event the process is gone.
     let signal = |sig: &str| {

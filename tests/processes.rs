@@ -70,6 +70,25 @@ pub fn collector_of(run: u32) -> u32 {
     }
 }
 
+/// `collector_of`, once it has answered `Ready` (`prov run` then writes the
+/// record's start file in the case's spool): a test that stops it must not
+/// stop it before, or `prov run` waits out the helper's 10 s and runs the
+/// command untraced (seen under load).
+pub fn collector_answered(case: &Case, run: u32) -> u32 {
+    let collector = collector_of(run);
+    let spool = case.home.join(".local/state/prov/spool");
+    let start_written = || {
+        std::fs::read_dir(&spool)
+            .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".start.jsonl")))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !start_written() {
+        assert!(Instant::now() < deadline, "prov run {run} never wrote the record's start");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    collector
+}
+
 /// (pid, parent pid, comm) of every process, from one read of each
 /// /proc/PID/stat.
 fn process_table() -> Vec<(u32, u32, String)> {

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use expectrl::Expect;
-use prov_e2e::processes::{collector_of, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_answered, collector_of, spawn_prov_run, wait_or_hang};
 use prov_e2e::*;
 use serde_json::Value;
 
@@ -168,7 +168,7 @@ fn a_stopped_collector_does_not_hold_prov_run() {
     let case = Case::new("lifecycle-stop-collector");
     let script = "echo data > out.txt; sleep 1; exit 6";
     let run = spawn_prov_run(&case, script);
-    let collector = collector_of(run.id());
+    let collector = collector_answered(&case, run.id());
     std::thread::sleep(Duration::from_millis(300));
     signal(collector, "STOP");
     // Continued whatever happens, so no stopped collector outlives the test.

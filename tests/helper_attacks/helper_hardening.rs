@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{child_named, collector_of, spawn_prov_run, status_field};
+use prov_e2e::processes::{child_named, collector_answered, collector_of, spawn_prov_run, status_field};
 use prov_e2e::*;
 
 /// Runs a clean-up when dropped, whether the test passed or not: nothing it
@@ -360,7 +360,7 @@ fn stopped_collector_leaves_a_bounded_queue_and_an_incomplete_record() {
     let child = spawn_prov_run(&case, &script);
     let go = case.work.join("go");
     let _go = OnDrop(|| drop(std::fs::write(&go, "")));
-    let collector = collector_of(child.id());
+    let collector = collector_answered(&case, child.id());
 
     let flags = fanotify_flags(collector);
     assert_eq!(flags.len(), 1, "one fanotify group in the collector: {flags:?}");
