@@ -216,11 +216,13 @@ fn background_job_after_the_prompt(shell: &str) {
     let mut sh = Shell::start(&case, leak(shell));
     let line = "(sleep 3; echo late > late.txt) &";
     sh.run(line);
-    // Stored when the prompt came back, with its status, while the job runs.
+    // Stored with its status while the job runs (the prompt does not wait
+    // for storing: the start may be there a moment before the end).
     let deadline = Instant::now() + Duration::from_millis(2500);
     let early = loop {
         let found = case.query(["history", "-n", "1"]);
-        if found.first().is_some_and(|c| c["text"] == line) || Instant::now() > deadline {
+        let ended = found.first().is_some_and(|c| c["text"] == line && !c["exit_status"].is_null());
+        if ended || Instant::now() > deadline {
             break found;
         }
         std::thread::sleep(Duration::from_millis(20));
