@@ -227,11 +227,11 @@ impl Observation<'_> {
             if ready.tracker {
                 self.read_tracker(st);
                 if !self.tracker_open {
-                    self.look_for_members();
+                    self.look_for_members(st);
                 }
             }
             if ready.member_exited {
-                self.look_for_members();
+                self.look_for_members(st);
             }
             if ready.mounts_changed {
                 self.mark_new_mounts(st);
@@ -304,8 +304,13 @@ impl Observation<'_> {
 
     /// Which of the command's processes are alive, now that the tracker is
     /// closed (see `members`).
-    fn look_for_members(&mut self) {
-        self.lingering = self.members.as_ref().map(Members::alive).unwrap_or_default();
+    fn look_for_members(&mut self, st: &mut State) {
+        // The watch's mount ids serve the look once it has seen every change.
+        if self.mounts_changed_now() {
+            self.mark_new_mounts(st);
+        }
+        let known_mounts = self.mounts.as_ref().map(MountWatch::mount_ids);
+        self.lingering = self.members.as_ref().map(|m| m.alive(known_mounts)).unwrap_or_default();
     }
 
     /// Has the mounts that appeared since the last look marked, and counts
@@ -438,7 +443,7 @@ impl Observation<'_> {
             self.read_tracker(st);
         }
         if was_open && !self.tracker_open {
-            self.look_for_members();
+            self.look_for_members(st);
         }
     }
 

@@ -23,7 +23,7 @@
 use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -37,8 +37,10 @@ use crate::sys;
 const EXIT_WAIT: Duration = Duration::from_millis(500);
 
 pub struct Members {
-    /// Device and inode of the namespace (nsfs), as `/proc/PID/ns/mnt` shows them.
-    namespace: (u64, u64),
+    /// The namespace as a process's `/proc/PID/ns/mnt` link reads, "mnt:[INODE]"
+    /// (nsfs numbers every namespace alike): reading the link costs less
+    /// than following it to the namespace's inode.
+    namespace_link: PathBuf,
     holder_pid: i32,
 }
 
@@ -55,7 +57,7 @@ enum Place {
 impl Members {
     pub fn of(namespace: &OwnedFd, holder_pid: i32) -> std::io::Result<Members> {
         let st = nix::sys::stat::fstat(namespace.as_fd())?;
-        Ok(Members { namespace: (st.st_dev, st.st_ino), holder_pid })
+        Ok(Members { namespace_link: format!("mnt:[{}]", st.st_ino).into(), holder_pid })
     }
 
     /// The command's processes alive now, as pidfds (readable once each has
@@ -67,10 +69,14 @@ impl Members {
     /// Before it returns, processes of the user in the last steps of their
     /// exit (see the module's comment) have finished it: then the file
     /// events of every process not returned are in the kernel's queue.
-    pub fn alive(&self) -> Vec<OwnedFd> {
+    ///
+    /// `known_mounts`: the namespace's mount ids as the collector's mount
+    /// watch saw them last, if it has them up to date; otherwise the
+    /// holder's table is read when a process needs it.
+    pub fn alive(&self, known_mounts: Option<&HashSet<u64>>) -> Vec<OwnedFd> {
         let mut alive = Vec::new();
         let mut leaving = Vec::new();
-        let mount_ids = OnceCell::new();
+        let mount_ids = MountIds { known: known_mounts, read: OnceCell::new() };
         for (pid, place) in self.scan(&mount_ids) {
             // Pinned by the pidfd, the number cannot name another process
             // now: checked again, it is still where it was.
@@ -86,7 +92,7 @@ impl Members {
     }
 
     /// Our processes inside the namespace and those leaving any namespace.
-    fn scan(&self, mount_ids: &OnceCell<HashSet<u64>>) -> Vec<(i32, Place)> {
+    fn scan(&self, mount_ids: &MountIds) -> Vec<(i32, Place)> {
         let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
         let own = std::process::id() as i32;
         dir.flatten()
@@ -99,15 +105,15 @@ impl Members {
 
     #[cfg(test)]
     fn pids(&self) -> Vec<i32> {
-        self.scan(&OnceCell::new())
+        self.scan(&MountIds::default())
             .into_iter()
             .filter(|(_, place)| *place == Place::Inside)
             .map(|(pid, _)| pid)
             .collect()
     }
 
-    /// `mount_ids`: the namespace's mounts, read once per scan when needed.
-    fn place(&self, pid: i32, mount_ids: &OnceCell<HashSet<u64>>) -> Place {
+    /// `mount_ids`: the namespace's mounts, for a process that hides its link.
+    fn place(&self, pid: i32, mount_ids: &MountIds) -> Place {
         // Another user's process (root's daemons and kernel threads too) is
         // never the command's: one cheap system call rules it out before
         // the walk to its namespace link (measured: that walk for every
@@ -117,14 +123,14 @@ impl Members {
         if !ours(pid) {
             return Place::Elsewhere;
         }
-        match std::fs::metadata(format!("/proc/{pid}/ns/mnt")) {
-            Ok(m) if (m.dev(), m.ino()) == self.namespace => Place::Inside,
+        match std::fs::read_link(format!("/proc/{pid}/ns/mnt")) {
+            Ok(link) if link == self.namespace_link => Place::Inside,
             // The link of a process that has left its namespaces is gone.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Place::Leaving,
             // One of ours made non-dumpable.
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 match first_mount_id(pid) {
-                    Some(id) if mount_ids.get_or_init(|| self.namespace_mount_ids()).contains(&id) => Place::Inside,
+                    Some(id) if mount_ids.contain(id, self) => Place::Inside,
                     Some(_) => Place::Elsewhere,
                     // Its mount table is gone with its namespaces.
                     None => Place::Leaving,
@@ -142,6 +148,22 @@ impl Members {
         }
         let text = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.holder_pid)).unwrap_or_default();
         text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).collect()
+    }
+}
+
+/// The namespace's mount ids: those the mount watch knows, or the holder's
+/// table read once per scan when first needed. Reading it at every record's
+/// end was a fifth of the collector's CPU per `prov run` while the run
+/// preparer keeps another (non-dumpable) collector of the user ready.
+#[derive(Default)]
+struct MountIds<'a> {
+    known: Option<&'a HashSet<u64>>,
+    read: OnceCell<HashSet<u64>>,
+}
+
+impl MountIds<'_> {
+    fn contain(&self, id: u64, members: &Members) -> bool {
+        self.known.unwrap_or_else(|| self.read.get_or_init(|| members.namespace_mount_ids())).contains(&id)
     }
 }
 
@@ -205,7 +227,7 @@ mod tests {
         let pids = members.pids();
         assert!(pids.contains(&pid));
         assert!(!pids.contains(&(std::process::id() as i32)));
-        assert!(!members.alive().is_empty());
+        assert!(!members.alive(None).is_empty());
         let with_holder = Members { holder_pid: pid, ..members };
         assert!(!with_holder.pids().contains(&pid), "the holder is left out");
         child.kill().unwrap();
@@ -221,7 +243,7 @@ mod tests {
         let pidfd = sys::pidfd_open(pid).unwrap();
         // Exited, not yet reaped: a zombie, in no namespace.
         wait_exited(vec![pidfd], Duration::from_secs(10));
-        assert_eq!(members.place(pid, &OnceCell::new()), Place::Leaving);
+        assert_eq!(members.place(pid, &MountIds::default()), Place::Leaving);
         let started = Instant::now();
         wait_exited(vec![sys::pidfd_open(pid).unwrap()], Duration::from_secs(10));
         assert!(started.elapsed() < Duration::from_secs(1), "a zombie's pidfd is readable at once");
@@ -241,7 +263,7 @@ mod tests {
 
     #[test]
     fn another_namespace_has_none_of_our_processes() {
-        let members = Members { namespace: (0, 1), holder_pid: -1 };
+        let members = Members { namespace_link: "mnt:[1]".into(), holder_pid: -1 };
         assert!(members.pids().is_empty());
     }
 }

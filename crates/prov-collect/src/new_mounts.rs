@@ -32,6 +32,8 @@ pub struct MountWatch {
     mountinfo: File,
     /// The mounts present at the last look.
     present: HashSet<MountKey>,
+    /// Their ids, for telling which processes are inside (`members`).
+    ids: HashSet<u64>,
     /// Asks the marking thread for a run.
     marker: Sender<()>,
     /// What the marking thread could not do, to be logged.
@@ -46,7 +48,7 @@ impl MountWatch {
         let mountinfo = File::open(format!("/proc/{pid}/mountinfo"))?;
         let (failed, failures) = mpsc::channel();
         let marker = start_marker(pid, group, failed);
-        let mut watch = MountWatch { mountinfo, present: HashSet::new(), marker, failures };
+        let mut watch = MountWatch { mountinfo, present: HashSet::new(), ids: HashSet::new(), marker, failures };
         watch.look()?;
         Ok(watch)
     }
@@ -67,6 +69,11 @@ impl MountWatch {
         Ok(appeared)
     }
 
+    /// The ids of the namespace's mounts at the last look.
+    pub fn mount_ids(&self) -> &HashSet<u64> {
+        &self.ids
+    }
+
     /// What the marking thread could not do since the last call.
     pub fn failures(&self) -> Vec<String> {
         self.failures.try_iter().collect()
@@ -76,7 +83,9 @@ impl MountWatch {
         let mut table = Vec::new();
         self.mountinfo.rewind()?;
         self.mountinfo.read_to_end(&mut table)?;
-        Ok(appeared(&mut self.present, &table))
+        let appeared = appeared(&mut self.present, &table);
+        self.ids = self.present.iter().map(|(id, _, _)| *id).collect();
+        Ok(appeared)
     }
 }
 
