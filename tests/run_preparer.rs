@@ -875,34 +875,3 @@ fn a_run_with_no_new_privs_is_not_served_by_a_preparer_without_it() {
     run_ok(&case, "echo traced > traced.txt");
     assert_eq!(case.writer_of_eventually("traced.txt")["complete"], true);
 }
-
-/// The scheduling policy of every thread of `pid` (field 41 of each
-/// `/proc/PID/task/TID/stat`: 0 normal, 3 batch).
-fn thread_policies(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-        .filter_map(|stat| stat.rsplit_once(") ")?.1.split(' ').nth(38)?.parse().ok())
-        .collect()
-}
-
-/// The collector and its writer, with every thread, run as batch tasks
-/// (SCHED_BATCH): their wakeups (the shell's `End`, a command's events) never
-/// take the CPU from the shell or command that runs there, which measured
-/// 0.2-0.4 ms per typed command (benches/README.md).
-#[test]
-fn the_collector_and_its_writer_never_preempt_the_command_on_wakeup() {
-    const SCHED_BATCH: u32 = 3;
-    let case = Case::new("run-preparer-batch");
-    let (_, ready) = warm(&case);
-    let writer = prov_e2e::processes::child_named(ready, "prov-writer");
-    for (what, pid) in [("collector", ready), ("writer", writer)] {
-        let policies = thread_policies(pid);
-        assert!(!policies.is_empty(), "the {what}'s threads are listed");
-        assert!(policies.iter().all(|&p| p == SCHED_BATCH), "the {what}'s threads' policies: {policies:?}");
-    }
-    // What the user's command runs as stays the user's choice.
-    let out = run_ok(&case, "cut -d' ' -f41 /proc/self/stat");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "the command runs as a normal task");
-}

@@ -16,9 +16,6 @@ fn main() -> ExitCode {
     let _ = nix::sys::prctl::set_name(c"prov-collector");
     // Ctrl-C or a hang-up of the user's terminal must not cut a record short.
     let _ = setsid();
-    // Before any thread or the writer starts, so that all of them inherit it;
-    // should the kernel refuse, the collector works as before.
-    let _ = prov_collect::sys::yield_to_interactive();
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [holder_pid, unmarked, fd_errors] = args.as_slice() else {

@@ -1,6 +1,6 @@
 //! The only module of the collector with `unsafe`: taking ownership of the
-//! descriptors the kernel or the helper installed in this process, what
-//! the writer's child does between fork and exec, and the scheduling policy.
+//! descriptors the kernel or the helper installed in this process, and what
+//! the writer's child does between fork and exec.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -73,23 +73,6 @@ pub fn only_stdio_and_across_exec(cmd: &mut Command, keep: RawFd) {
             Ok(())
         });
     }
-}
-
-/// Puts the calling thread under SCHED_BATCH, which every thread and child
-/// started afterwards inherits (the writer too). A batch task gets the same
-/// share of CPU as any other, but its wakeups never preempt the task running
-/// on that CPU: a message from the shell (`End`, the tracker's hang-up) no
-/// longer takes the shell's CPU away from it while it prints the prompt; the
-/// collector runs once the shell sleeps or its slice ends (0.3-0.4 ms per
-/// typed external command here, benches/README.md). Any user may choose it
-/// for its own threads.
-pub fn yield_to_interactive() -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; the kernel only reads `param`.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// A pidfd of `pid` (Linux 5.3+): readable (POLLIN) once the process has
