@@ -122,6 +122,8 @@ static struct {
     int paused;              /* ... but prompt tools' hooks run (see pause) */
     int ns_root, ctl, tracker, holder;        /* the active observation */
     int storing;             /* control socket of the ended one, until Stored */
+    char pending_end[160];   /* its End, until the shell waits anyway (send_pending_end) */
+    int pending_end_len;
     int storing_root;        /* ... and its namespace root, should it serve again */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
@@ -259,6 +261,31 @@ static void warn_once(const char *why)
 }
 
 
+/* Input the shell has not read yet on its standard input. */
+static int input_waiting(void)
+{
+    struct pollfd in = { .fd = 0, .events = POLLIN };
+    return poll(&in, 1, 0) == 1 && (in.revents & POLLIN);
+}
+
+/* The ended command's End, held since its end hook (end_observation), goes
+ * out once the shell waits anyway: at its next read of the terminal (the
+ * prompt is drawn), before anything waits for Stored, or at the next
+ * command's start. One the collector cannot take ends it as before. */
+static void send_pending_end(void)
+{
+    /* A fork of the shell (a prompt's $(...)) has a copy of it: the shell
+     * sends it, once. */
+    if (S.pending_end_len == 0 || getpid() != S.shell_pid) return;
+    int len = S.pending_end_len;
+    S.pending_end_len = 0;
+    if (S.storing < 0) return;
+    if (send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        close_fd(&S.storing);
+        close_fd(&S.storing_root);
+    }
+}
+
 /* ------------------------------------------------------- preparation */
 
 /* The ended observation back to the preparer, if its collector offers it for
@@ -271,6 +298,7 @@ static void warn_once(const char *why)
  * closed (at the next command's end). */
 static int give_back_stored(int wait_ms)
 {
+    send_pending_end();
     if (S.storing < 0 || S.storing_root < 0) return 0;
     if (!readable_within(S.storing, wait_ms)) {
         close_fd(&S.storing_root);
@@ -422,7 +450,10 @@ static void drop_active(void)
  * one wait, then is left. */
 static void wait_stored(void)
 {
-    if (S.storing < 0) return;
+    send_pending_end();
+    /* A fork of the shell running prov before the prompt is drawn: the
+     * record cannot be stored before the shell sends End, after it. */
+    if (S.storing < 0 || S.pending_end_len) return;
     (void)readable_within(S.storing, STORED_WAIT_MS);
     close_fd(&S.storing);
 }
@@ -448,7 +479,7 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
         || (memfd < 0 && buf_hex(&msg, (unsigned char *)text->p, text->len))
         || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
         || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
-        || (sock == S.ctl && buf_str(&msg, ",\"reuse\":true"))
+        || (sock == S.ctl && buf_str(&msg, ",\"reuse\":true,\"end_when_idle\":true"))
         || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
         || buf_str(&msg, "}}");
     int rc = -1;
@@ -504,6 +535,7 @@ static void take_ready(void)
 
 static void begin_observation(const struct buf *text)
 {
+    send_pending_end();
     if (S.active || S.unobserved || !S.loaded) return;
     take_ready();
     char cwd[PATH_MAX];
@@ -540,26 +572,40 @@ static void end_observation(const char *status)
         int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
             || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
             || buf_str(&msg, "}}");
-        /* The shell's own tracker first: when End is read, the collector
+        /* The shell's own tracker now, before the prompt's hooks fork
+         * anything that would inherit it: when End is read, the collector
          * then knows whether the command's last process is gone, and so
-         * whether the observation can serve another record. */
+         * whether the observation can serve another record. The collector
+         * holds the tracker itself until End (end_when_idle in Begin), so
+         * this does not wake it. */
         close_fd(&S.tracker);
-        /* The prompt never waits for storing: the next command's start
-         * does (wait_stored), if it comes before the answer. */
-        int sent = !bad && send(S.ctl, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0;
+        /* End itself waits until the shell does (send_pending_end): woken
+         * now, the collector would take the shell's CPU while it draws the
+         * prompt (benches/README.md). The prompt never waits for storing:
+         * the next command's start does (wait_stored), if it comes before
+         * the answer. */
+        size_t end_len = msg.len;
+        int held = !bad && end_len <= sizeof S.pending_end;
+        if (held) memcpy(S.pending_end, msg.p, end_len);
         buf_free(&msg);
         int ctl = S.ctl, root = S.ns_root;
         S.ctl = S.ns_root = -1;
         drop_active();
         close_fd(&S.storing);
         close_fd(&S.storing_root);
-        if (sent) {
+        S.pending_end_len = 0;
+        if (held) {
             S.storing = ctl;
             S.storing_root = root;
+            S.pending_end_len = (int)end_len;
         } else {
             close(ctl);
             close(root);
         }
+        /* The next line already waiting (pasted, or a script on stdin):
+         * nobody looks at this prompt, and that line's start waits for the
+         * record to be stored, so the collector had better start now. */
+        if (input_waiting()) send_pending_end();
     }
     /* Not now: starting the preparer (a vfork and exec, then three
      * processes setting up) would delay the prompt. The shell's next read is
@@ -855,7 +901,10 @@ static void prepare_if_pending(int tty_fd)
         int saved = errno;
         /* Not the integration's own reads (of a capture) in the prompt hook,
          * before the prompt is drawn: only the terminal's. */
-        if (tty_fd < 0 || isatty(tty_fd)) spawn_preparer();
+        if (tty_fd < 0 || isatty(tty_fd)) {
+            send_pending_end();
+            spawn_preparer();
+        }
         errno = saved;
     }
 }

@@ -60,6 +60,8 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         confirm: !kept,
         ack: kept,
         reuse,
+        // We wait for the command, and send End as soon as it is gone.
+        end_when_idle: false,
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).

@@ -113,9 +113,6 @@ struct State {
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     handshake(&h)?;
-    // Only the command's processes may hold the tracker's other end, or its
-    // hang-up would never come.
-    drop(h.tracker_for_command);
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
     let started = Instant::now();
@@ -131,6 +128,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
         group: &h.group,
         ctl: &h.ctl,
         tracker: h.tracker,
+        command_end: Some(h.tracker_for_command),
         ns_root: Some(h.ns_root),
         check_access,
         ctl_open: true,
@@ -180,6 +178,12 @@ struct Observation<'a> {
     /// Held by every process of the command; hangs up when the last is gone.
     /// A new one for each record.
     tracker: OwnedFd,
+    /// Our copy of the command's end of the tracker, until `Begin` (or, when
+    /// the caller sends `End` only once it waits anyway, until `End`): while
+    /// we hold it the tracker cannot hang up, and so cannot wake us. Only the
+    /// command's processes may hold it after that, or the hang-up that says
+    /// they are gone would never come.
+    command_end: Option<OwnedFd>,
     /// Until Prepare hands it to the resolver.
     ns_root: Option<OwnedFd>,
     check_access: bool,
@@ -342,6 +346,8 @@ impl Observation<'_> {
             Ok(Some(received)) => received,
             Ok(None) | Err(_) => {
                 self.ctl_open = false;
+                // No End will come: the processes' hang-up ends the record.
+                self.command_end = None;
                 return Ok(());
             }
         };
@@ -373,6 +379,9 @@ impl Observation<'_> {
                 let text_known = !start.text.is_empty();
                 let confirm = start.confirm;
                 st.reuse_asked = start.reuse;
+                if !start.end_when_idle {
+                    self.command_end = None;
+                }
                 if start.ack {
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
                 }
@@ -388,6 +397,9 @@ impl Observation<'_> {
                 }
             }
             Ok(ToCollector::End(mut end)) if st.begun && !self.ended => {
+                // Closed first, so that the tracker hangs up now if no
+                // process of the command holds it any more.
+                self.command_end = None;
                 if let (Some(r), Some(text)) = (&st.redactor, &end.text) {
                     end.text = Some(r.redact(text));
                 }
@@ -485,6 +497,7 @@ impl Observation<'_> {
         }
         st.next_record();
         self.tracker = mine;
+        self.command_end = theirs.try_clone().ok();
         self.tracker_open = true;
         self.ended = false;
         self.lingering.clear();

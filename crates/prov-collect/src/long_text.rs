@@ -62,6 +62,7 @@ mod tests {
             confirm: false,
             ack: false,
             reuse: false,
+            end_when_idle: false,
         }
     }
 

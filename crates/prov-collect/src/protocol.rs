@@ -83,6 +83,13 @@ pub struct CommandStart {
     /// offered again with `Stored` (see `StoreReport::reusable`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reuse: bool,
+    /// The caller sends `End` only once it waits anyway (the shell, at its
+    /// next read of the terminal, after the prompt is drawn), and closes its
+    /// tracker before. Until `End`, the collector keeps the command's end of
+    /// the tracker open itself, so that the hang-up does not wake it while
+    /// the shell prints its prompt (see `Observation::command_end`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_when_idle: bool,
 }
 
 impl RecordIdentity {
