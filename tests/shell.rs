@@ -62,6 +62,7 @@ in_both_shells!(
     clean_lines_share_one_observation_each_with_its_own_record,
     a_mount_made_during_a_line_is_seen_by_the_next,
     a_ready_collector_killed_while_the_prompt_idles_is_replaced,
+    end_goes_out_once_the_prompt_is_drawn,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -1179,4 +1180,55 @@ mod issue_11 {
             super::super::a_query_right_after_a_command_finds_it("zsh");
         }
     }
+}
+
+/// The shell sends a command's `End` only once it waits for the next line
+/// (its next read of the terminal), and closing its tracker before does not
+/// wake the collector either: woken while the shell draws its prompt, the
+/// collector took the shell's CPU for a quarter of a millisecond of every
+/// typed command (benches/README.md). A prompt hook that takes its time
+/// (run after prov's own) shows it: while it runs the record has no end;
+/// once the prompt is drawn it has, with the command's status.
+fn end_goes_out_once_the_prompt_is_drawn(shell: &str) {
+    let case = Case::new(&format!("{shell}-end-after-prompt"));
+    let hook = if shell == "bash" {
+        "PROMPT_COMMAND='[[ -e ~/slow ]] && { touch ~/in-hook; sleep 1.5; }'\n"
+    } else {
+        "slow_precmd() { [[ -e ~/slow ]] && { touch ~/in-hook; sleep 1.5; }; }\n\
+         autoload -Uz add-zsh-hook; add-zsh-hook precmd slow_precmd\n"
+    };
+    let mut sh = Shell::start_with(&case, leak(shell), hook, &case.inst.prov());
+    sh.run("touch ~/slow");
+    let in_hook = case.home.join("in-hook");
+    let _ = std::fs::remove_file(&in_hook);
+    let line = "(exit 3)";
+    let during_hook = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !in_hook.exists() {
+                assert!(Instant::now() < deadline, "the prompt hook never ran");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Time enough to be stored, had End been sent.
+            std::thread::sleep(Duration::from_millis(500));
+            case.query(["history", "-n", "1"])
+        });
+        sh.run(line);
+        watcher.join().unwrap()
+    });
+    let record = during_hook.first().expect("the command's start is stored while the hook runs");
+    assert_eq!(record["text"], line, "{during_hook:#?}");
+    assert!(record["exit_status"].is_null(), "no end while the prompt hook runs: {record:#?}");
+    // The prompt is drawn and the shell reads: now it ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        let found = case.query(["history", "-n", "1"]);
+        if found.first().is_some_and(|c| !c["exit_status"].is_null()) || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(ended.first().map(|c| (&c["text"], &c["exit_status"])), Some((&line.into(), &3.into())), "{ended:#?}");
+    sh.run("rm ~/slow");
+    sh.exit();
 }
