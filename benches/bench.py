@@ -958,17 +958,23 @@ class PtyShell:
         os.close(self.fd)
 
 
-def start_shell(ctx, shell, traced, cwd):
-    home = ctx.fresh_home(f"prompt-{shell}-{'prov' if traced else 'plain'}")
+def write_shell_rc(home, shell, prov, uid, gid):
+    """The shell's rc file in `home`: the bench's prompt and, if `prov` (the
+    program's path) is given, the integration line."""
     rc = os.path.join(home, ".bashrc" if shell == "bash" else ".zshrc")
     with open(rc, "w") as f:
         if shell == "bash":
             f.write(f"PS1='{PROMPT.decode()}'\n")
         else:
             f.write(f"PROMPT='{PROMPT.decode()}'\nunsetopt PROMPT_SP\n")
-        if traced:
-            f.write(f'eval "$({ctx.prov} init {shell})"\n')
-    os.chown(rc, ctx.uid, ctx.gid)
+        if prov:
+            f.write(f'eval "$({prov} init {shell})"\n')
+    os.chown(rc, uid, gid)
+
+
+def start_shell(ctx, shell, traced, cwd):
+    home = ctx.fresh_home(f"prompt-{shell}-{'prov' if traced else 'plain'}")
+    write_shell_rc(home, shell, ctx.prov if traced else None, ctx.uid, ctx.gid)
     sh_ = PtyShell(ctx.as_user(home, [f"/bin/{shell}", "-i"]), cwd,
                    f"{shell} {'with prov init' if traced else 'plain'}")
     sh_.wait_prompt()

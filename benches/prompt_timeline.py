@@ -39,16 +39,8 @@ def drive(user, prefix, shell, n, command, traced, pause, marks_path):
     home = tempfile.mkdtemp(prefix="prov-timeline-", dir="/var/tmp")
     os.chmod(home, 0o755)
     os.chown(home, pw.pw_uid, pw.pw_gid)
-    rc = os.path.join(home, ".bashrc" if shell == "bash" else ".zshrc")
-    with open(rc, "w") as f:
-        if shell == "bash":
-            f.write(f"PS1='{PROMPT.decode()}'\n")
-        else:
-            f.write(f"PROMPT='{PROMPT.decode()}'\nunsetopt PROMPT_SP\n")
-        if traced:
-            f.write(f'eval "$({prefix}/bin/prov init {shell})"\n')
-    os.chown(rc, pw.pw_uid, pw.pw_gid)
     bench.PROMPT = PROMPT
+    bench.write_shell_rc(home, shell, f"{prefix}/bin/prov" if traced else None, pw.pw_uid, pw.pw_gid)
     argv = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups", "env", "-i",
             f"HOME={home}", "PATH=/usr/bin:/bin", "TERM=dumb", f"/bin/{shell}", "-i"]
     sh = bench.PtyShell(argv, home, shell)
