@@ -326,7 +326,7 @@ fn archived_content_waits_in_the_spool_with_its_record() {
     assert_traced(&out);
     assert_eq!(out.stdout, b"spooled\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("spool"), "{}", describe(&out));
-    let spool = case.home.join(".local/state/prov/spool");
+    let spool = case.spool_dir();
     let spooled: Vec<u8> =
         std::fs::read_dir(&spool).unwrap().flat_map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
     assert!(String::from_utf8_lossy(&spooled).contains("{\"Archive\":"), "the spool file holds the content");

@@ -93,7 +93,7 @@ fn read_only_database_spools_and_catches_up() {
     assert_traced(&out);
     assert_eq!(out.status.code(), Some(3));
     assert!(one_line(&out.stderr).contains("spool"));
-    let spool = case.home.join(".local/state/prov/spool");
+    let spool = case.spool_dir();
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 1, "the record waits in the spool");
     // The collector says so where the user can look later.
     let log_path = case.home.join(".local/state/prov/collector.log");
@@ -120,7 +120,7 @@ fn locked_database_spools_and_catches_up() {
     assert_traced(&out);
     assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
     assert!(one_line(&out.stderr).contains("spool"));
-    let spool = case.home.join(".local/state/prov/spool");
+    let spool = case.spool_dir();
     let spooled = std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0);
     locker.release();
     assert_eq!(spooled, 1, "the record waits in the spool while the database is locked");

@@ -322,6 +322,12 @@ impl Case {
         self.home.join(".local/share/prov/prov.db")
     }
 
+    /// Where prov keeps what it could not store yet (and `prov run` the
+    /// starts of its records): the acting user's default spool.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.home.join(".local/state/prov/spool")
+    }
+
     /// Writes the acting user's prov configuration (`~/.config/prov/config.toml`).
     pub fn write_config(&self, toml: &str) {
         let dir = self.home.join(".config/prov");

@@ -76,7 +76,7 @@ pub fn collector_of(run: u32) -> u32 {
 /// command untraced (seen under load).
 pub fn collector_answered(case: &Case, run: u32) -> u32 {
     let collector = collector_of(run);
-    let spool = case.home.join(".local/state/prov/spool");
+    let spool = case.spool_dir();
     let start_written = || {
         std::fs::read_dir(&spool)
             .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".start.jsonl")))

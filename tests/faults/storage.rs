@@ -12,10 +12,6 @@ use prov_e2e::*;
 
 use super::tally::{record_with_text, Tally};
 
-fn spool_dir(case: &Case) -> PathBuf {
-    case.home.join(".local/state/prov/spool")
-}
-
 fn collector_log(case: &Case) -> String {
     std::fs::read_to_string(case.home.join(".local/state/prov/collector.log")).unwrap_or_default()
 }
@@ -89,7 +85,7 @@ fn wait_until_released(path: &Path) {
 
 /// The spool holds records only (files ending in .jsonl).
 fn records_waiting(case: &Case) -> usize {
-    std::fs::read_dir(spool_dir(case))
+    std::fs::read_dir(case.spool_dir())
         .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl")).count())
         .unwrap_or(0)
 }
@@ -110,7 +106,7 @@ fn a_torn_spool_file_loses_only_the_torn_bytes() {
     data_dir_read_only(&case, false);
     assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
     tally.run = 1;
-    let spooled: Vec<PathBuf> = std::fs::read_dir(spool_dir(&case)).unwrap().map(|e| e.unwrap().path()).collect();
+    let spooled: Vec<PathBuf> = std::fs::read_dir(case.spool_dir()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(spooled.len(), 1, "the record waits in the spool: {}", case.collector_state());
     wait_until_released(&spooled[0]);
     // The tear: a crashed writer's half line, and the record's other lines around it.
@@ -147,7 +143,7 @@ fn the_next_query_reports_set_aside_spool_bytes_once() {
     let out = case.run(["sh", "-c", "echo a > a.txt"]);
     data_dir_read_only(&case, false);
     assert!(out.status.success(), "{}", describe(&out));
-    let spooled: Vec<PathBuf> = std::fs::read_dir(spool_dir(&case)).unwrap().map(|e| e.unwrap().path()).collect();
+    let spooled: Vec<PathBuf> = std::fs::read_dir(case.spool_dir()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(spooled.len(), 1, "{}", case.collector_state());
     wait_until_released(&spooled[0]);
     let mut content = std::fs::read(&spooled[0]).unwrap();
