@@ -77,12 +77,24 @@ cli=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.
 # The setuid helper is linked statically (static-pie): every command typed
 # at a traced prompt execs it, and without ld.so (which runs in secure mode
 # for a setuid program, loading libc and libgcc_s) it reaches the command
-# 0.4 ms sooner (benches/README.md). Only the final link differs, so the
-# flag goes to that crate alone (`cargo rustc`). docs/security-model.md
-# weighs it: no dynamic loader in the privileged path, but a C library
-# fix reaches the helper only with a rebuild.
-helper=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
-        -p prov-helper --bin prov-helper -- -C target-feature=+crt-static)
+# 0.4 ms sooner (benches/README.md). Against musl when the toolchain has
+# the musl target (packaging/helper-target says why), else against glibc.
+# docs/security-model.md weighs it: no dynamic loader in the privileged
+# path, but a C library fix reaches the helper only with a rebuild.
+as_builder=()
+[ "$builder" = root ] || as_builder=(runuser -u "$builder" --)
+helper_target=$("${as_builder[@]}" "$src/packaging/helper-target" "$(dirname "$cargo_bin")/rustc")
+if [ -n "$helper_target" ]; then
+    helper=("${cargo[@]}" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
+            -p prov-helper --bin prov-helper --target "$helper_target")
+    helper_bin=$target/$helper_target/release/prov-helper
+else
+    echo "install.sh: the helper is linked against glibc; with the musl target ($(uname -m)-unknown-linux-musl, from rustup) every traced command would start 0.3 ms sooner"
+    # Only the final link differs, so the flag goes to that crate alone (`cargo rustc`).
+    helper=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
+            -p prov-helper --bin prov-helper -- -C target-feature=+crt-static)
+    helper_bin=$target/release/prov-helper
+fi
 if [ "$builder" != root ]; then
     install -d -o "$builder" "$target"
     runuser -u "$builder" -- "${build[@]}"
@@ -112,7 +124,7 @@ cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
 if [ -n "$stage" ]; then
     install -d -m 0755 "$stage/bin" "$stage/libexec/prov" "$stage/lib/prov"
     install -m 0755 "$target/release/prov" "$stage/bin/prov"
-    install -m 0755 "$target/release/prov-helper" "$target/release/prov-collector" "$target/release/prov-writer" \
+    install -m 0755 "$helper_bin" "$target/release/prov-collector" "$target/release/prov-writer" \
         "$stage/libexec/prov/"
     install -m 0644 "$target/libprov_preload.so" "$stage/lib/prov/libprov_preload.so"
     exit 0
@@ -127,7 +139,7 @@ install -m 0755 -o root -g root "$target/release/prov" "$prefix/bin/prov"
 install -m 0711 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
 install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # install(1) sets ownership before the mode, so the setuid bit stays.
-install -m 04755 -o root -g prov "$target/release/prov-helper" "$prefix/libexec/prov/prov-helper"
+install -m 04755 -o root -g prov "$helper_bin" "$prefix/libexec/prov/prov-helper"
 # Found by the collector next to itself; holds nothing privileged.
 install -m 0755 -o root -g root "$target/release/prov-writer" "$prefix/libexec/prov/prov-writer"
 

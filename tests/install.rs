@@ -44,6 +44,17 @@ fn install_runs_again_over_itself_and_tracing_works() {
     let helper = std::fs::metadata(prefix.join("libexec/prov/prov-helper")).unwrap();
     assert_eq!((helper.uid(), helper.gid()), (0, prov_gid()), "helper owned by root, group prov");
     assert_eq!(helper.mode() & 0o7777, 0o4755, "helper setuid root, writable by root only");
+    // Linked against musl whenever the toolchain has that target
+    // (packaging/helper-target): glibc's start-up, which alone reads
+    // GLIBC_TUNABLES, would cost every traced command 0.3 ms more; without
+    // the target, install.sh says so.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = Command::new(repo.join("packaging/helper-target")).arg("rustc").output().unwrap();
+    let musl = !target.stdout.trim_ascii().is_empty();
+    let image = std::fs::read(prefix.join("libexec/prov/prov-helper")).unwrap();
+    let glibc = image.windows(b"GLIBC_TUNABLES".len()).any(|w| w == b"GLIBC_TUNABLES");
+    assert_eq!(glibc, !musl, "the toolchain has the musl target: {musl}; the helper holds glibc's start-up: {glibc}");
+    assert_eq!(said.contains("the helper is linked against glibc"), !musl, "{said}");
     for file in ["bin/prov", "libexec/prov/prov-collector", "lib/prov/libprov_preload.so"] {
         let m = std::fs::metadata(prefix.join(file)).unwrap();
         assert_eq!(m.uid(), 0, "{file} owned by root");

@@ -58,11 +58,11 @@ fn os_fail(what: &str, err: io::Error) -> Failure {
 const USAGE: &str =
     "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...] | prov-helper mark HOLDER_PID GROUP_FD";
 
-/// The helper's work, called by the entry point (`sys::main`); the process
-/// ends here (`process::exit` flushes what was printed) or in an exec.
+/// The helper's work on its arguments (after the program's name), called by
+/// the entry point (`sys::main`); the process ends here (`process::exit`
+/// flushes what was printed) or in an exec.
 #[cfg_attr(test, allow(dead_code))]
-fn run() -> ! {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+fn run(args: Vec<OsString>) -> ! {
     // Only a SOCK_SEQPACKET socket is a control channel: never write to, or
     // hand the collector, some other descriptor the caller named.
     let ctl = match args.first().map(|a| a.as_bytes()) {

@@ -152,7 +152,7 @@ pub fn setns(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// NS_GET_USERNS: the user namespace owning a namespace.
 pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    const NS_GET_USERNS: libc::Ioctl = 0xb701;
     // SAFETY: this ioctl takes no argument and returns a new descriptor.
     let fd = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS) })?;
     // SAFETY: fd was just returned by the kernel and is ours alone.
@@ -369,18 +369,32 @@ pub fn getcwd() -> io::Result<CString> {
 /// start-up: that start-up reads /proc/self/maps to place a guard page
 /// below the main thread's stack and installs signal stacks and handlers
 /// to report a stack overflow, 0.1 ms of every traced command here, for a
-/// program this small. What else it does is done here or by glibc: SIGPIPE
-/// ignored (a write to a closed socket fails with EPIPE instead of killing
-/// us), and, as for every setuid program, fds 0-2 taken by /dev/full and
-/// /dev/null if the caller closed them (glibc's secure mode), so that
-/// nothing the helper opens gets their numbers. The arguments are read by
-/// `std::env::args_os`, which glibc hands them to before this runs.
+/// program this small. What else it does is done here or by the C library:
+/// SIGPIPE ignored (a write to a closed socket fails with EPIPE instead of
+/// killing us), and, as for every setuid program, fds 0-2 taken by
+/// /dev/null (or /dev/full) if the caller closed them (the C library's
+/// secure mode, glibc's and musl's alike), so that nothing the helper opens
+/// gets their numbers. The arguments are taken from `argv` here: without
+/// Rust's start-up, `std::env::args_os` is empty on musl.
 #[cfg(not(test))]
 #[no_mangle]
-pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+pub extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    use std::os::unix::ffi::OsStringExt;
     // SAFETY: installing SIG_IGN for SIGPIPE has no memory-safety impact.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    crate::run()
+    let count = usize::try_from(argc).unwrap_or(0);
+    let mut args = Vec::with_capacity(count.saturating_sub(1));
+    for i in 1..count {
+        // SAFETY: the C runtime passes `argc` entries in `argv`, each NULL
+        // or a NUL-terminated string that lives as long as the process.
+        let arg = unsafe { *argv.add(i) };
+        if arg.is_null() {
+            break;
+        }
+        // SAFETY: as above; the bytes are copied out at once.
+        args.push(std::ffi::OsString::from_vec(unsafe { CStr::from_ptr(arg) }.to_bytes().to_vec()));
+    }
+    crate::run(args)
 }
 
 /// Restores the default disposition of every signal the Rust runtime or the
