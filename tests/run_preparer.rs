@@ -290,7 +290,10 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 /// `prov run`, the collector and the writer are then killed together (a
 /// batch job's cgroup.kill), the next prov finds the record and ends it.
 /// Before, the command waited 2 s for the stalled writer and then started
-/// with no start stored anywhere: killed then, it left no record.
+/// with no start stored anywhere: killed then, it left no record. The
+/// record keeps its text too, with its secret taken out (the start file
+/// carried no text before: a batch step killed within milliseconds of its
+/// start lost it).
 #[test]
 fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     let case = Case::new("run-preparer-start-file");
@@ -299,7 +302,8 @@ fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
     assert!(st.success());
     let started = Instant::now();
-    let mut run = run(&case, "echo go > started.txt; sleep 60").spawn().unwrap();
+    let script = "echo go > started.txt; sleep 60 # ghp_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8";
+    let mut run = run(&case, script).spawn().unwrap();
     wait_until("the command starts", || case.work.join("started.txt").exists());
     let waited = started.elapsed();
     let collector = collector_of(run.id());
@@ -317,6 +321,7 @@ fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
     assert!(r["incomplete_reason"].as_str().is_some_and(|s| s.contains("collector was gone")), "{r:#}");
     assert_eq!(r["cwd"], case.work.display().to_string(), "{r:#}");
+    assert_eq!(r["text"], "sh -c 'echo go > started.txt; sleep 60 # [REDACTED]'", "{r:#}");
     // Stays below what waiting for the writer would have cost (BEGIN_WAIT,
     // 2 s); not a timing goal, the sign of which way the start was kept.
     eprintln!("the command started {waited:?} after prov run");

@@ -66,9 +66,10 @@ pub fn end_abandoned(database: &Path) {
 /// (or `prov run` the whole record): a command whose `prov run`, collector
 /// and writer are all killed at once (a batch job's cgroup.kill) still has
 /// its record, which the next prov ingests and, its collector being gone,
-/// ends. Written instead of waiting for the writer's commit. It carries no
-/// text (taking secrets out of it would cost more than the wait saved; the
-/// collector's start brings it, see `begin_command`) and names the
+/// ends. Written instead of waiting for the writer's commit. It carries the
+/// text with its secrets taken out, by the user's redaction settings as the
+/// collector takes them out (most texts compile no pattern: microseconds),
+/// so a step killed right after it started keeps its text, and names the
 /// collector. Held locked while `prov run` lives, so nothing ingests it
 /// meanwhile; removed once the start is stored elsewhere, else left for the
 /// next ingestion (start idempotent by uuid).
@@ -79,7 +80,8 @@ impl StartFile {
     /// collector's confirmation, as before).
     pub fn write(user: &UserSetup, begin: &CommandBegin, collector_pid: u32) -> Option<StartFile> {
         let observer = prov_model::observer::identity_of(collector_pid)?;
-        let begin = CommandBegin { text: Vec::new(), ..begin.clone() };
+        let redactor = prov_model::redact::Redactor::new(&user.config.redact);
+        let begin = CommandBegin { text: redactor.redact(&begin.text), ..begin.clone() };
         let mut spool = SpoolWriter::create(&user.locations.spool_dir(), &format!("{}.start", begin.uuid)).ok()?;
         // One write: a start without its observer would never be ended as
         // abandoned.

@@ -152,8 +152,8 @@ impl Writer<'_> {
 
     pub(crate) fn begin_command(&mut self, b: &CommandBegin) -> Result<i64> {
         if let Some(id) = self.command_id(&b.uuid)? {
-            // `prov run`'s own start (see spool `Observer`) carries no text:
-            // the collector's, coming second, brings it.
+            // A start without its text (one from an older `prov run`, see
+            // spool `Observer`) takes it from the collector's, coming second.
             if !b.text.is_empty() {
                 self.conn
                     .prepare_cached(
