@@ -127,9 +127,7 @@ fn prov_run_takes_the_ready_observation_and_the_preparer_exits_when_idle() {
 fn the_command_waits_for_the_collector_while_the_helper_is_already_started() {
     let case = Case::new("run-preparer-gate");
     let (_, ready) = warm(&case);
-    let signal =
-        |sig: &str, pid: u32| assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
-    signal("-STOP", ready);
+    let stopped = Stopped::stop(ready);
     let child = run(&case, "echo $GATE_MARK > started.txt").env("GATE_MARK", "whole environment").spawn().unwrap();
     let deadline = Instant::now() + Duration::from_millis(1500);
     let started = || case.work.join("started.txt").exists();
@@ -143,7 +141,7 @@ fn the_command_waits_for_the_collector_while_the_helper_is_already_started() {
     };
     std::thread::sleep(Duration::from_millis(200));
     assert!(!started(), "the command started before the collector had the record");
-    signal("-CONT", ready);
+    drop(stopped);
     let out = child.wait_with_output().unwrap();
     assert_traced(&out);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
