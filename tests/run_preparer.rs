@@ -127,7 +127,9 @@ fn prov_run_takes_the_ready_observation_and_the_preparer_exits_when_idle() {
 fn the_command_waits_for_the_collector_while_the_helper_is_already_started() {
     let case = Case::new("run-preparer-gate");
     let (_, ready) = warm(&case);
-    let stopped = Stopped::stop(ready);
+    let signal =
+        |sig: &str, pid: u32| assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
+    signal("-STOP", ready);
     let child = run(&case, "echo $GATE_MARK > started.txt").env("GATE_MARK", "whole environment").spawn().unwrap();
     let deadline = Instant::now() + Duration::from_millis(1500);
     let started = || case.work.join("started.txt").exists();
@@ -141,7 +143,7 @@ fn the_command_waits_for_the_collector_while_the_helper_is_already_started() {
     };
     std::thread::sleep(Duration::from_millis(200));
     assert!(!started(), "the command started before the collector had the record");
-    drop(stopped);
+    signal("-CONT", ready);
     let out = child.wait_with_output().unwrap();
     assert_traced(&out);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
