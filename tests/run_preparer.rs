@@ -118,41 +118,6 @@ fn prov_run_takes_the_ready_observation_and_the_preparer_exits_when_idle() {
     wait_until("a new preparer", || preparers(&case).len() == 1);
 }
 
-/// The join helper starts while the collector takes the record, but the
-/// command only once the collector has it (it reads a process's arguments
-/// while the process lives): with the ready collector stopped, the helper
-/// waits, the command has not started, and it starts once the collector
-/// goes on.
-#[test]
-fn the_command_waits_for_the_collector_while_the_helper_is_already_started() {
-    let case = Case::new("run-preparer-gate");
-    let (_, ready) = warm(&case);
-    let signal =
-        |sig: &str, pid: u32| assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success());
-    signal("-STOP", ready);
-    let child = run(&case, "echo $GATE_MARK > started.txt").env("GATE_MARK", "whole environment").spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_millis(1500);
-    let started = || case.work.join("started.txt").exists();
-    let helper = loop {
-        assert!(!started(), "the command started before the collector had the record");
-        if let Some((pid, _)) = children_of(child.id()).into_iter().find(|(_, n)| n == "prov-helper") {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the join helper started while the collector is stopped");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!started(), "the command started before the collector had the record");
-    signal("-CONT", ready);
-    let out = child.wait_with_output().unwrap();
-    assert_traced(&out);
-    assert!(out.status.success() && out.stderr.is_empty(), "{}", describe(&out));
-    assert_eq!(std::fs::read_to_string(case.work.join("started.txt")).unwrap(), "whole environment\n");
-    assert!(!alive(helper), "the helper became the command and ended with it");
-    let r = case.writer_of_eventually("started.txt");
-    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(0)), "{r:#}");
-}
-
 #[test]
 fn concurrent_prov_runs_get_distinct_observations() {
     let case = Case::new("run-preparer-concurrent");

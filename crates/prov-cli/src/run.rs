@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Seek, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -107,32 +107,23 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         return untraced(format!("collector unreachable: {e}"));
     }
     // Only once the collector has the record does the command start: it
-    // reads a process's arguments while the process lives. With the
-    // environment held back, the helper starts meanwhile and waits for it.
-    let cannot_start = |e: std::io::Error| {
-        eprintln!("prov: cannot start {}: {e}", escape(command[0].as_bytes()));
-        ExitCode::from(126)
-    };
-    let env = match HelperEnvironment::new() {
-        Ok(env) => env,
-        Err(e) => return cannot_start(e),
-    };
-    let answered_first = env.held.is_none().then(|| wait_for_answer(&obs));
+    // reads a process's arguments while the process lives.
+    let answered = wait_for_answer(&obs);
+    let mut begun_seen = start_file.is_none() && answered;
+    let begun_ns = now_ns() - start_ns;
     let prepared = obs.pooled();
-    let child = match spawn_joined(&obs, env.for_helper.as_fd(), &program, &command) {
+    let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
-        Err(e) => return cannot_start(e),
+        Err(e) => {
+            eprintln!("prov: cannot start {}: {e}", escape(command[0].as_bytes()));
+            return ExitCode::from(126);
+        }
     };
     let spawned_ns = now_ns() - start_ns;
     // Only the command's processes hold the tracker now.
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
     spawn::forward_termination(child.id());
-    let answered = answered_first.unwrap_or_else(|| wait_for_answer(&obs));
-    let begun_ns = now_ns() - start_ns;
-    // The helper reads the environment to its end: the command starts now.
-    drop(env);
-    let mut begun_seen = start_file.is_none() && answered;
     let status = wait(child);
     let end = CommandEnd::with_status(now_ns(), shell_status(status));
     let command_ns = end.end_ns - start_ns;
@@ -250,12 +241,8 @@ fn store_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd) {
 
 /// Starts the command through the helper's join mode, so it begins life
 /// inside the observed namespace.
-fn spawn_joined(
-    obs: &Observation,
-    env: BorrowedFd<'_>,
-    program: &Path,
-    command: &[OsString],
-) -> std::io::Result<Child> {
+fn spawn_joined(obs: &Observation, program: &Path, command: &[OsString]) -> std::io::Result<Child> {
+    let env = environment_memfd()?;
     let tracker = obs.tracker.as_ref().map(AsFd::as_fd);
     let mut cmd = Command::new(&obs.helper);
     cmd.arg("join")
@@ -264,52 +251,25 @@ fn spawn_joined(
         .arg(tracker.map_or("-".to_string(), |fd| fd.as_raw_fd().to_string()))
         .arg(program)
         .args(command);
-    let keep: Vec<_> = std::iter::once(env).chain(tracker).collect();
+    let keep: Vec<_> = std::iter::once(env.as_fd()).chain(tracker).collect();
     spawn::spawn_inheriting(&mut cmd, &keep)
 }
 
-/// Our environment as NAME=VALUE\0…, for the join helper, which reads it to
-/// its end after dropping privilege (a setuid start strips LD_*, TMPDIR …
-/// from its own). In a pipe when it fits the pipe's buffer: written whole
-/// before the helper starts, our end kept open (`held`), so the helper
-/// execs, checks and enters the namespace while the collector takes the
-/// record, and the command starts when we close our end, or when we die
-/// (it then has the whole environment, as it had from a file). Else (a huge
-/// environment) in an anonymous file, read at once, and the helper is
-/// started only once the collector has the record.
-struct HelperEnvironment {
-    for_helper: OwnedFd,
-    held: Option<OwnedFd>,
-}
-
-impl HelperEnvironment {
-    fn new() -> std::io::Result<HelperEnvironment> {
-        let mut env = Vec::new();
-        for (k, v) in std::env::vars_os() {
-            env.extend_from_slice(k.as_bytes());
-            env.push(b'=');
-            env.extend_from_slice(v.as_bytes());
-            env.push(0);
-        }
-        if let Some((for_helper, held)) = Self::in_pipe(&env) {
-            return Ok(HelperEnvironment { for_helper, held: Some(held) });
-        }
-        let fd = nix::sys::memfd::memfd_create(c"prov-env", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(&env)?;
-        file.rewind()?;
-        Ok(HelperEnvironment { for_helper: file.into(), held: None })
+/// Our environment as NAME=VALUE\0…, in an anonymous file the helper reads
+/// after dropping privilege (glibc strips LD_*, TMPDIR … from setuid programs).
+fn environment_memfd() -> std::io::Result<OwnedFd> {
+    let fd = nix::sys::memfd::memfd_create(c"prov-env", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
+    let mut file = std::fs::File::from(fd);
+    let mut buf = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        buf.extend_from_slice(k.as_bytes());
+        buf.push(b'=');
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(0);
     }
-
-    /// The read end (blocking, for the helper) and the write end of a pipe
-    /// holding all of `env`; None if it does not fit at once.
-    fn in_pipe(env: &[u8]) -> Option<(OwnedFd, OwnedFd)> {
-        use nix::fcntl::{fcntl, FcntlArg, OFlag};
-        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).ok()?;
-        fcntl(&read, FcntlArg::F_SETFL(OFlag::empty())).ok()?;
-        let whole = env.is_empty() || nix::unistd::write(&write, env).ok()? == env.len();
-        whole.then_some((read, write))
-    }
+    file.write_all(&buf)?;
+    file.rewind()?;
+    Ok(file.into())
 }
 
 fn wait(mut child: Child) -> ExitStatus {
