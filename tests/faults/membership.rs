@@ -28,7 +28,31 @@ fn appears(path: &Path, within: Duration) -> bool {
 /// other, after `prov run` has returned: every write belongs to the record.
 #[test]
 fn a_daemon_that_closes_every_descriptor_stays_in_its_command() {
-    daemon_stays_in_its_command("faults-daemon-closerange", "", "daemon closes every descriptor");
+    daemon_stays_in_its_command("faults-daemon-closerange", "", "daemon closes every descriptor", |_| {});
+}
+
+/// The same daemon, started right after pid allocation wrapped round: its
+/// pid is below those of every process started before, where the
+/// observation last looked (a look reads only the processes started since,
+/// unless allocation wrapped). Root moves the allocation to its end, as a
+/// busy machine does in time.
+#[test]
+fn a_daemon_started_after_pids_wrapped_stays_in_its_command() {
+    let ns_last_pid = Path::new("/proc/sys/kernel/ns_last_pid");
+    let last_pid = || std::fs::read_to_string(ns_last_pid).unwrap().trim().parse::<u64>().unwrap();
+    let set_last_pid = |pid: u64| std::fs::write(ns_last_pid, pid.to_string()).unwrap();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    // Every pid of the observation from here on is above those the wrap
+    // hands out next (300 on).
+    if last_pid() < 2000 {
+        set_last_pid(2000);
+    }
+    daemon_stays_in_its_command("faults-daemon-wrapped", "", "daemon started after pids wrapped", |case| {
+        // The observation the daemon's command gets has looked before.
+        case.run_sh("true");
+        set_last_pid(pid_max - 2);
+    });
+    assert!(last_pid() < 2000, "allocation wrapped: {}", last_pid());
 }
 
 /// The same daemon made non-dumpable first (as ssh-agent and gpg-agent make
@@ -41,10 +65,12 @@ fn a_non_dumpable_daemon_that_closes_every_descriptor_stays_in_its_command() {
         "faults-daemon-nondumpable",
         dumpable_off,
         "non-dumpable daemon closes every descriptor",
+        |_| {},
     );
 }
 
-fn daemon_stays_in_its_command(name: &str, prelude: &str, scenario: &'static str) {
+/// `before_run`: what happens to the case before the daemon's command.
+fn daemon_stays_in_its_command(name: &str, prelude: &str, scenario: &'static str, before_run: impl FnOnce(&Case)) {
     let case = Case::new(name);
     let daemon = format!(
         "{prelude}import os, time\n\
@@ -57,6 +83,7 @@ fn daemon_stays_in_its_command(name: &str, prelude: &str, scenario: &'static str
         \x20   with open('d%d' % i, 'w') as f: f.write('x')\n"
     );
     case.write("daemon.py", daemon.as_bytes());
+    before_run(&case);
     let out = case.run(["python3", "daemon.py"]);
     assert_traced(&out);
     assert!(out.status.success(), "{}", describe(&out));

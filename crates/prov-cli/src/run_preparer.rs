@@ -238,13 +238,13 @@ impl Place {
         // The boot as well as the host name: hosts of one name may share
         // an NFS home. The builds of prov and of the helper, so an upgrade
         // gets a new preparer.
-        let boot = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let boot = prov_model::observer::boot_id_bytes().unwrap_or_default();
         let key = [
             PROTOCOL.as_bytes(),
             b"\0",
             crate::setup::host_name().as_bytes(),
             b"\0",
-            &boot,
+            boot,
             b"\0",
             nix::unistd::geteuid().as_raw().to_string().as_bytes(),
             b"\0",

@@ -18,7 +18,7 @@ pub fn for_run() -> String {
 /// can see of its session stands in: the session number, the pid namespace
 /// and the controlling terminal, the same for every process of the session.
 fn session_key() -> Option<Vec<u8>> {
-    let boot = std::fs::read("/proc/sys/kernel/random/boot_id").ok()?;
+    let boot = prov_model::observer::boot_id_bytes()?;
     let uid = nix::unistd::getuid().as_raw().to_string();
     let sid = nix::unistd::getsid(None).ok()?.as_raw();
     let leader = match std::fs::read(format!("/proc/{sid}/stat")).ok().and_then(|s| stat_field(&s, 22)) {

@@ -21,6 +21,7 @@ use crate::ipc;
 use crate::long_text;
 use crate::members::Members;
 use crate::new_mounts::MountWatch;
+use crate::new_pids::NewPids;
 use crate::protocol::{RecordIdentity, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG, UNTRACED_TAG};
 use crate::resolve::Resolver;
 use crate::writer_link::WriterLink;
@@ -112,11 +113,17 @@ struct State {
 }
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
+    // Before Ready: no process of the command has started yet, so the
+    // command's processes are found among those started since.
+    let new_pids = NewPids::open();
     handshake(&h)?;
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
     let started = Instant::now();
-    let members = Members::of(&h.namespace, h.holder_pid);
+    let new_pids = new_pids
+        .map_err(|e| st.writer.log(format!("each look for the command's processes reads all of /proc: {e}")))
+        .ok();
+    let members = Members::of(&h.namespace, h.holder_pid, new_pids);
     if let Err(e) = &members {
         st.writer.log(format!("cannot tell the command's processes by their namespace: {e}"));
     }
@@ -314,7 +321,7 @@ impl Observation<'_> {
             self.mark_new_mounts(st);
         }
         let known_mounts = self.mounts.as_ref().map(MountWatch::mount_ids);
-        self.lingering = self.members.as_ref().map(|m| m.alive(known_mounts)).unwrap_or_default();
+        self.lingering = self.members.as_mut().map(|m| m.alive(known_mounts)).unwrap_or_default();
     }
 
     /// Has the mounts that appeared since the last look marked, and counts

@@ -12,6 +12,7 @@ pub mod ipc;
 pub mod long_text;
 pub mod members;
 pub mod new_mounts;
+pub mod new_pids;
 pub mod processes;
 pub mod protocol;
 pub mod provignore;

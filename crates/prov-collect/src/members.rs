@@ -19,6 +19,12 @@
 //! `/proc/PID/mountinfo` is readable by all, and a mount's id names one
 //! mount of one namespace while it is mounted, so the id of the first mount
 //! a process shows tells whether it is inside.
+//!
+//! A process enters the namespace only by a fork of one inside or by the
+//! helper's join, which the command's processes make as they start, after
+//! the observation was handed out (or handed out again). So a look needs
+//! only the processes inside at the previous look and those started since
+//! (`new_pids`); when that cannot be told, every process in /proc.
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -28,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use crate::new_pids::{self, NewPids};
 use crate::sys;
 
 /// How long one look waits for processes in the last steps of their exit. It
@@ -42,6 +49,11 @@ pub struct Members {
     /// than following it to the namespace's inode.
     namespace_link: PathBuf,
     holder_pid: i32,
+    /// Tells the processes started since the last look; None: each look
+    /// reads every process in /proc.
+    new_pids: Option<NewPids>,
+    /// The processes found inside at the last look.
+    inside: Vec<i32>,
 }
 
 /// Where a process is, as far as its `/proc/PID/ns/mnt` tells.
@@ -55,9 +67,11 @@ enum Place {
 }
 
 impl Members {
-    pub fn of(namespace: &OwnedFd, holder_pid: i32) -> std::io::Result<Members> {
+    /// `new_pids`: opened before any process of the command could start
+    /// (before the observation is first handed out).
+    pub fn of(namespace: &OwnedFd, holder_pid: i32, new_pids: Option<NewPids>) -> std::io::Result<Members> {
         let st = nix::sys::stat::fstat(namespace.as_fd())?;
-        Ok(Members { namespace_link: format!("mnt:[{}]", st.st_ino).into(), holder_pid })
+        Ok(Members { namespace_link: format!("mnt:[{}]", st.st_ino).into(), holder_pid, new_pids, inside: Vec::new() })
     }
 
     /// The command's processes alive now, as pidfds (readable once each has
@@ -73,8 +87,9 @@ impl Members {
     /// `known_mounts`: the namespace's mount ids as the collector's mount
     /// watch saw them last, if it has them up to date; otherwise the
     /// holder's table is read when a process needs it.
-    pub fn alive(&self, known_mounts: Option<&HashSet<u64>>) -> Vec<OwnedFd> {
+    pub fn alive(&mut self, known_mounts: Option<&HashSet<u64>>) -> Vec<OwnedFd> {
         let mut alive = Vec::new();
+        let mut inside = Vec::new();
         let mut leaving = Vec::new();
         let mount_ids = MountIds { known: known_mounts, read: OnceCell::new() };
         for (pid, place) in self.scan(&mount_ids) {
@@ -82,21 +97,34 @@ impl Members {
             // now: checked again, it is still where it was.
             let Ok(pidfd) = sys::pidfd_open(pid) else { continue };
             match (place, self.place(pid, &mount_ids)) {
-                (Place::Inside, Place::Inside) => alive.push(pidfd),
+                (Place::Inside, Place::Inside) => {
+                    alive.push(pidfd);
+                    inside.push(pid);
+                }
                 (_, Place::Leaving) => leaving.push(pidfd),
                 _ => {}
             }
         }
+        self.inside = inside;
         wait_exited(leaving, EXIT_WAIT);
         alive
     }
 
-    /// Our processes inside the namespace and those leaving any namespace.
-    fn scan(&self, mount_ids: &MountIds) -> Vec<(i32, Place)> {
-        let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    /// Our processes inside the namespace and those leaving any namespace,
+    /// among those that may be the command's.
+    fn scan(&mut self, mount_ids: &MountIds) -> Vec<(i32, Place)> {
         let own = std::process::id() as i32;
-        dir.flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        let candidates = match self.new_pids.as_mut().and_then(NewPids::since_last) {
+            Some(mut new) => {
+                new.extend_from_slice(&self.inside);
+                new.sort_unstable();
+                new.dedup();
+                new
+            }
+            None => new_pids::all_pids().unwrap_or_default(),
+        };
+        candidates
+            .into_iter()
             .filter(|&pid| pid != self.holder_pid && pid != own)
             .map(|pid| (pid, self.place(pid, mount_ids)))
             .filter(|(_, place)| *place != Place::Elsewhere)
@@ -104,7 +132,7 @@ impl Members {
     }
 
     #[cfg(test)]
-    fn pids(&self) -> Vec<i32> {
+    fn pids(&mut self) -> Vec<i32> {
         self.scan(&MountIds::default())
             .into_iter()
             .filter(|(_, place)| *place == Place::Inside)
@@ -223,12 +251,12 @@ mod tests {
         let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as i32;
-        let members = Members::of(&ns.into(), -1).unwrap();
+        let mut members = Members::of(&ns.into(), -1, None).unwrap();
         let pids = members.pids();
         assert!(pids.contains(&pid));
         assert!(!pids.contains(&(std::process::id() as i32)));
         assert!(!members.alive(None).is_empty());
-        let with_holder = Members { holder_pid: pid, ..members };
+        let mut with_holder = Members { holder_pid: pid, ..members };
         assert!(!with_holder.pids().contains(&pid), "the holder is left out");
         child.kill().unwrap();
         child.wait().unwrap();
@@ -237,7 +265,7 @@ mod tests {
     #[test]
     fn a_zombie_is_leaving_and_needs_no_wait() {
         let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
-        let members = Members::of(&ns.into(), -1).unwrap();
+        let mut members = Members::of(&ns.into(), -1, None).unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
         let pidfd = sys::pidfd_open(pid).unwrap();
@@ -263,7 +291,38 @@ mod tests {
 
     #[test]
     fn another_namespace_has_none_of_our_processes() {
-        let members = Members { namespace_link: "mnt:[1]".into(), holder_pid: -1 };
+        let mut members =
+            Members { namespace_link: "mnt:[1]".into(), holder_pid: -1, new_pids: None, inside: Vec::new() };
         assert!(members.pids().is_empty());
+    }
+
+    #[test]
+    fn a_look_sees_the_processes_started_since_and_those_inside_before() {
+        let sleep = || std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // Tried again if allocation wrapped meanwhile (then a look reads
+        // every process, the one from before too).
+        for _ in 0..3 {
+            let mut before = sleep();
+            let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+            let mut members = Members::of(&ns.into(), -1, Some(NewPids::open().unwrap())).unwrap();
+            let mut first = sleep();
+            members.alive(None);
+            let first_look = members.inside.clone();
+            let mut second = sleep();
+            let second_look = members.pids();
+            for c in [&mut before, &mut first, &mut second] {
+                c.kill().unwrap();
+                c.wait().unwrap();
+            }
+            let [before, first, second] = [&before, &first, &second].map(|c| c.id() as i32);
+            if first_look.contains(&before) || second_look.contains(&before) {
+                continue;
+            }
+            assert!(first_look.contains(&first), "{first_look:?}");
+            assert!(second_look.contains(&first), "inside at the last look: {second_look:?}");
+            assert!(second_look.contains(&second), "{second_look:?}");
+            return;
+        }
+        panic!("allocation wrapped at every try");
     }
 }

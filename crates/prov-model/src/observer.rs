@@ -30,7 +30,16 @@ pub fn collector_parent() -> Option<String> {
 }
 
 fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
+    let raw = boot_id_bytes()?;
+    Some(String::from_utf8_lossy(raw).trim().to_string())
+}
+
+/// /proc/sys/kernel/random/boot_id as read (with its newline), read once per
+/// process: `prov run` names its session, its run preparer and its
+/// collector by it.
+pub fn boot_id_bytes() -> Option<&'static [u8]> {
+    static BOOT_ID: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    BOOT_ID.get_or_init(|| std::fs::read("/proc/sys/kernel/random/boot_id").ok()).as_deref()
 }
 
 /// Field 22 of /proc/PID/stat; None for a zombie (its descriptors are

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::CommandBegin;
@@ -15,13 +15,19 @@ use prov_store::Store;
 /// Events per SQLite transaction at most, when batches queue up.
 const MAX_TRANSACTION: usize = 65_536;
 
+/// How long the writer idles before it ingests the spool and what it
+/// stored is checkpointed into the database file: a copy of the file made
+/// after a person's command has it.
+const IDLE: Duration = Duration::from_millis(200);
 /// How long the database of a closed record stays open for the next
-/// record's `Setup`, and how long the writer idles before what it stored is
-/// checkpointed into the database file: lines pasted into a shell, or `prov
-/// run` in a loop, come sooner and pay no open and close each (measured:
-/// most of the writer's CPU per record, benches/README.md); a person's next
-/// command, or a copy of the file, finds it closed or checkpointed.
-const LINGER: Duration = Duration::from_millis(200);
+/// record's `Setup`: lines pasted into a shell and `prov run` in a script's
+/// loop, steps less than a second apart, pay no open and close each (an
+/// open and a close per record were 1.5 ms of the collector's and writer's
+/// CPU and 0.3-0.6 ms of `prov run`'s wall time with 300 ms between runs,
+/// benches/README.md); against steps further apart that cost is small.
+/// After it the idle observation holds no database open, for whoever
+/// moves, repairs or copies it.
+const LINGER: Duration = Duration::from_secs(1);
 
 enum Sink {
     None,
@@ -80,22 +86,27 @@ pub fn run(rx: Receiver<ToWriter>, mut reply: impl FnMut(&SyncReport)) {
         checkpoint_due: false,
     };
     let mut pending: Option<ToWriter> = None;
+    let mut last_message = Instant::now();
     loop {
         let msg = match pending.take() {
             Some(msg) => msg,
-            None if w.kept.is_some() || w.checkpoint_due => match rx.recv_timeout(LINGER) {
-                Ok(msg) => msg,
-                Err(RecvTimeoutError::Timeout) => {
-                    w.idle();
-                    continue;
+            None if w.kept.is_some() || w.checkpoint_due => {
+                let wait = if w.checkpoint_due { IDLE } else { LINGER.saturating_sub(last_message.elapsed()) };
+                match rx.recv_timeout(wait) {
+                    Ok(msg) => msg,
+                    Err(RecvTimeoutError::Timeout) => {
+                        w.idle(last_message.elapsed() >= LINGER);
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
-            },
+            }
             None => match rx.recv() {
                 Ok(msg) => msg,
                 Err(_) => break,
             },
         };
+        last_message = Instant::now();
         match msg {
             ToWriter::Setup { database, spool_dir, busy_timeout_ms } => {
                 let log = prov_model::paths::collector_log_beside(&spool_dir);
@@ -292,18 +303,21 @@ impl Writer {
         .then_some(kept)
     }
 
-    /// Nothing came for `LINGER`: the spool is ingested, a kept database
-    /// nobody asked for is closed (SQLite checkpoints and removes its -wal
-    /// and -shm as the last connection closes), and what was stored through
-    /// a connection still open is checkpointed into the database file.
-    fn idle(&mut self) {
+    /// Nothing came for `IDLE`: the spool is ingested and what was stored
+    /// through a connection still open is checkpointed into the database
+    /// file. Nothing for `LINGER` (`let_go`): a kept database nobody asked
+    /// for is closed (SQLite removes its -wal and -shm as the last
+    /// connection closes).
+    fn idle(&mut self, let_go: bool) {
         self.ingest_spool();
-        self.kept = None;
+        if let_go {
+            self.kept = None;
+        }
         if self.checkpoint_due {
             self.checkpoint_due = false;
             let open = match &self.sink {
                 Sink::Database { store, .. } => Some(&**store),
-                _ => self.opened.as_ref(),
+                _ => self.opened.as_ref().or(self.kept.as_ref()),
             };
             if let Some(store) = open {
                 store.checkpoint();
@@ -559,6 +573,29 @@ mod close_tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A next command within `LINGER` of the last: the database of the
+    /// last record stays open for it (no open and close per command), with
+    /// what was stored checkpointed into the file once the writer idles, so
+    /// a copy of the file alone has it; only after `LINGER` is it let go of.
+    #[test]
+    fn between_commands_the_database_stays_open_and_checkpointed() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("between");
+        let (db, spool, copy) = (dir.join("prov.db"), dir.join("spool"), dir.join("copy.db"));
+        let wal = db.with_extension("db-wal");
+        let writer = Running::start();
+        writer.record("0001", &db, &spool);
+        std::thread::sleep(super::IDLE * 3);
+        assert!(wal.exists(), "the database is still open after the writer idled");
+        std::fs::copy(&db, &copy).unwrap();
+        assert_eq!(count(&copy), 1, "the copied file holds the first record");
+        writer.record("0002", &db, &spool);
+        assert!(closed(&db), "let go of once idle for LINGER");
+        writer.stop();
+        assert_eq!(count(&db), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// The shell's next observation opens the database as soon as the prompt
     /// is out, and its connection stays open while the prompt idles: the
     /// records stored before are checkpointed into the file all the same,
@@ -573,7 +610,7 @@ mod close_tests {
         // The next record's settings, at once; its start does not come.
         let setup = ToWriter::Setup { database: db.clone(), spool_dir: spool.clone(), busy_timeout_ms: 1000 };
         writer.tx.send(setup).unwrap();
-        std::thread::sleep(super::LINGER * 3);
+        std::thread::sleep(super::IDLE * 3);
         assert!(db.with_extension("db-wal").exists(), "the database is open for the next record");
         std::fs::copy(&db, &copy).unwrap();
         assert_eq!(count(&copy), 1, "the copied file holds the first record");
