@@ -65,13 +65,21 @@ fn summary(all: &[Value]) -> String {
 #[test]
 fn make_j2_records_every_cc_with_its_arguments_and_each_object_file_under_its_cc() {
     let case = Case::new("proc-make");
-    for (name, body) in [
-        ("main.c", "int a(void); int b(void); int c(void);\nint main(void) { return a() + b() + c(); }\n"),
-        ("a.c", "int a(void) { return 0; }\n"),
-        ("b.c", "int b(void) { return 0; }\n"),
-        ("c.c", "int c(void) { return 0; }\n"),
-    ] {
-        case.write(name, body.as_bytes());
+    // Each unit takes cc1 a few hundred milliseconds, as a real one does.
+    // A cc whose whole life (cc1 and as included) is a few tens of ms can
+    // end while the collector is held off the CPU, and then keeps only its
+    // executable (README, "What is and is not seen of processes"; seen once
+    // in CI with one-line units: `cc -c c.c`, its cc1 and its as, all gone).
+    let unit = |name: &str| {
+        let mut body = format!("int {name}(void) {{\n  volatile int x = 1;\n");
+        for i in 0..3000 {
+            body += &format!("  x = x * {} + (x >> {});\n", i + 3, i % 7 + 1);
+        }
+        body + "  return x;\n}\n"
+    };
+    case.write("main.c", b"int a(void); int b(void); int c(void);\nint main(void) { return a() + b() + c(); }\n");
+    for name in ["a", "b", "c"] {
+        case.write(&format!("{name}.c"), unit(name).as_bytes());
     }
     case.write("Makefile", b"prog: main.o a.o b.o c.o\n\tcc -o prog main.o a.o b.o c.o\n%.o: %.c\n\tcc -c $< -o $@\n");
     let out = case.run(["make", "-j2"]);
