@@ -79,7 +79,7 @@ fn make_j2_records_every_cc_with_its_arguments_and_each_object_file_under_its_cc
     };
     case.write("main.c", b"int a(void); int b(void); int c(void);\nint main(void) { return a() + b() + c(); }\n");
     for name in ["a", "b", "c"] {
-        case.write(&format!("{name}.c"), unit(name).as_bytes());
+        case.write(format!("{name}.c"), unit(name).as_bytes());
     }
     case.write("Makefile", b"prog: main.o a.o b.o c.o\n\tcc -o prog main.o a.o b.o c.o\n%.o: %.c\n\tcc -c $< -o $@\n");
     let out = case.run(["make", "-j2"]);
