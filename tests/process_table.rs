@@ -157,11 +157,14 @@ fn a_static_busybox_pipeline_has_its_processes_with_their_executable() {
     let case = Case::new("proc-busybox");
     case.write("in.txt", b"hello\n");
     // The shell stays a moment after its pipeline: a process that ends
-    // within a millisecond or two of its exec may lose its arguments on a
-    // loaded machine (README, "What is and is not seen of processes"), and
-    // this shell, whose arguments are checked, must not be one (seen once in
-    // a full run: a shell gone 2 ms after its exec, all three unknown).
-    let script = "/bin/busybox cat in.txt | /bin/busybox tr a-z A-Z > out.txt; /bin/busybox sleep 0.3";
+    // within a few ms of its exec may lose its arguments on a loaded machine
+    // (README, "What is and is not seen of processes"), and this shell,
+    // whose arguments are checked, must not be one (seen once in a full
+    // run: a shell gone 2 ms after its exec, all three unknown). The sleep is
+    // not its last command: that one the shell execs in its own place, and
+    // the shell's image ends when the sleep starts (seen: "ran another
+    // program before its arguments could be read").
+    let script = "/bin/busybox cat in.txt | /bin/busybox tr a-z A-Z > out.txt; /bin/busybox sleep 0.3; true";
     let out = case.run(["/bin/busybox", "sh", "-c", script]);
     assert_traced(&out);
     assert!(out.status.success(), "{}", describe(&out));
@@ -278,13 +281,15 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
 #[test]
 fn lineage_goes_through_the_processes_of_one_make() {
     let case = Case::new("proc-lineage");
-    // Enough rows that sort runs for a while: a process that exits within
-    // a millisecond on a busy machine may keep no arguments (tested above).
+    // Enough rows that sort runs for a while, and the script stays a
+    // moment: a process that ends while the collector waits for a CPU (tens
+    // of ms on a loaded machine) may keep no arguments (tested above).
     let rows: String = (0..200_000).map(|i| format!("{},{}\n", (i * 7919) % 200_000, i)).collect();
     case.write("data.csv", rows.as_bytes());
     case.write(
         "summarize.py",
-        b"import sys\nrows = open(sys.argv[1]).read().split()\nopen(sys.argv[2], 'w').write(f'{len(rows)} rows\\n')\n",
+        b"import sys, time\nrows = open(sys.argv[1]).read().split()\nopen(sys.argv[2], 'w').write(f'{len(rows)} rows\\n')\n\
+          time.sleep(0.3)\n",
     );
     case.write(
         "Makefile",

@@ -156,18 +156,41 @@ impl Default for RedactConfig {
     }
 }
 
-/// A user's regex, checked when the configuration is read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UserPattern(pub String);
+/// A user's regex, compiled once when the configuration is read (a bad one
+/// is the configuration's error, with its line); serialized as its text.
+#[derive(Debug, Clone)]
+pub struct UserPattern {
+    source: String,
+    regex: Regex,
+}
+
+impl UserPattern {
+    pub fn new(source: &str) -> Result<UserPattern, String> {
+        match Regex::new(source) {
+            Ok(_) if source.is_empty() => Err("an empty pattern would match everywhere".into()),
+            Ok(regex) => Ok(UserPattern { source: source.to_string(), regex }),
+            Err(e) => Err(format!("pattern {source:?} is not a regex: {}", one_line(&e.to_string()))),
+        }
+    }
+}
+
+impl PartialEq for UserPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for UserPattern {}
+
+impl Serialize for UserPattern {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.source.serialize(s)
+    }
+}
 
 impl<'de> Deserialize<'de> for UserPattern {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        match Regex::new(&s) {
-            Ok(_) if s.is_empty() => Err(de::Error::custom("an empty pattern would match everywhere")),
-            Ok(_) => Ok(UserPattern(s)),
-            Err(e) => Err(de::Error::custom(format!("pattern {s:?} is not a regex: {}", one_line(&e.to_string())))),
-        }
+        UserPattern::new(&String::deserialize(d)?).map_err(de::Error::custom)
     }
 }
 
@@ -204,8 +227,8 @@ fn builtin_regex(i: usize) -> &'static Regex {
 
 impl Redactor {
     pub fn new(config: &RedactConfig) -> Redactor {
-        // Checked when the configuration was read; one that fails now is skipped.
-        let user = config.patterns.iter().filter_map(|p| Regex::new(&p.0).ok()).collect();
+        // Compiled when the configuration was read (a clone shares it).
+        let user = config.patterns.iter().map(|p| p.regex.clone()).collect();
         Redactor { builtin: config.builtin, user }
     }
 
@@ -331,11 +354,25 @@ mod tests {
 
     #[test]
     fn user_patterns_add_to_the_builtin_ones() {
-        let config = RedactConfig { builtin: true, patterns: vec![UserPattern(r"corp-(\d{6})".into())] };
+        let config = RedactConfig { builtin: true, patterns: vec![UserPattern::new(r"corp-(\d{6})").unwrap()] };
         let r = Redactor::new(&config);
         assert_eq!(r.redact(b"login corp-123456 AKIAIOSFODNN7EXAMPLE"), b"login corp-[REDACTED] [REDACTED]");
         let only_user = Redactor::new(&RedactConfig { builtin: false, ..config });
         assert_eq!(only_user.redact(b"corp-123456 AKIAIOSFODNN7EXAMPLE"), b"corp-[REDACTED] AKIAIOSFODNN7EXAMPLE");
+    }
+
+    /// The collector gets the configuration as JSON: a user pattern goes
+    /// as its text and comes back the same pattern; a bad one is refused.
+    #[test]
+    fn a_user_pattern_travels_as_its_text() {
+        let config = RedactConfig { builtin: false, patterns: vec![UserPattern::new(r"corp-(\d{6})").unwrap()] };
+        let json = serde_json::to_string(&config).unwrap();
+        assert!(json.contains(r#""corp-(\\d{6})""#), "{json}");
+        let back: RedactConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, config);
+        assert_eq!(Redactor::new(&back).redact(b"corp-123456"), b"corp-[REDACTED]");
+        let bad = serde_json::from_str::<RedactConfig>(r#"{"builtin":true,"patterns":["corp-("]}"#).unwrap_err();
+        assert!(bad.to_string().contains("is not a regex"), "{bad}");
     }
 
     #[test]
