@@ -77,7 +77,8 @@ fn make_j2_records_every_cc_with_its_arguments_and_each_object_file_under_its_cc
         }
         body + "  return x;\n}\n"
     };
-    case.write("main.c", b"int a(void); int b(void); int c(void);\nint main(void) { return a() + b() + c(); }\n");
+    let main = unit("m") + "int a(void); int b(void); int c(void);\nint main(void) { return m() + a() + b() + c(); }\n";
+    case.write("main.c", main.as_bytes());
     for name in ["a", "b", "c"] {
         case.write(format!("{name}.c"), unit(name).as_bytes());
     }
