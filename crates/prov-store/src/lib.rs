@@ -52,6 +52,8 @@ pub struct Store {
     params_ids: HashMap<prov_model::HashParams, i64>,
     /// (device, inode) of the file opened, to notice it deleted or replaced.
     file_id: Option<(u64, u64)>,
+    /// How long a write waits for another connection (`checkpoint` does not).
+    busy_timeout: Duration,
 }
 
 impl Store {
@@ -97,6 +99,7 @@ impl Store {
         schema::migrate(&mut conn, path)?;
         let mut store = Store::new(conn, path);
         store.file_id = file_id;
+        store.busy_timeout = busy_timeout;
         Ok(store)
     }
 
@@ -137,7 +140,14 @@ impl Store {
     fn new(conn: Connection, path: &Path) -> Store {
         // Room for every statement of write.rs, query.rs and archive.rs.
         conn.set_prepared_statement_cache_capacity(48);
-        Store { conn, path: path.to_owned(), dir_ids: HashMap::new(), params_ids: HashMap::new(), file_id: None }
+        Store {
+            conn,
+            path: path.to_owned(),
+            dir_ids: HashMap::new(),
+            params_ids: HashMap::new(),
+            file_id: None,
+            busy_timeout: READ_BUSY_TIMEOUT,
+        }
     }
 
     /// The database file.
@@ -147,7 +157,8 @@ impl Store {
 
     /// Sets how long a write waits for another connection's lock (a
     /// connection kept for the next record takes that record's setting).
-    pub fn set_busy_timeout(&self, busy_timeout: Duration) -> Result<()> {
+    pub fn set_busy_timeout(&mut self, busy_timeout: Duration) -> Result<()> {
+        self.busy_timeout = busy_timeout;
         self.conn.busy_timeout(busy_timeout).ctx(&self.path, "setting busy timeout")
     }
 
@@ -156,8 +167,25 @@ impl Store {
     /// journal): for a connection that stays open while nothing is written,
     /// so the file alone holds every stored record. Failing, it is left to
     /// SQLite's own checkpoints.
+    ///
+    /// When all of the log was copied, the first write after it starts the
+    /// log over, with a new header that SQLite syncs before anything else
+    /// (an fsync). That write is made here, while nothing waits: one that
+    /// changes nothing (the schema version set to itself), so the next
+    /// record's commit only appends. Skipped, not waited for, while another
+    /// connection writes.
     pub fn checkpoint(&self) {
-        let _ = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        let copied = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        let Ok((0, frames, backfilled)) = copied else { return };
+        if frames <= 0 || frames != backfilled || self.conn.busy_timeout(Duration::ZERO).is_err() {
+            return;
+        }
+        if let Ok(version) = schema::user_version(&self.conn, &self.path) {
+            let _ = self.conn.pragma_update(None, "user_version", version);
+        }
+        let _ = self.conn.busy_timeout(self.busy_timeout);
     }
 
     /// Whether the path still names the file this store writes to: false

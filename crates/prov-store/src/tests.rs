@@ -78,3 +78,33 @@ fn read_only_database_gives_an_error() {
     }
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
+
+/// SQLite starts its write-ahead log over (a new header, synced) at the
+/// first write after a checkpoint copied all of it. The idle checkpoint
+/// does that itself, while nothing waits, so the next record's commit only
+/// appends (seen: a 0.3-0.5 ms fsync on the path of every `prov run` that
+/// came 200 ms to 1 s after the last). Everything stored is in the file
+/// alone all the same.
+#[test]
+fn after_the_idle_checkpoint_the_next_commit_does_not_start_the_log_over() {
+    let dir = TempDir::new("wal-restart");
+    let mut store = open(&dir);
+    store.begin_command(&begin("u1", 1)).unwrap();
+    let wal = dir.db().with_extension("db-wal");
+    let header = || std::fs::read(&wal).unwrap()[..32].to_vec();
+    store.checkpoint();
+    let after_checkpoint = header();
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(dir.db(), &copy).unwrap();
+    let count = |db: &std::path::Path| -> i64 {
+        Connection::open(db).unwrap().query_row("SELECT count(*) FROM commands", [], |r| r.get(0)).unwrap()
+    };
+    assert_eq!(count(&copy), 1, "the file alone has the stored command");
+    store.begin_command(&begin("u2", 2)).unwrap();
+    assert_eq!(header(), after_checkpoint, "the commit after the idle checkpoint started the log over");
+    // Until the next checkpoint, as before: commits append.
+    store.begin_command(&begin("u3", 3)).unwrap();
+    assert_eq!(header(), after_checkpoint);
+    drop(store);
+    assert_eq!(count(&dir.db()), 3);
+}

@@ -292,7 +292,7 @@ impl Writer {
     /// commands, the record goes to the spool as it would on a new open;
     /// an open connection could still write).
     fn take_kept(&mut self) -> Option<Store> {
-        let kept = self.kept.take()?;
+        let mut kept = self.kept.take()?;
         let dir = self.database.parent().filter(|d| !d.as_os_str().is_empty())?;
         let writable = |p: &std::path::Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
         (kept.path() == self.database
