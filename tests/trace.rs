@@ -286,6 +286,28 @@ fn exit_status_and_signal_death_propagate() {
     check_exit_status(&Case::new("status"));
 }
 
+/// Started with SIGCHLD ignored (inherited across exec: a job launcher, a
+/// Python program that set SIG_IGN and exec'd it), `prov run` still gets its
+/// command's status. With the signal ignored the kernel reaps a child as it
+/// exits and its status is gone (seen: `prov run -- sh -c 'exit 3'` exited
+/// 1 and stored 1).
+#[test]
+fn started_with_sigchld_ignored_the_status_is_still_the_commands() {
+    let case = Case::new("sigchld-ignored");
+    let ignore_and_exec =
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])";
+    let out = case
+        .command("python3")
+        .args(["-c", ignore_and_exec])
+        .arg(case.inst.prov())
+        .args(["run", "--", "sh", "-c", "echo partial > p; exit 3"])
+        .output()
+        .unwrap();
+    assert_traced(&out);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert_eq!(case.writer_of("p")["exit_status"], 3);
+}
+
 fn check_exit_status(case: &Case) {
     let out = case.run(["sh", "-c", "echo partial > p; exit 7"]);
     assert_traced(&out);

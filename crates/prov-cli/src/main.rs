@@ -346,6 +346,7 @@ impl QueryOpts {
 }
 
 fn main() -> ExitCode {
+    spawn::keep_children_status();
     if let Some(command) = plain_run(std::env::args_os().collect()) {
         return run_and_push(command);
     }

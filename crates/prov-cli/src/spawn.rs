@@ -85,6 +85,18 @@ pub fn ignore_terminal_signals() {
     }
 }
 
+/// SIGCHLD back to its default when whoever started us ignored it (an
+/// ignored signal stays ignored across exec): ignored, the kernel reaps our
+/// children as they exit, and their status is lost (`prov run` exited 1
+/// whatever its command's status was; a collector's fate unknown). The
+/// command then inherits the default, as most programs expect.
+pub fn keep_children_status() {
+    // SAFETY: installing SIG_DFL has no memory-safety impact.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+}
+
 /// The process `forward_termination` passes signals to (0: none).
 static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
 
