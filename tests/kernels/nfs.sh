@@ -20,7 +20,23 @@ rpc.nfsd 4 || fail "rpc.nfsd did not start"
 useradd --no-create-home --home-dir /home/nfs/nfsuser --shell /bin/bash nfsuser
 mkdir -p /srv/nfs/nfsuser/work
 chown -R nfsuser: /srv/nfs/nfsuser
-mount -t nfs -o vers=4.2 127.0.0.1:/srv/nfs /home/nfs || fail "mount over loopback"
+# The server may not answer at once after rpc.nfsd returns: seen once under
+# TCG, the first mount's calls went unanswered for the whole of its default
+# timeouts (3 minutes) and it failed. So: wait for the server to answer,
+# then mount with shorter timeouts, a few times.
+for _ in $(seq 60); do
+    rpcinfo -T tcp 127.0.0.1 nfs 4 >/dev/null 2>&1 && break
+    sleep 1
+done
+mounted=
+for _ in 1 2 3; do
+    if mount -t nfs -o vers=4.2,timeo=100,retrans=2 127.0.0.1:/srv/nfs /home/nfs; then
+        mounted=1
+        break
+    fi
+    sleep 5
+done
+[ -n "$mounted" ] || fail "mount over loopback"
 home=/home/nfs/nfsuser
 findmnt -T "$home"
 cd "$home/work"
