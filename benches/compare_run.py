@@ -9,6 +9,9 @@ prov run's own report (PROV_BENCH_REPORT) per installation.
 PROV_COMPARE_PAUSE_MS=MS waits that long after each run (default 0: back
 to back, as a script's runs come; work a run leaves behind, such as the run
 preparer making the next observation ready, then overlaps the next run).
+PROV_COMPARE_COLD=1 runs each `prov run` with PROV_RUN_LINGER=0: no run
+preparer, so every run starts its own observation (helper, collector and
+writer on its path), as the one `prov run` of a batch job on a fresh node.
 """
 import json
 import os
@@ -37,12 +40,15 @@ def main():
         os.chown(h, pw.pw_uid, pw.pw_gid)
         homes[p] = h
     pause = float(os.environ.get("PROV_COMPARE_PAUSE_MS", "0")) / 1e3
+    cold = os.environ.get("PROV_COMPARE_COLD") == "1"
     walls = {p: [] for p in prefixes}
     plain = []
     warm = 3
     for i in range(n + warm):
         for p in prefixes if i % 2 else prefixes[::-1]:
             env = {"HOME": homes[p], "PATH": "/usr/bin:/bin", "PROV_BENCH_REPORT": homes[p] + "/report.jsonl"}
+            if cold:
+                env["PROV_RUN_LINGER"] = "0"
             t0 = time.perf_counter()
             subprocess.run([p + "/bin/prov", "run", "--", "/bin/true"], env=env, preexec_fn=demote, cwd=homes[p])
             if i >= warm:

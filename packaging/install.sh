@@ -73,7 +73,9 @@ build=("${cargo[@]}" build --release --locked --quiet --manifest-path "$src/Carg
 # PIE of its size ld.so also applied 21 000 relocations. Each costs every
 # `prov run` and `prov query` (0.6 ms of CPU together, benches/README.md).
 # It runs as its user only; docs/security-model.md weighs the address
-# randomisation its code and libc's give up, and why NSS still works.
+# randomisation its code and libc's give up, and NSS in a static program
+# (built here, against this host's glibc: run install.sh again after an
+# upgrade to another glibc release).
 cli=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
      -p prov-cli --bin prov -- -C relocation-model=static -C target-feature=+crt-static)
 # The setuid helper is linked statically (static-pie): every command typed
