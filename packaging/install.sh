@@ -67,17 +67,13 @@ target=$src/target/install
 cargo=(env "PATH=$(dirname "$cargo_bin"):$PATH" CARGO_TARGET_DIR="$target" "$cargo_bin")
 build=("${cargo[@]}" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
        -p prov-writer -p prov-collect)
-# `prov` is linked statically (glibc's libc.a) at a fixed position (not
-# PIE): dynamically, ld.so looked up its 200 imported symbols in libc, libm
-# and libgcc_s, and libgcc_s asked the CPU who it is, at every start; as a
-# PIE of its size ld.so also applied 21 000 relocations. Each costs every
-# `prov run` and `prov query` (0.6 ms of CPU together, benches/README.md).
-# It runs as its user only; docs/security-model.md weighs the address
-# randomisation its code and libc's give up, and NSS in a static program
-# (built here, against this host's glibc: run install.sh again after an
-# upgrade to another glibc release).
+# `prov` is linked as a fixed-position executable (not PIE): a PIE of its
+# size makes ld.so apply 21 000 relocations and fault in their pages at
+# every start, 0.25 ms of each `prov run` (benches/README.md). It runs as
+# its user only; docs/security-model.md weighs the address randomisation
+# its own code gives up.
 cli=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
-     -p prov-cli --bin prov -- -C relocation-model=static -C target-feature=+crt-static)
+     -p prov-cli --bin prov -- -C relocation-model=static)
 # The setuid helper is linked statically (static-pie): every command typed
 # at a traced prompt execs it, and without ld.so (which runs in secure mode
 # for a setuid program, loading libc and libgcc_s) it reaches the command
