@@ -528,3 +528,22 @@ pub fn own_mount_namespace() {
         assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
     }
 }
+
+/// A uid in `range` that no account (`getent passwd`) and no process uses.
+pub fn spare_uid(range: std::ops::Range<u32>) -> u32 {
+    let in_use = |uid: u32| {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            status
+                .lines()
+                .any(|l| l.strip_prefix("Uid:").is_some_and(|v| v.split_whitespace().any(|u| u == uid.to_string())))
+        })
+    };
+    range
+        .into_iter()
+        .find(|&uid| {
+            !Command::new("getent").args(["passwd", &uid.to_string()]).output().unwrap().status.success()
+                && !in_use(uid)
+        })
+        .expect("a free uid")
+}

@@ -77,6 +77,14 @@ fn install_runs_again_over_itself_and_tracing_works() {
     assert!(said.contains(&rc_line), "install.sh names the line for ~/.bashrc ({rc_line}): {said}");
     let collector = std::fs::metadata(prefix.join("libexec/prov/prov-collector")).unwrap();
     assert_eq!(collector.mode() & 0o7777, 0o711, "collector not readable by users, so it starts non-dumpable");
+    // The collector and the writer start without the dynamic loader (a run
+    // with no observation ready waits for both); prov, which calls NSS, uses it.
+    for (file, loader) in
+        [("libexec/prov/prov-collector", false), ("libexec/prov/prov-writer", false), ("bin/prov", true)]
+    {
+        let image = std::fs::read(prefix.join(file)).unwrap();
+        assert_eq!(has_program_interpreter(&image), loader, "{file}: asks for the dynamic loader (PT_INTERP)");
+    }
 
     // What the user then types, with the re-installed prov.
     let prov = prefix.join("bin/prov");
@@ -108,4 +116,17 @@ fn install_refuses_a_toolchain_too_old_for_the_crates() {
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("needs Rust >= ") && err.contains("1.63.0") && err.contains("rustup"), "{err}");
     assert!(!prefix.join("libexec/prov/prov-helper").exists(), "nothing installed");
+}
+
+/// Whether a 64-bit little-endian ELF image has a PT_INTERP program header.
+fn has_program_interpreter(image: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    assert_eq!(&image[..6], b"\x7fELF\x02\x01", "a 64-bit little-endian ELF file");
+    let u16_at = |at: usize| u16::from_le_bytes(image[at..at + 2].try_into().unwrap()) as usize;
+    let phoff = u64::from_le_bytes(image[0x20..0x28].try_into().unwrap()) as usize;
+    let (entry_size, count) = (u16_at(0x36), u16_at(0x38));
+    (0..count).any(|i| {
+        let at = phoff + i * entry_size;
+        u32::from_le_bytes(image[at..at + 4].try_into().unwrap()) == PT_INTERP
+    })
 }

@@ -454,3 +454,31 @@ fn closes_made_by_the_last_exit_after_the_hang_up_are_recorded() {
     };
     assert_eq!(mapped, MAPPED, "every mapped file's read is recorded, with the background job's record");
 }
+
+/// A user that `/etc/passwd` does not list (on a cluster: every sssd or LDAP
+/// user; glibc then loads the system's next NSS module) is traced like any
+/// other: the collector and writer work for them, and the record names them
+/// by uid when no name is found.
+#[test]
+fn a_user_unknown_to_etc_passwd_is_traced() {
+    let case = Case::new("no-passwd-entry");
+    let uid = spare_uid(63_000..64_000);
+    let home = case.inst.root.join(format!("no-passwd-{uid}"));
+    std::fs::create_dir_all(&home).unwrap();
+    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    let as_that_user = |args: &[&str]| {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={}", case.inst.gid)).args(["--clear-groups", "--"]);
+        cmd.arg(case.inst.prov()).args(args).env_clear().env("HOME", &home).env("PATH", "/usr/bin:/bin");
+        cmd.current_dir(&home).stdin(std::process::Stdio::null()).output().unwrap()
+    };
+    let out = as_that_user(&["run", "--", "sh", "-c", "echo unlisted > unlisted.txt"]);
+    assert_traced(&out);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = as_that_user(&["query", "wrote", "unlisted.txt", "--json"]);
+    let found = parse_json_lines(&out.stdout);
+    assert_eq!(found.len(), 1, "{}", describe(&out));
+    assert_eq!(found[0]["user"], uid.to_string(), "{}", describe(&out));
+    assert_eq!(found[0]["text"], "sh -c 'echo unlisted > unlisted.txt'");
+    assert!(files(&found[0]).iter().any(|(how, _)| how == "write"), "{}", describe(&out));
+}

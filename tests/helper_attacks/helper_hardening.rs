@@ -262,25 +262,6 @@ fn root_can_make_a_mount_namespace() -> bool {
     Command::new("unshare").args(["-m", "true"]).stderr(Stdio::null()).status().unwrap().success()
 }
 
-/// A uid no account or process uses: this test exhausts its quota, which
-/// must not starve the other tests running in parallel as the test user.
-fn spare_uid() -> u32 {
-    let in_use = |uid: u32| {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
-            status
-                .lines()
-                .any(|l| l.strip_prefix("Uid:").is_some_and(|v| v.split_whitespace().any(|u| u == uid.to_string())))
-        })
-    };
-    (62_000..63_000)
-        .find(|&uid| {
-            !Command::new("getent").args(["passwd", &uid.to_string()]).output().unwrap().status.success()
-                && !in_use(uid)
-        })
-        .expect("a free uid")
-}
-
 /// Mount namespaces count against the effective uid's
 /// user.max_mnt_namespaces (the limit cannot be lowered here: no
 /// CAP_SYS_RESOURCE, so each side is filled up to the real limit). With
@@ -304,7 +285,9 @@ fn mount_namespaces_are_charged_to_the_user_not_root() {
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(files(&case.writer_of("charged-ns.txt")).len(), 1);
 
-    let uid = spare_uid();
+    // Not the test user: this test exhausts its quota, which must not
+    // starve the other tests running in parallel as the test user.
+    let uid = spare_uid(62_000..63_000);
     let home = case.inst.root.join(format!("mntns-quota-{uid}"));
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&pinner, std::fs::Permissions::from_mode(0o755)).unwrap();
