@@ -547,3 +547,12 @@ pub fn spare_uid(range: std::ops::Range<u32>) -> u32 {
         })
         .expect("a free uid")
 }
+
+/// `program` run as `uid` (no supplementary groups, primary group `gid`),
+/// with only HOME and PATH, in `home`: a user the harness did not create.
+pub fn command_as_uid(uid: u32, gid: u32, home: &Path, program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={gid}")).args(["--clear-groups", "--"]);
+    cmd.arg(program).env_clear().env("HOME", home).env("PATH", "/usr/bin:/bin").current_dir(home);
+    cmd
+}

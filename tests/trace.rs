@@ -467,10 +467,8 @@ fn a_user_unknown_to_etc_passwd_is_traced() {
     std::fs::create_dir_all(&home).unwrap();
     assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
     let as_that_user = |args: &[&str]| {
-        let mut cmd = Command::new("setpriv");
-        cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={}", case.inst.gid)).args(["--clear-groups", "--"]);
-        cmd.arg(case.inst.prov()).args(args).env_clear().env("HOME", &home).env("PATH", "/usr/bin:/bin");
-        cmd.current_dir(&home).stdin(std::process::Stdio::null()).output().unwrap()
+        let mut cmd = command_as_uid(uid, case.inst.gid, &home, case.inst.prov());
+        cmd.args(args).stdin(std::process::Stdio::null()).output().unwrap()
     };
     let out = as_that_user(&["run", "--", "sh", "-c", "echo unlisted > unlisted.txt"]);
     assert_traced(&out);

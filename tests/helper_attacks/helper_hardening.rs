@@ -293,12 +293,7 @@ fn mount_namespaces_are_charged_to_the_user_not_root() {
     std::fs::set_permissions(&pinner, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&case.work, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
-    let as_spare_user = |program: &Path| {
-        let mut cmd = Command::new("setpriv");
-        cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={}", case.inst.gid)).args(["--clear-groups", "--"]);
-        cmd.arg(program).env_clear().env("HOME", &home).env("PATH", "/usr/bin:/bin").current_dir(&home);
-        cmd
-    };
+    let as_spare_user = |program: &Path| command_as_uid(uid, case.inst.gid, &home, program);
     let (out, root_could) = {
         let _user = Pinned::all_of(as_spare_user(&pinner));
         let mut run = as_spare_user(&case.inst.prov());
