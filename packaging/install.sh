@@ -76,13 +76,17 @@ collector=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/
            -p prov-collect --bin prov-collector -- -C target-feature=+crt-static)
 writer=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
         -p prov-writer --bin prov-writer -- -C target-feature=+crt-static)
-# `prov` is linked as a fixed-position executable (not PIE): a PIE of its
-# size makes ld.so apply 21 000 relocations and fault in their pages at
-# every start, 0.25 ms of each `prov run` (benches/README.md). It runs as
-# its user only; docs/security-model.md weighs the address randomisation
-# its own code gives up.
+# `prov` is linked statically, at a fixed position (not PIE): dynamically,
+# ld.so bound its ~200 imported symbols in libc, libm and libgcc_s, and
+# libgcc_s asked the CPU who it is, at every start; as a PIE of its size
+# ld.so also applied 21 000 relocations. Each costs every `prov run` and
+# `prov query` (benches/README.md). It makes no NSS call, which a static
+# glibc program cannot make safely (user and host names come from
+# /etc/passwd or `getent`: crates/prov-model/src/names.rs). It runs as its
+# user only; docs/security-model.md weighs the address randomisation its
+# code and libc's give up.
 cli=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
-     -p prov-cli --bin prov -- -C relocation-model=static)
+     -p prov-cli --bin prov -- -C relocation-model=static -C target-feature=+crt-static)
 # The setuid helper is linked statically (static-pie): every command typed
 # at a traced prompt execs it, and without ld.so (which runs in secure mode
 # for a setuid program, loading libc and libgcc_s) it reaches the command

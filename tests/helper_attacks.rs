@@ -2,8 +2,10 @@
 //! refused with a clear error and no privileged action, and what it runs must
 //! hold nothing of root.
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use prov_e2e::*;
 
@@ -259,7 +261,22 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     let evil_bin = case.work.join("evilbin");
     std::fs::create_dir_all(&evil_bin).unwrap();
     std::fs::write(evil_bin.join("prov-collector"), "#!/bin/sh\ntouch /tmp/prov-e2e-pwned\n").unwrap();
-    fake_libgcc(&case, &evil_bin, &markers);
+    fake_libgcc(&evil_bin, &markers);
+    // prov's own binaries are all linked statically; a program of the
+    // user's that needs libgcc_s shows that the fake one works.
+    let needs_libgcc = case.work.join("needs-libgcc");
+    let st = Command::new("gcc")
+        .args(["-x", "c", "-o"])
+        .arg(&needs_libgcc)
+        .args(["-", "-Wl,--no-as-needed", "-lgcc_s"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut gcc| {
+            gcc.stdin.take().unwrap().write_all(b"int main(void) { return 0; }\n")?;
+            gcc.wait()
+        })
+        .unwrap();
+    assert!(st.success(), "gcc needs-libgcc");
     case.chown_tree(&case.work);
 
     // Set by `env` after setpriv has become the user, so nothing of root's
@@ -276,7 +293,7 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
             "--",
             "sh",
             "-c",
-            "printf '%s|%s|%s|%s' \"$LD_PRELOAD\" \"$LD_LIBRARY_PATH\" \"$TMPDIR\" \"$PATH\" > env.txt",
+            "./needs-libgcc; printf '%s|%s|%s|%s' \"$LD_PRELOAD\" \"$LD_LIBRARY_PATH\" \"$TMPDIR\" \"$PATH\" > env.txt",
         ])
         .output()
         .unwrap();
@@ -285,14 +302,14 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
     assert!(!markers.join("loaded-by-euid-0").exists(), "LD_PRELOAD must never load into privileged code");
     assert!(markers.join(format!("loaded-by-euid-{}", case.inst.uid)).exists(), "the target got LD_PRELOAD back");
     assert!(!std::path::Path::new("/tmp/prov-e2e-pwned").exists());
-    // LD_LIBRARY_PATH: every Rust binary of prov needs libgcc_s.so.1. The
-    // user's own prov loads the fake one (so it works); the setuid helper and
-    // the collector it starts never may.
+    // LD_LIBRARY_PATH: the user's command, its environment restored, loads
+    // the fake libgcc_s.so.1 (so it works); the setuid helper and the
+    // collector it starts never may.
     let marks: Vec<String> =
         std::fs::read_dir(&markers).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(
-        marks.contains(&format!("prov-euid-{}", case.inst.uid)),
-        "the user's prov loads the fake libgcc_s: {marks:?}"
+        marks.contains(&format!("needs-libgcc-euid-{}", case.inst.uid)),
+        "the user's command loads the fake libgcc_s: {marks:?}"
     );
     assert!(
         !marks.iter().any(|m| m == "prov-helper-euid-0"),
@@ -316,12 +333,10 @@ fn hostile_environment_is_ignored_when_privileged_and_restored_for_the_target() 
 /// leaves the marker `<executable name>-euid-<euid>` in `markers`, and which
 /// pulls in a copy of the real library (`libgcc_s_real.so.1`, same dir) so
 /// that programs loading it still find every `_Unwind_*` symbol.
-fn fake_libgcc(case: &Case, dir: &std::path::Path, markers: &std::path::Path) {
-    let ldd = Command::new("ldd").arg(case.inst.prov()).output().unwrap();
-    let real = String::from_utf8_lossy(&ldd.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("libgcc_s.so.1 => ").and_then(|r| r.split(" (").next()).map(str::to_string))
-        .unwrap_or_else(|| panic!("prov links libgcc_s.so.1 dynamically: {}", describe(&ldd)));
+fn fake_libgcc(dir: &Path, markers: &Path) {
+    let found = Command::new("gcc").arg("-print-file-name=libgcc_s.so.1").output().unwrap();
+    let real = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+    assert!(Path::new(&real).is_absolute(), "gcc names the system's libgcc_s.so.1: {}", describe(&found));
     let src = dir.join("fake-libgcc.c");
     std::fs::write(
         &src,

@@ -455,6 +455,67 @@ fn closes_made_by_the_last_exit_after_the_hang_up_are_recorded() {
     assert_eq!(mapped, MAPPED, "every mapped file's read is recorded, with the background job's record");
 }
 
+/// A user whom only the system's name service knows (on a cluster: every
+/// sssd or LDAP user; here libnss-extrausers, set up in this test's own
+/// mount namespace) is named in their records. `prov` is linked
+/// statically, and a static glibc program that asks NSS for such a user
+/// loads the system's modules and dies in them (exit 139): prov asks
+/// `getent` instead, and keeps the answer for an hour.
+#[test]
+fn a_user_only_the_name_service_knows_is_named_in_the_record() {
+    let case = Case::new("nss-only-user");
+    let uid = spare_uid(62_000..63_000);
+    let home = case.inst.root.join(format!("nss-only-{uid}"));
+    std::fs::create_dir_all(&home).unwrap();
+    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    // The name service as a cluster's: passwd from files, then a module.
+    let nss = case.inst.root.join(format!("nss-{uid}"));
+    std::fs::create_dir_all(nss.join("extrausers")).unwrap();
+    let conf = std::fs::read_to_string("/etc/nsswitch.conf").unwrap();
+    let conf: String = conf
+        .lines()
+        .map(|l| if l.starts_with("passwd:") { "passwd: files systemd extrausers".into() } else { l.to_owned() })
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(nss.join("nsswitch.conf"), conf).unwrap();
+    let name_as = |name: &str| {
+        let entry = format!("{name}:x:{uid}:{}:LDAP user:{}:/bin/sh\n", case.inst.gid, home.display());
+        std::fs::write(nss.join("extrausers/passwd"), entry).unwrap();
+    };
+    name_as("ldap-ada");
+    own_mount_namespace();
+    for (from, to) in
+        [(nss.join("nsswitch.conf"), "/etc/nsswitch.conf"), (nss.join("extrausers"), "/var/lib/extrausers")]
+    {
+        let mounted = Command::new("mount").arg("--bind").arg(&from).arg(to).status().unwrap();
+        assert!(mounted.success(), "bind {} over {to}", from.display());
+    }
+    let who = Command::new("setpriv").arg(format!("--reuid={uid}")).args(["--", "id", "-un"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&who.stdout).trim(), "ldap-ada", "the test's name service works");
+    let run_as_that_user = |file: &str| {
+        let mut cmd = command_as_uid(uid, case.inst.gid, &home, case.inst.prov());
+        cmd.args(["run", "--", "sh", "-c", &format!("echo {file} > {file}")]).env("PROV_RUN_LINGER", "0");
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        assert_traced(&out);
+        assert!(out.status.success(), "{}", describe(&out));
+        let mut query = command_as_uid(uid, case.inst.gid, &home, case.inst.prov());
+        let out = query.args(["query", "wrote", file, "--json"]).output().unwrap();
+        let found = parse_json_lines(&out.stdout);
+        assert_eq!(found.len(), 1, "{}", describe(&out));
+        found[0]["user"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(run_as_that_user("first.txt"), "ldap-ada");
+    let kept = home.join(".local/state/prov/user-name");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), format!("{uid} ldap-ada\n"));
+    // Renamed: the name kept is used for the hour it is kept (no process
+    // started per command), then asked again.
+    name_as("ldap-ada-lovelace");
+    assert_eq!(run_as_that_user("second.txt"), "ldap-ada");
+    let touched = Command::new("touch").args(["-d", "2 hours ago"]).arg(&kept).status().unwrap();
+    assert!(touched.success());
+    assert_eq!(run_as_that_user("third.txt"), "ldap-ada-lovelace");
+}
+
 /// A user that `/etc/passwd` does not list (on a cluster: every sssd or LDAP
 /// user; glibc then loads the system's next NSS module) is traced like any
 /// other: the collector and writer work for them, and the record names them

@@ -1,9 +1,11 @@
 //! Everything `prov run` (and `prov doctor`) must know before observing:
 //! the user's locations and configuration, and whether the helper can work.
 
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use prov_collect::protocol::Settings;
@@ -105,7 +107,7 @@ pub fn refuse_others_directories(file: &Path, hint: &str) -> Result<()> {
     let Err(NotPrivate { dir, problem }) = check_private_path(file, 0) else { return Ok(()) };
     let why = match problem {
         Problem::OwnedBy(uid) => {
-            let name = nix::unistd::User::from_uid(uid.into()).ok().flatten().map_or_else(|| "?".into(), |u| u.name);
+            let name = prov_model::names::user_name(uid).unwrap_or_else(|| "?".into());
             format!("is owned by {name} (uid {uid})")
         }
         Problem::WritableByOthers(mode) => format!("is writable by others than root (mode {mode:04o})"),
@@ -186,7 +188,47 @@ pub fn host_name() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default()
 }
 
+/// The user's name, for the record. A local user's comes from /etc/passwd;
+/// another's (sssd, LDAP: every user of a cluster) is asked of `getent`
+/// (`prov_model::names` says why not of NSS here) at most once an hour and
+/// kept in the state directory, so `prov run` starts no process for it.
 pub fn user_name() -> String {
-    let uid = nix::unistd::getuid();
-    nix::unistd::User::from_uid(uid).ok().flatten().map(|u| u.name).unwrap_or_else(|| uid.to_string())
+    let uid = nix::unistd::getuid().as_raw();
+    prov_model::names::local_user_name(uid).or_else(|| remembered_user_name(uid)).unwrap_or_else(|| uid.to_string())
+}
+
+/// How long a name from `getent` is used before it is asked again (a
+/// renamed account shows in records within this time).
+const NAME_KEPT: Duration = Duration::from_secs(3600);
+
+fn remembered_user_name(uid: u32) -> Option<String> {
+    let state_dir = Locations::from_env().ok().map(|l| l.state_dir);
+    let file = state_dir.as_ref().map(|dir| dir.join("user-name"));
+    if let Some(name) = file.as_deref().and_then(|file| read_remembered_name(file, uid)) {
+        return Some(name);
+    }
+    let name = prov_model::names::user_name_from_getent(uid)?;
+    let made = |dir: &PathBuf| std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).is_ok();
+    if let (Some(dir), Some(file)) = (state_dir.filter(made), file) {
+        // Renamed into place, so a concurrent run reads it whole or not at all.
+        let partial = dir.join(format!(".user-name.{}", std::process::id()));
+        if std::fs::write(&partial, format!("{uid} {name}\n")).is_err() || std::fs::rename(&partial, &file).is_err() {
+            std::fs::remove_file(&partial).ok();
+        }
+    }
+    Some(name)
+}
+
+/// The name kept in `file` for `uid` (`UID NAME`), if it is the user's own
+/// file and younger than `NAME_KEPT`.
+fn read_remembered_name(file: &Path, uid: u32) -> Option<String> {
+    let mut f = std::fs::File::open(file).ok()?;
+    let meta = f.metadata().ok()?;
+    if meta.uid() != uid || meta.modified().ok()?.elapsed().ok()? > NAME_KEPT {
+        return None;
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).ok()?;
+    let (kept_uid, name) = text.trim_end().split_once(' ')?;
+    (kept_uid == uid.to_string() && !name.is_empty()).then(|| name.to_owned())
 }

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod escape;
 pub mod hash;
+pub mod names;
 pub mod observer;
 pub mod paths;
 pub mod record;

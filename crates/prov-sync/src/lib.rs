@@ -14,6 +14,7 @@
 //! - [`tls`]: TLS as libpq's sslmode and sslrootcert ask.
 #![deny(unsafe_code)]
 
+mod addresses;
 pub mod conninfo;
 mod error;
 pub mod pull;
@@ -37,7 +38,16 @@ impl Central {
     /// older schema is an error saying so.
     pub fn connect(settings: &conninfo::Settings, migrate: bool) -> Result<Central> {
         let server = conninfo::describe(settings);
-        let client = settings.tls.connect(&settings.config).map_err(|e| match e {
+        let tried = addresses::with_addresses(&settings.config)
+            .map_err(|why| SyncError::Unreachable { server: server.clone(), why })?;
+        let mut connected = Err(None);
+        for config in &tried {
+            connected = settings.tls.connect(config).map_err(Some);
+            if matches!(connected, Ok(_) | Err(Some(tls::ConnectError::Settings(_)))) {
+                break;
+            }
+        }
+        let client = connected.map_err(|e| match e.expect("one configuration at least") {
             tls::ConnectError::Settings(why) => SyncError::Tls { server: server.clone(), why },
             tls::ConnectError::Postgres(e) => match settings.tls.explain(&e) {
                 Some(why) => SyncError::Tls { server: server.clone(), why },
