@@ -455,6 +455,16 @@ fn closes_made_by_the_last_exit_after_the_hang_up_are_recorded() {
     assert_eq!(mapped, MAPPED, "every mapped file's read is recorded, with the background job's record");
 }
 
+/// A uid in `range` nobody uses, and a home of its own under the
+/// installation's root (`NAME-UID`), owned by it.
+fn spare_user_home(case: &Case, range: std::ops::Range<u32>, name: &str) -> (u32, std::path::PathBuf) {
+    let uid = spare_uid(range);
+    let home = case.inst.root.join(format!("{name}-{uid}"));
+    std::fs::create_dir_all(&home).unwrap();
+    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    (uid, home)
+}
+
 /// A user whom only the system's name service knows (on a cluster: every
 /// sssd or LDAP user; here libnss-extrausers, set up in this test's own
 /// mount namespace) is named in their records. `prov` is linked
@@ -464,10 +474,7 @@ fn closes_made_by_the_last_exit_after_the_hang_up_are_recorded() {
 #[test]
 fn a_user_only_the_name_service_knows_is_named_in_the_record() {
     let case = Case::new("nss-only-user");
-    let uid = spare_uid(62_000..63_000);
-    let home = case.inst.root.join(format!("nss-only-{uid}"));
-    std::fs::create_dir_all(&home).unwrap();
-    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    let (uid, home) = spare_user_home(&case, 62_000..63_000, "nss-only");
     // The name service as a cluster's: passwd from files, then a module.
     let nss = case.inst.root.join(format!("nss-{uid}"));
     std::fs::create_dir_all(nss.join("extrausers")).unwrap();
@@ -523,10 +530,7 @@ fn a_user_only_the_name_service_knows_is_named_in_the_record() {
 #[test]
 fn a_user_unknown_to_etc_passwd_is_traced() {
     let case = Case::new("no-passwd-entry");
-    let uid = spare_uid(63_000..64_000);
-    let home = case.inst.root.join(format!("no-passwd-{uid}"));
-    std::fs::create_dir_all(&home).unwrap();
-    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    let (uid, home) = spare_user_home(&case, 63_000..64_000, "no-passwd");
     let as_that_user = |args: &[&str]| {
         let mut cmd = command_as_uid(uid, case.inst.gid, &home, case.inst.prov());
         cmd.args(args).stdin(std::process::Stdio::null()).output().unwrap()
