@@ -38,17 +38,9 @@ impl Central {
     /// older schema is an error saying so.
     pub fn connect(settings: &conninfo::Settings, migrate: bool) -> Result<Central> {
         let server = conninfo::describe(settings);
-        let tried = addresses::with_addresses(&settings.config)
-            .map_err(|why| SyncError::Unreachable { server: server.clone(), why })?;
-        let mut connected = Err(None);
-        for config in &tried {
-            connected = settings.tls.connect(config).map_err(Some);
-            if matches!(connected, Ok(_) | Err(Some(tls::ConnectError::Settings(_)))) {
-                break;
-            }
-        }
-        let client = connected.map_err(|e| match e.expect("one configuration at least") {
+        let client = settings.tls.connect(&settings.config).map_err(|e| match e {
             tls::ConnectError::Settings(why) => SyncError::Tls { server: server.clone(), why },
+            tls::ConnectError::Unresolved(why) => SyncError::Unreachable { server: server.clone(), why },
             tls::ConnectError::Postgres(e) => match settings.tls.explain(&e) {
                 Some(why) => SyncError::Tls { server: server.clone(), why },
                 None => error::classify(&server, "the connection", e),

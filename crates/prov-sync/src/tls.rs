@@ -26,7 +26,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::addresses;
 use crate::error::{Result, SyncError};
 
 /// libpq's sslmode values.
@@ -118,14 +120,32 @@ impl Tls {
         }
     }
 
-    /// Connects with `config` as the mode says.
+    /// Connects with `config` as the mode says: the TLS settings checked
+    /// first (a missing root file is said before any lookup or
+    /// connection), then each address of its host in turn
+    /// (`addresses::with_addresses`).
     pub fn connect(&self, config: &Config) -> Result<Client, ConnectError> {
-        let mut config = config.clone();
         let socket = matches!(config.get_hosts().first(), Some(Host::Unix(_)));
-        if socket || self.mode == SslMode::Disable {
-            return config.ssl_mode(CrateSslMode::Disable).connect(NoTls).map_err(ConnectError::Postgres);
+        let tls = match socket || self.mode == SslMode::Disable {
+            true => None,
+            false => Some(tokio_postgres_rustls::MakeRustlsConnect::new(self.client_config()?)),
+        };
+        let mut last = None;
+        for config in addresses::with_addresses(config).map_err(ConnectError::Unresolved)? {
+            match self.connect_to(config, tls.clone()) {
+                Ok(client) => return Ok(client),
+                Err(e) => last = Some(e),
+            }
         }
-        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(self.client_config()?);
+        Err(last.expect("with_addresses gives one configuration at least"))
+    }
+
+    /// One attempt at one address; `tls`: None without TLS (a socket, or
+    /// sslmode=disable).
+    fn connect_to(&self, mut config: Config, tls: Option<MakeRustlsConnect>) -> Result<Client, ConnectError> {
+        let Some(tls) = tls else {
+            return config.ssl_mode(CrateSslMode::Disable).connect(NoTls).map_err(ConnectError::Postgres);
+        };
         match self.mode {
             SslMode::Allow => match config.ssl_mode(CrateSslMode::Disable).connect(NoTls) {
                 // The server said no (pg_hba.conf asks for TLS, say): with TLS.
@@ -217,6 +237,8 @@ impl Tls {
 pub enum ConnectError {
     /// The TLS settings cannot be used (a missing or bad root file).
     Settings(String),
+    /// No address was found for the host.
+    Unresolved(String),
     Postgres(postgres::Error),
 }
 
