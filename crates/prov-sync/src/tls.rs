@@ -126,10 +126,8 @@ impl Tls {
     /// (`addresses::with_addresses`).
     pub fn connect(&self, config: &Config) -> Result<Client, ConnectError> {
         let socket = matches!(config.get_hosts().first(), Some(Host::Unix(_)));
-        let tls = match socket || self.mode == SslMode::Disable {
-            true => None,
-            false => Some(tokio_postgres_rustls::MakeRustlsConnect::new(self.client_config()?)),
-        };
+        let plain = socket || self.mode == SslMode::Disable;
+        let tls = if plain { None } else { Some(MakeRustlsConnect::new(self.client_config()?)) };
         let mut last = None;
         for config in addresses::with_addresses(config).map_err(ConnectError::Unresolved)? {
             match self.connect_to(config, tls.clone()) {
