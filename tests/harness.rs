@@ -548,6 +548,16 @@ pub fn spare_uid(range: std::ops::Range<u32>) -> u32 {
         .expect("a free uid")
 }
 
+/// A uid in `range` nobody uses, and a home of its own under the
+/// installation's root (`NAME-UID`), owned by it (group: the test group).
+pub fn spare_user_home(case: &Case, range: std::ops::Range<u32>, name: &str) -> (u32, PathBuf) {
+    let uid = spare_uid(range);
+    let home = case.inst.root.join(format!("{name}-{uid}"));
+    std::fs::create_dir_all(&home).unwrap();
+    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
+    (uid, home)
+}
+
 /// `program` run as `uid` (no supplementary groups, primary group `gid`),
 /// with only HOME and PATH, in `home`: a user the harness did not create.
 pub fn command_as_uid(uid: u32, gid: u32, home: &Path, program: impl AsRef<OsStr>) -> Command {

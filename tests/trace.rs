@@ -455,16 +455,6 @@ fn closes_made_by_the_last_exit_after_the_hang_up_are_recorded() {
     assert_eq!(mapped, MAPPED, "every mapped file's read is recorded, with the background job's record");
 }
 
-/// A uid in `range` nobody uses, and a home of its own under the
-/// installation's root (`NAME-UID`), owned by it.
-fn spare_user_home(case: &Case, range: std::ops::Range<u32>, name: &str) -> (u32, std::path::PathBuf) {
-    let uid = spare_uid(range);
-    let home = case.inst.root.join(format!("{name}-{uid}"));
-    std::fs::create_dir_all(&home).unwrap();
-    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
-    (uid, home)
-}
-
 /// A user whom only the system's name service knows (on a cluster: every
 /// sssd or LDAP user; here libnss-extrausers, set up in this test's own
 /// mount namespace) is named in their records. `prov` is linked

@@ -287,12 +287,9 @@ fn mount_namespaces_are_charged_to_the_user_not_root() {
 
     // Not the test user: this test exhausts its quota, which must not
     // starve the other tests running in parallel as the test user.
-    let uid = spare_uid(62_000..63_000);
-    let home = case.inst.root.join(format!("mntns-quota-{uid}"));
-    std::fs::create_dir_all(&home).unwrap();
+    let (uid, home) = spare_user_home(&case, 62_000..63_000, "mntns-quota");
     std::fs::set_permissions(&pinner, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&case.work, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert!(Command::new("chown").arg(format!("{uid}:{}", case.inst.gid)).arg(&home).status().unwrap().success());
     let as_spare_user = |program: &Path| command_as_uid(uid, case.inst.gid, &home, program);
     let (out, root_could) = {
         let _user = Pinned::all_of(as_spare_user(&pinner));
