@@ -170,16 +170,37 @@ impl Store {
     ///
     /// When all of the log was copied, the first write after it starts the
     /// log over, with a new header that SQLite syncs before anything else
-    /// (an fsync). That write is made here, while nothing waits: one that
-    /// changes nothing (the schema version set to itself), so the next
-    /// record's commit only appends. Skipped, not waited for, while another
-    /// connection writes.
+    /// (an fsync). That write is made here, while nothing waits, so the
+    /// next record's commit only appends.
     pub fn checkpoint(&self) {
         let copied = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         });
         let Ok((0, frames, backfilled)) = copied else { return };
-        if frames <= 0 || frames != backfilled || self.conn.busy_timeout(Duration::ZERO).is_err() {
+        if frames > 0 && frames == backfilled {
+            self.write_nothing();
+        }
+    }
+
+    /// For a connection just opened, before anything waits on it: when the
+    /// write-ahead log is still empty (the last connection to close removed
+    /// it, so this open made a new one), its first write would put the
+    /// header in it and SQLite would sync that, and the directory for the
+    /// new file, first (two fsyncs). That write is made here, changing
+    /// nothing, so the first record's commit only appends.
+    pub fn start_log(&self) {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() == 0) {
+            self.write_nothing();
+        }
+    }
+
+    /// A write that changes nothing (the schema version set to itself),
+    /// for what SQLite does at a log's first write. Skipped, not waited
+    /// for, while another connection writes.
+    fn write_nothing(&self) {
+        if self.conn.busy_timeout(Duration::ZERO).is_err() {
             return;
         }
         if let Ok(version) = schema::user_version(&self.conn, &self.path) {

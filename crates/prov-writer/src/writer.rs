@@ -277,10 +277,16 @@ impl Writer {
     /// start comes: the shell prepares its observation while the prompt
     /// idles, `prov run` while it sends the start, so opening (and a first
     /// database's creation) is off the command's path. A failure here is
-    /// not final: the start tries again.
+    /// not final: the start tries again. A new connection also starts the
+    /// write-ahead log here (`Store::start_log`): its header's fsync, too,
+    /// is then off the path to the record's `Stored`.
     fn open_early(&mut self) {
         if self.refused.is_none() {
-            self.opened = self.take_kept().or_else(|| Store::open(&self.database, self.busy_timeout).ok());
+            self.opened = self.take_kept().or_else(|| {
+                let store = Store::open(&self.database, self.busy_timeout).ok()?;
+                store.start_log();
+                Some(store)
+            });
         }
         // Any other database kept from the last record is closed.
         self.kept = None;
@@ -591,6 +597,38 @@ mod close_tests {
         assert_eq!(count(&copy), 1, "the copied file holds the first record");
         writer.record("0002", &db, &spool);
         assert!(closed(&db), "let go of once idle for LINGER");
+        writer.stop();
+        assert_eq!(count(&db), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A record after the database was let go of (past `LINGER`): the open
+    /// made when its settings come also starts the new write-ahead log
+    /// (the header SQLite syncs, with the directory), so neither fsync is
+    /// left for the record's own commits, on the way to its `Stored`.
+    #[test]
+    fn a_database_opened_anew_has_its_log_started_before_the_record() {
+        let _place = crate::log::PLACE_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("anew");
+        let (db, spool) = (dir.join("prov.db"), dir.join("spool"));
+        let wal = db.with_extension("db-wal");
+        let writer = Running::start();
+        writer.record("0001", &db, &spool);
+        assert!(closed(&db), "let go of once idle for LINGER");
+        let mut messages = record("0002", &db, &spool).into_iter();
+        writer.tx.send(messages.next().unwrap()).unwrap();
+        let header = || std::fs::read(&wal).ok().filter(|h| h.len() >= 32).map(|h| h[..32].to_vec());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while header().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let started = header().expect("the log has its header once the database is open");
+        for msg in messages {
+            writer.tx.send(msg).unwrap();
+        }
+        let (synced, _) = (writer.reports.recv().unwrap(), writer.reports.recv().unwrap());
+        assert_eq!((synced.spooled, synced.lost), (None, None));
+        assert_eq!(header(), Some(started), "the record's commit started the log over");
         writer.stop();
         assert_eq!(count(&db), 2);
         std::fs::remove_dir_all(&dir).unwrap();
