@@ -14,7 +14,7 @@ use crate::Store;
 /// SQLite's side files of a WAL database.
 const SIDE_FILES: [&str; 2] = ["-shm", "-wal"];
 
-fn side_file(db: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn side_file(db: &Path, suffix: &str) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)

@@ -189,9 +189,7 @@ impl Store {
     /// new file, first (two fsyncs). That write is made here, changing
     /// nothing, so the first record's commit only appends.
     pub fn start_log(&self) {
-        let mut wal = self.path.clone().into_os_string();
-        wal.push("-wal");
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() == 0) {
+        if std::fs::metadata(health::side_file(&self.path, "-wal")).is_ok_and(|m| m.len() == 0) {
             self.write_nothing();
         }
     }
