@@ -252,6 +252,48 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 /// The record's start is `prov run`'s to keep (a spool file of its own,
 /// written before the command starts), not the writer's commit to wait
 /// for: with the writer stalled, the command still starts at once, and when
+/// `prov run` returns its command's status once the command has ended, not
+/// once the record is stored: the writer stopped while the command runs is
+/// continued only after `prov run` has returned, and nothing is said (before,
+/// `prov run` waited for it 5 s and said the record would follow). What
+/// remains of `prov run` (its finisher) stores the record, and a query run
+/// meanwhile waits for it (beside another `prov run` whose command still
+/// runs, which it does not wait for: see prov-store's
+/// `a_query_waits_for_ended_files_only`).
+#[test]
+fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
+    let case = Case::new("run-preparer-finisher");
+    let (_, ready) = warm(&case);
+    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
+    let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
+    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    let mut running = self::run(&case, "sleep 120").spawn().unwrap();
+    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
+    assert!(st.success());
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let st = Command::new("kill").args(["-CONT", &writer.to_string()]).status().unwrap();
+    assert!(st.success());
+    assert_eq!(status.code(), Some(5));
+    // A query now waits for the record (the finisher's), not for the command
+    // still running.
+    let r = case.writer_of("out.txt");
+    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(5)), "{r:#}");
+    // The finisher's stderr: nothing to say.
+    let out = run.wait_with_output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+    assert!(case
+        .query(["history", "-n", "5"])
+        .iter()
+        .any(|r| r["text"] == "sh -c 'sleep 120'" && r["end_ns"].is_null()));
+    running.kill().unwrap();
+    let _ = running.wait();
+}
+
 /// `prov run`, the collector and the writer are then killed together (a
 /// batch job's cgroup.kill), the next prov finds the record and ends it.
 /// Before, the command waited 2 s for the stalled writer and then started

@@ -51,6 +51,9 @@ pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
     let db = setup.database();
     let spool = setup.locations.spool_dir();
     let mut not_ingested = None;
+    // A `prov run` that has returned its command's status may be storing
+    // the record still, for a millisecond as a rule: waited for.
+    prov_store::spool::await_ended(&spool, crate::run::STORE_WAIT);
     if prov_store::spool::waiting(&spool) > 0 {
         match Store::open(&db, prov_store::READ_BUSY_TIMEOUT).and_then(|mut s| s.ingest_spool(&spool)) {
             Ok(_) | Err(StoreError::SpoolBad { .. }) => {}

@@ -96,6 +96,17 @@ impl StartFile {
         }
     }
 
+    /// Its command has ended: renamed so that a query waits for it (see
+    /// `prov_store::spool::await_ended`), still locked.
+    pub fn mark_ended(&mut self) -> std::io::Result<()> {
+        self.0.mark_ended()
+    }
+
+    /// The process we forked from has renamed it (`mark_ended`).
+    pub fn note_ended(&mut self) {
+        self.0.note_ended()
+    }
+
     /// The start is stored elsewhere: removed while still locked.
     pub fn remove(self) {
         let _ = std::fs::remove_file(self.0.path());

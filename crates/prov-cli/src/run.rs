@@ -17,13 +17,13 @@ use prov_model::{CommandBegin, CommandEnd};
 
 use crate::observe::{self, CollectorProcess, Observation};
 use crate::record_end::{self, StartFile};
-use crate::run_preparer;
 use crate::setup::UserSetup;
 use crate::spawn;
+use crate::{run_finisher, run_preparer};
 
 /// After its command has ended, `prov run` waits at most this long for the
 /// record to be stored; a collector slower than that finishes it alone.
-const STORE_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const STORE_WAIT: Duration = Duration::from_secs(5);
 /// How long `prov run` waits for the record's start to be stored before it
 /// starts the command anyway.
 const BEGIN_WAIT: Duration = Duration::from_secs(2);
@@ -124,8 +124,10 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
     spawn::forward_termination(child.id());
-    let status = wait(child);
-    let end = CommandEnd::with_status(now_ns(), shell_status(status));
+    // From here on, where it could fork, in the finisher (run_finisher).
+    let finisher_may = matches!(obs.collector, CollectorProcess::Pooled(_));
+    let (end_ns, status) = run_finisher::await_command(child, start_file.as_mut().filter(|_| finisher_may));
+    let end = CommandEnd::with_status(end_ns, status);
     let command_ns = end.end_ns - start_ns;
     let finished = finish(&mut obs, end.clone(), &mut begun_seen);
     // Kept (left for the next ingestion) only while the start is stored
@@ -170,7 +172,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
             Err(_) => eprintln!("prov: record incomplete: {}", escape_controls(&why)),
         },
     }
-    ExitCode::from(shell_status(status) as u8)
+    ExitCode::from(status as u8)
 }
 
 /// The preparer's ready observation when there is one, else one of our own;
@@ -272,7 +274,7 @@ fn environment_memfd() -> std::io::Result<OwnedFd> {
     Ok(file.into())
 }
 
-fn wait(mut child: Child) -> ExitStatus {
+pub(crate) fn wait(mut child: Child) -> ExitStatus {
     loop {
         match child.wait() {
             Ok(status) => return status,
@@ -443,7 +445,7 @@ fn run_untraced(program: &Path, command: &[OsString], record: Option<(&UserSetup
 }
 
 /// The status a shell would report: the exit code, or 128+N for signal N.
-fn shell_status(status: ExitStatus) -> i32 {
+pub(crate) fn shell_status(status: ExitStatus) -> i32 {
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 

@@ -30,6 +30,11 @@ use crate::write::Writer;
 use crate::Store;
 
 const SUFFIX: &str = ".jsonl";
+/// Added to a file's stem (`<stem>.ended.jsonl`) once its command has ended
+/// and its writer only waits for the record to be stored elsewhere (`prov
+/// run` after it returned the command's status): a query waits for these
+/// files' locks to go ([`await_ended`]), never for a running command's.
+const ENDED: &str = ".ended";
 /// Unreadable bytes of an ingested spool file, not yet reported.
 pub const NEW_SET_ASIDE: &str = ".bad";
 /// Unreadable bytes that a query has reported already.
@@ -131,6 +136,54 @@ impl SpoolWriter {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Renames the file as its command's ended ([`ENDED`]), still locked.
+    pub fn mark_ended(&mut self) -> io::Result<()> {
+        let ended = self.ended_path();
+        std::fs::rename(&self.path, &ended)?;
+        self.path = ended;
+        Ok(())
+    }
+
+    /// Another process that shares our locked file (a fork) has renamed it
+    /// with [`SpoolWriter::mark_ended`].
+    pub fn note_ended(&mut self) {
+        self.path = self.ended_path();
+    }
+
+    fn ended_path(&self) -> PathBuf {
+        let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let stem = name.strip_suffix(SUFFIX).unwrap_or(name);
+        self.path.with_file_name(format!("{stem}{ENDED}{SUFFIX}"))
+    }
+}
+
+/// Waits, at most `limit`, until the writers of the ended files in `dir`
+/// ([`ENDED`]) have let them go: the record stored and the file removed, or
+/// left for ingestion. False if one is still held at `limit`.
+pub fn await_ended(dir: &Path, limit: Duration) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return true };
+    let ended_suffix = format!("{ENDED}{SUFFIX}");
+    let deadline = std::time::Instant::now() + limit;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_str().is_some_and(|n| n.ends_with(&ended_suffix)) {
+            continue;
+        }
+        // Gone meanwhile: stored.
+        let Ok(file) = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(entry.path()) else {
+            continue;
+        };
+        // Its writer is a few hundred microseconds from done, as a rule.
+        let mut pause = Duration::from_micros(100);
+        while let Err(TryLockError::WouldBlock) = file.try_lock_shared() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+    }
+    true
 }
 
 /// Another writer of the same uuid is a bug; an ingester holds a lock only
@@ -552,6 +605,31 @@ mod tests {
         assert_eq!(s.ingest_spool(dir.path()).unwrap(), 1);
         assert_eq!(dump(&s).len(), 1);
         assert_eq!(dump(&s)[0].1.len(), 3);
+    }
+
+    /// An ended file is waited for while its writer holds it, and ingested
+    /// like any other once let go; a running command's file is not waited for.
+    #[test]
+    fn a_query_waits_for_ended_files_only() {
+        let dir = TempDir::new("spool-ended");
+        let record = sample_record();
+        let running = SpoolWriter::create(dir.path(), "0190a1b2-0000-7000-8000-00000000fff1").unwrap();
+        assert!(spool::await_ended(dir.path(), std::time::Duration::ZERO), "a running command is not waited for");
+        let mut w = SpoolWriter::create(dir.path(), &format!("{}.start", spool_uuid(&record))).unwrap();
+        w.append_all(&record.iter().collect::<Vec<_>>()).unwrap();
+        w.mark_ended().unwrap();
+        assert!(w.path().to_str().unwrap().ends_with(".start.ended.jsonl"), "{}", w.path().display());
+        assert!(!spool::await_ended(dir.path(), std::time::Duration::from_millis(20)), "held: still waited for");
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(w);
+        });
+        assert!(spool::await_ended(dir.path(), std::time::Duration::from_secs(10)));
+        released.join().unwrap();
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        assert_eq!(s.ingest_spool(dir.path()).unwrap(), 1, "the ended file, not the running one");
+        assert_eq!(dump(&s).len(), 1);
+        drop(running);
     }
 
     #[test]
