@@ -126,10 +126,14 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     spawn::forward_termination(child.id());
     // From here on, where it could fork, in the finisher (run_finisher).
     let finisher_may = matches!(obs.collector, CollectorProcess::Pooled(_));
-    let (end_ns, status) = run_finisher::await_command(child, start_file.as_mut().filter(|_| finisher_may));
-    let end = CommandEnd::with_status(end_ns, status);
+    let send_end = |end: &CommandEnd| ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &[]).is_ok();
+    let (end, end_sent) = run_finisher::await_command(child, start_file.as_mut().filter(|_| finisher_may), send_end);
+    let status = end.exit_status.unwrap_or_default();
     let command_ns = end.end_ns - start_ns;
-    let finished = finish(&mut obs, end.clone(), &mut begun_seen);
+    let finished = match end_sent {
+        true => await_stored(&mut obs, &mut begun_seen),
+        false => Finished::CollectorGone(collector_fate(&mut obs.collector)),
+    };
     // Kept (left for the next ingestion) only while the start is stored
     // nowhere else.
     let start_kept = |stored_elsewhere: bool| {
@@ -312,12 +316,9 @@ fn wait_for_answer(obs: &Observation) -> bool {
     ready && matches!(ipc::recv(obs.ctl.as_fd()), Ok(Some(_)))
 }
 
-/// Tells the collector the command is done and waits, at most STORE_WAIT,
-/// until it is stored.
-fn finish(obs: &mut Observation, end: CommandEnd, begun_seen: &mut bool) -> Finished {
-    if ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end), &[]).is_err() {
-        return Finished::CollectorGone(collector_fate(&mut obs.collector));
-    }
+/// Waits, at most STORE_WAIT, until the record whose end the collector was
+/// sent is stored.
+fn await_stored(obs: &mut Observation, begun_seen: &mut bool) -> Finished {
     let deadline = Instant::now() + STORE_WAIT;
     loop {
         let left =

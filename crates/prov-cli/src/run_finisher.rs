@@ -1,12 +1,12 @@
 //! `prov run` returns its command's status as soon as the command has
 //! ended, not once the record is stored (a few hundred microseconds later,
 //! which every step of a script paid). While the command runs, `prov run`
-//! forks: the parent waits for the command, renames the record's start file
-//! as ended (`prov_store::spool::await_ended`: a query started after our
-//! exit waits for it), tells the child how the command ended and exits with
-//! its status; the child, the finisher, holding the start file's lock,
-//! does what `prov run` did after the command: sends the end, waits for the
-//! record to be stored, reports problems on stderr.
+//! forks: the parent waits for the command, sends the collector the end,
+//! renames the record's start file as ended (`prov_store::spool::await_ended`:
+//! a query started after our exit waits for it), tells the child and exits
+//! with the command's status; the child, the finisher, holding the start
+//! file's lock, does what `prov run` did after that: waits for the record to
+//! be stored, gives the observation back, reports problems on stderr.
 //!
 //! Only with a start file (else a query would have nothing to wait for) and
 //! an observation from the run preparer (an observation of our own has its
@@ -17,29 +17,33 @@
 use std::io::{Read, Write};
 use std::process::Child;
 
+use prov_model::CommandEnd;
+
 use crate::record_end::StartFile;
 use crate::run::{now_ns, shell_status, wait};
 use crate::spawn;
 
-/// When and how the command ended: (wall clock in ns, status as a shell
-/// reports it).
-pub type CommandEnded = (i64, i32);
+/// How the command ended, and whether the collector was sent that.
+pub type CommandEnded = (CommandEnd, bool);
 
-/// Waits for `child` (in this process, or in the parent when it could fork)
-/// and returns how it ended, in the process that finishes the record.
-pub fn await_command(child: Child, start_file: Option<&mut StartFile>) -> CommandEnded {
-    let waited = |child| {
-        let status = wait(child);
-        (now_ns(), shell_status(status))
-    };
-    let Some(start_file) = start_file else { return waited(child) };
-    let Ok((reader, mut writer)) = std::io::pipe() else { return waited(child) };
+/// Waits for `child` (in this process, or in the parent when it could fork),
+/// has `send_end` tell the collector how it ended, and returns that in the
+/// process that finishes the record.
+pub fn await_command(
+    child: Child,
+    start_file: Option<&mut StartFile>,
+    send_end: impl FnOnce(&CommandEnd) -> bool,
+) -> CommandEnded {
+    let Some(start_file) = start_file else { return alone(child, send_end) };
+    let Ok((reader, mut writer)) = std::io::pipe() else { return alone(child, send_end) };
     match spawn::fork() {
         Ok(Some(_finisher)) => {
             drop(reader);
-            let (end_ns, status) = waited(child);
+            let end = waited(child);
+            let sent = send_end(&end);
             let renamed = start_file.mark_ended().is_ok();
-            let _ = writer.write_all(&encode(end_ns, status, renamed));
+            let status = end.exit_status.unwrap_or(0);
+            let _ = writer.write_all(&encode(end.end_ns, status, sent, renamed));
             std::process::exit(status)
         }
         Ok(None) => {
@@ -54,38 +58,55 @@ pub fn await_command(child: Child, start_file: Option<&mut StartFile>) -> Comman
                 // it sees us gone, and the start file is left to ingest.
                 std::process::exit(1);
             }
-            let (end_ns, status, renamed) = decode(&message);
+            let (end_ns, status, sent, renamed) = decode(&message);
             if renamed {
                 start_file.note_ended();
             }
-            (end_ns, status)
+            (CommandEnd::with_status(end_ns, status), sent)
         }
-        Err(_) => waited(child),
+        Err(_) => alone(child, send_end),
     }
 }
 
-const MESSAGE_LEN: usize = 13;
+/// Without a fork: all in this process.
+fn alone(child: Child, send_end: impl FnOnce(&CommandEnd) -> bool) -> CommandEnded {
+    let end = waited(child);
+    let sent = send_end(&end);
+    (end, sent)
+}
 
-fn encode(end_ns: i64, status: i32, renamed: bool) -> [u8; MESSAGE_LEN] {
+fn waited(child: Child) -> CommandEnd {
+    let status = wait(child);
+    CommandEnd::with_status(now_ns(), shell_status(status))
+}
+
+/// The parent's word to the finisher: end time, status, `End` sent, start
+/// file renamed.
+const MESSAGE_LEN: usize = 14;
+
+fn encode(end_ns: i64, status: i32, sent: bool, renamed: bool) -> [u8; MESSAGE_LEN] {
     let mut message = [0; MESSAGE_LEN];
     message[..8].copy_from_slice(&end_ns.to_le_bytes());
     message[8..12].copy_from_slice(&status.to_le_bytes());
-    message[12] = u8::from(renamed);
+    message[12] = u8::from(sent);
+    message[13] = u8::from(renamed);
     message
 }
 
-fn decode(message: &[u8; MESSAGE_LEN]) -> (i64, i32, bool) {
+fn decode(message: &[u8; MESSAGE_LEN]) -> (i64, i32, bool, bool) {
     let end_ns = i64::from_le_bytes(message[..8].try_into().unwrap_or_default());
     let status = i32::from_le_bytes(message[8..12].try_into().unwrap_or_default());
-    (end_ns, status, message[12] == 1)
+    (end_ns, status, message[12] == 1, message[13] == 1)
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_message_carries_the_end() {
-        for (end_ns, status, renamed) in [(1_764_000_000_123_456_789, 0, true), (-1, 143, false), (0, 255, true)] {
-            assert_eq!(super::decode(&super::encode(end_ns, status, renamed)), (end_ns, status, renamed));
+        for (end_ns, status, sent, renamed) in
+            [(1_764_000_000_123_456_789, 0, true, true), (-1, 143, false, true), (0, 255, true, false)]
+        {
+            assert_eq!(super::decode(&super::encode(end_ns, status, sent, renamed)), (end_ns, status, sent, renamed));
         }
     }
 }
