@@ -294,6 +294,53 @@ fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let _ = running.wait();
 }
 
+/// The finisher killed before the record is stored (a batch job's end may
+/// kill it): the parent sent the end before it exited, so the collector
+/// stores the whole record, and the start file the finisher held is ingested
+/// without doubling it.
+#[test]
+fn a_killed_finisher_leaves_the_record_whole() {
+    let case = Case::new("run-preparer-finisher-killed");
+    let (_, ready) = warm(&case);
+    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
+    let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
+    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
+    assert!(st.success());
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(5));
+    // The finisher: the process holding the start file renamed as ended.
+    let spool = case.spool_dir();
+    let ended = std::fs::read_dir(&spool)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".ended.jsonl"))
+        .unwrap_or_else(|| panic!("no ended start file: {}", case.collector_state()));
+    let finisher = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .is_ok_and(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == ended)))
+        })
+        .expect("a process holds the ended start file");
+    let st = Command::new("kill").args(["-KILL", &finisher.to_string()]).status().unwrap();
+    assert!(st.success());
+    wait_until("the finisher is gone", || !alive(finisher));
+    let st = Command::new("kill").args(["-CONT", &writer.to_string()]).status().unwrap();
+    assert!(st.success());
+    let r = case.writer_of_eventually("out.txt");
+    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(5)), "{r:#}");
+    wait_until("the start file is ingested", || {
+        let _ = case.query(["history", "-n", "1"]);
+        !ended.exists()
+    });
+    let history = case.query(["history", "-n", "10"]);
+    assert_eq!(history.iter().filter(|r| r["text"] == "sh -c 'echo data > out.txt; sleep 1; exit 5'").count(), 1);
+}
+
 /// `prov run`, the collector and the writer are then killed together (a
 /// batch job's cgroup.kill), the next prov finds the record and ends it.
 /// Before, the command waited 2 s for the stalled writer and then started
