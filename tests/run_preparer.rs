@@ -255,11 +255,10 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 /// `prov run` returns its command's status once the command has ended, not
 /// once the record is stored: the writer stopped while the command runs is
 /// continued only after `prov run` has returned, and nothing is said (before,
-/// `prov run` waited for it 5 s and said the record would follow). What
-/// remains of `prov run` (its finisher) stores the record, and a query run
-/// meanwhile waits for it (beside another `prov run` whose command still
-/// runs, which it does not wait for: see prov-store's
-/// `a_query_waits_for_ended_files_only`).
+/// `prov run` waited for it 5 s and said the record would follow). The
+/// preparer finishes the record (run_handover), and a query run meanwhile
+/// waits for it (beside another `prov run` whose command still runs, which
+/// it does not wait for: see prov-store's `a_query_waits_for_ended_files_only`).
 #[test]
 fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let case = Case::new("run-preparer-finisher");
@@ -294,14 +293,35 @@ fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let _ = running.wait();
 }
 
-/// The finisher killed before the record is stored (a batch job's end may
-/// kill it): the parent sent the end before it exited, so the collector
-/// stores the whole record, and the start file the finisher held is ingested
-/// without doubling it.
+/// A problem storing the record is still told on `prov run`'s stderr, by
+/// the preparer that finishes it once `prov run` has returned: with the
+/// database locked, the record goes to the spool, and the line says so.
 #[test]
-fn a_killed_finisher_leaves_the_record_whole() {
-    let case = Case::new("run-preparer-finisher-killed");
+fn a_record_finished_by_the_preparer_still_tells_its_problem() {
+    let case = Case::new("run-preparer-handover-problem");
     let (_, ready) = warm(&case);
+    let locker = lock_database(&case, "EXCLUSIVE");
+    let mut run = run(&case, "echo locked > locked.txt; sleep 1; exit 4").spawn().unwrap();
+    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(4));
+    let out = run.wait_with_output().unwrap();
+    locker.release();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("database unavailable") && err.contains("spool"), "{err}");
+    let r = case.writer_of_eventually("locked.txt");
+    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(4)), "{r:#}");
+}
+
+/// The preparer killed while it finishes a record for a `prov run` that has
+/// returned (a batch job's end may kill it): `prov run` sent the end before
+/// it handed the rest over, so the collector stores the whole record, and
+/// the start file the preparer held is ingested without doubling it.
+#[test]
+fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
+    let case = Case::new("run-preparer-handover-killed");
+    let (preparer, ready) = warm(&case);
     let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
     let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
@@ -309,7 +329,7 @@ fn a_killed_finisher_leaves_the_record_whole() {
     assert!(st.success());
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(5));
-    // The finisher: the process holding the start file renamed as ended.
+    // The process holding the start file, renamed as ended: the preparer.
     let spool = case.spool_dir();
     let ended = std::fs::read_dir(&spool)
         .unwrap()
@@ -317,7 +337,7 @@ fn a_killed_finisher_leaves_the_record_whole() {
         .map(|e| e.path())
         .find(|p| p.to_string_lossy().ends_with(".ended.jsonl"))
         .unwrap_or_else(|| panic!("no ended start file: {}", case.collector_state()));
-    let finisher = std::fs::read_dir("/proc")
+    let holder = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
@@ -326,9 +346,10 @@ fn a_killed_finisher_leaves_the_record_whole() {
                 .is_ok_and(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == ended)))
         })
         .expect("a process holds the ended start file");
-    let st = Command::new("kill").args(["-KILL", &finisher.to_string()]).status().unwrap();
+    assert_eq!(holder, preparer, "the preparer finishes the record");
+    let st = Command::new("kill").args(["-KILL", &preparer.to_string()]).status().unwrap();
     assert!(st.success());
-    wait_until("the finisher is gone", || !alive(finisher));
+    wait_until("the preparer is gone", || !alive(preparer));
     let st = Command::new("kill").args(["-CONT", &writer.to_string()]).status().unwrap();
     assert!(st.success());
     let r = case.writer_of_eventually("out.txt");

@@ -20,7 +20,7 @@ mod record_end;
 mod report;
 mod restore;
 mod run;
-mod run_finisher;
+mod run_handover;
 mod run_preparer;
 mod run_session;
 mod setup;

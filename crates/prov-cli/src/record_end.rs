@@ -75,6 +75,12 @@ pub fn end_abandoned(database: &Path) {
 /// next ingestion (start idempotent by uuid).
 pub struct StartFile(SpoolWriter);
 
+impl std::os::fd::AsRawFd for StartFile {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 impl StartFile {
     /// None when it cannot be written (then `prov run` waits for the
     /// collector's confirmation, as before).
@@ -102,9 +108,8 @@ impl StartFile {
         self.0.mark_ended()
     }
 
-    /// The process we forked from has renamed it (`mark_ended`).
-    pub fn note_ended(&mut self) {
-        self.0.note_ended()
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
     }
 
     /// The start is stored elsewhere: removed while still locked.

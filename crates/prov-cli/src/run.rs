@@ -19,7 +19,7 @@ use crate::observe::{self, CollectorProcess, Observation};
 use crate::record_end::{self, StartFile};
 use crate::setup::UserSetup;
 use crate::spawn;
-use crate::{run_finisher, run_preparer};
+use crate::{run_handover, run_preparer};
 
 /// After its command has ended, `prov run` waits at most this long for the
 /// record to be stored; a collector slower than that finishes it alone.
@@ -111,6 +111,10 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let answered = wait_for_answer(&obs);
     let mut begun_seen = start_file.is_none() && answered;
     let begun_ns = now_ns() - start_ns;
+    // From PROV_BENCH_SPAWNED_NS (the wall clock when a bench started this
+    // prov) to the start: prov's own start and its observation.
+    let before_start_ns =
+        std::env::var("PROV_BENCH_SPAWNED_NS").ok().and_then(|t| t.parse::<i64>().ok()).map(|t| start_ns - t);
     let prepared = obs.pooled();
     let child = match spawn_joined(&obs, &program, &command) {
         Ok(child) => child,
@@ -124,12 +128,17 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     drop(obs.tracker.take());
     spawn::ignore_terminal_signals();
     spawn::forward_termination(child.id());
-    // From here on, where it could fork, in the finisher (run_finisher).
-    let finisher_may = matches!(obs.collector, CollectorProcess::Pooled(_));
-    let send_end = |end: &CommandEnd| ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &[]).is_ok();
-    let (end, end_sent) = run_finisher::await_command(child, start_file.as_mut().filter(|_| finisher_may), send_end);
-    let status = end.exit_status.unwrap_or_default();
+    let status = shell_status(wait(child));
+    let end = CommandEnd::with_status(now_ns(), status);
     let command_ns = end.end_ns - start_ns;
+    let end_sent = ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &[]).is_ok();
+    // The rest to the preparer, if it gave us the observation (run_handover).
+    if let (true, Some(file), CollectorProcess::Pooled(preparer)) = (end_sent, start_file.as_mut(), &obs.collector) {
+        let timings = Timings { begun_ns, spawned_ns, command_ns, total_ns: 0, prepared, start_ns, before_start_ns };
+        if run_handover::hand_over(preparer, &obs, file, &end, begun_seen, timings) {
+            return ExitCode::from(status as u8);
+        }
+    }
     let finished = match end_sent {
         true => await_stored(&mut obs, &mut begun_seen),
         false => Finished::CollectorGone(collector_fate(&mut obs.collector)),
@@ -160,8 +169,12 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
                 }
             };
             start_kept(stored);
-            let total_ns = now_ns() - start_ns;
-            bench_report(Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, start_ns }, &report);
+            if let Some(path) = std::env::var_os("PROV_BENCH_REPORT") {
+                let total_ns = now_ns() - start_ns;
+                let timings =
+                    Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, start_ns, before_start_ns };
+                bench_report(Path::new(&path), timings, &report);
+            }
         }
         Finished::Pending => {
             start_kept(begun_seen);
@@ -278,7 +291,7 @@ fn environment_memfd() -> std::io::Result<OwnedFd> {
     Ok(file.into())
 }
 
-pub(crate) fn wait(mut child: Child) -> ExitStatus {
+fn wait(mut child: Child) -> ExitStatus {
     loop {
         match child.wait() {
             Ok(status) => return status,
@@ -370,17 +383,27 @@ fn collector_fate(collector: &mut CollectorProcess) -> String {
 }
 
 fn report_problems(report: &StoreReport) {
+    if let Some(problem) = store_problem(report) {
+        eprintln!("{problem}");
+    }
+}
+
+/// The line `prov run` shows for a record that was not stored as it should.
+pub(crate) fn store_problem(report: &StoreReport) -> Option<String> {
     if let Some(lost) = &report.lost {
-        eprintln!("prov: record lost: {}", escape_controls(lost));
-    } else if let Some(why) = &report.spooled {
-        let why = escape_controls(why);
-        eprintln!("prov: database unavailable ({why}); the record is kept in the spool until it can be written");
+        Some(format!("prov: record lost: {}", escape_controls(lost)))
+    } else {
+        report.spooled.as_ref().map(|why| {
+            let why = escape_controls(why);
+            format!("prov: database unavailable ({why}); the record is kept in the spool until it can be written")
+        })
     }
 }
 
 /// From just before the record's start is sent: until the collector
 /// confirmed it, until the command ended, until the record was stored.
-struct Timings {
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Timings {
     begun_ns: i64,
     /// The join helper started (posix_spawn returns once it has exec'd).
     spawned_ns: i64,
@@ -390,26 +413,29 @@ struct Timings {
     prepared: bool,
     /// Wall clock (ns since the epoch) when the record's start was sent.
     start_ns: i64,
+    before_start_ns: Option<i64>,
+}
+
+impl Timings {
+    /// With the total until now: the record just stored.
+    pub(crate) fn stored_now(self) -> Timings {
+        Timings { total_ns: now_ns() - self.start_ns, ..self }
+    }
 }
 
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
 /// time until the start was confirmed, the command's own time, the total
 /// time including storing, and the collector's CPU time and event count.
-fn bench_report(
-    Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, start_ns }: Timings,
-    report: &StoreReport,
-) {
-    let Some(path) = std::env::var_os("PROV_BENCH_REPORT") else { return };
+pub(crate) fn bench_report(path: &Path, timings: Timings, report: &StoreReport) {
+    let Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, before_start_ns, .. } = timings;
     // As root, not into a directory someone else could redirect (see setup).
-    if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(Path::new(&path), 0).is_err() {
+    if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(path, 0).is_err() {
         return;
     }
     let line = serde_json::json!({
         "begun_ns": begun_ns,
         "spawned_ns": spawned_ns,
-        // From PROV_BENCH_SPAWNED_NS (the wall clock when the bench started
-        // this prov) to the start: prov's own start and its observation.
-        "before_start_ns": std::env::var("PROV_BENCH_SPAWNED_NS").ok().and_then(|t| t.parse::<i64>().ok()).map(|t| start_ns - t),
+        "before_start_ns": before_start_ns,
         "command_ns": command_ns,
         "total_ns": total_ns,
         "prepared": prepared,
@@ -446,7 +472,7 @@ fn run_untraced(program: &Path, command: &[OsString], record: Option<(&UserSetup
 }
 
 /// The status a shell would report: the exit code, or 128+N for signal N.
-pub(crate) fn shell_status(status: ExitStatus) -> i32 {
+fn shell_status(status: ExitStatus) -> i32 {
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 

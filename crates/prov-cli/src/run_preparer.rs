@@ -24,7 +24,9 @@
 //! the observation back on its connection (`give_back`) and the preparer
 //! puts it among the ready ones, unless the mount table changed meanwhile.
 //! Back-to-back runs are then served by one collector, and pay no program
-//! start at all.
+//! start at all. A `prov run` whose command has ended hands the rest of its
+//! record to us on the same connection and returns (`run_handover`): we
+//! wait for `Stored`, take the observation back, remove the start file.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -41,6 +43,7 @@ use nix::sys::socket::{
 use prov_collect::ipc;
 
 use crate::observe::{self, CollectorProcess, Observation};
+use crate::run_handover::{next_deadline, Finished, Finishing, HANDOVER_TAG};
 
 /// How long an idle preparer stays, unless `PROV_RUN_LINGER` (seconds) says
 /// otherwise; 0 turns the preparer off.
@@ -63,11 +66,12 @@ const NONE_TAG: u8 = b'N';
 const FATE_TAG: u8 = b'F';
 /// `prov run` → preparer, on the same connection: the observation is back
 /// for another record (descriptors: control socket, namespace root, the
-/// collector's new tracker).
+/// collector's new tracker). Or the record to finish: `run_handover`'s
+/// `HANDOVER_TAG`.
 const AGAIN_TAG: u8 = b'A';
 /// In the socket's name: a prov speaking another protocol with its
 /// preparer, collector or writer finds another preparer.
-const PROTOCOL: &str = "prov-run-preparer 3";
+const PROTOCOL: &str = "prov-run-preparer 4";
 
 fn linger() -> Duration {
     std::env::var("PROV_RUN_LINGER")
@@ -367,6 +371,8 @@ struct Handed {
     generation: u64,
     /// The control socket's inode: what comes back must be the same one.
     ctl_inode: u64,
+    /// Its record, finished for a caller that has returned (run_handover).
+    finishing: Option<Finishing>,
 }
 
 /// Shared by the thread that prepares and the one that answers.
@@ -427,6 +433,9 @@ pub fn serve() -> anyhow::Result<ExitCode> {
             break;
         }
         let timeout = if handed.is_empty() { idle_left } else { Duration::from_secs(3600) };
+        // Records finished for callers gone (run_handover): until `Stored`.
+        let timeout =
+            next_deadline(handed.iter().filter_map(|h| h.finishing.as_ref())).map_or(timeout, |d| d.min(timeout));
         let mut fds =
             vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
         fds.extend(handed.iter().map(|h| PollFd::new(h.pidfd.as_fd(), PollFlags::POLLIN)));
@@ -439,6 +448,14 @@ pub fn serve() -> anyhow::Result<ExitCode> {
                 .filter_map(|&i| handed[i].caller.as_ref())
                 .map(|c| PollFd::new(c.as_fd(), PollFlags::POLLIN)),
         );
+        let finishing: Vec<usize> =
+            (0..handed.len()).filter(|&i| handed[i].finishing.as_ref().is_some_and(|f| !f.hung_up)).collect();
+        fds.extend(
+            finishing
+                .iter()
+                .filter_map(|&i| handed[i].finishing.as_ref())
+                .map(|f| PollFd::new(f.ctl.as_fd(), PollFlags::POLLIN)),
+        );
         match poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX)) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
@@ -449,6 +466,10 @@ pub fn serve() -> anyhow::Result<ExitCode> {
         for (k, &i) in callers.iter().enumerate() {
             heard[i] = ready(&fds[2 + handed.len() + k]);
         }
+        let mut answered = vec![false; handed.len()];
+        for (k, &i) in finishing.iter().enumerate() {
+            answered[i] = ready(&fds[2 + handed.len() + callers.len() + k]);
+        }
         let request = ready(&fds[0]);
         let remounted = ready(&fds[1]);
         drop(fds);
@@ -457,16 +478,27 @@ pub fn serve() -> anyhow::Result<ExitCode> {
         }
         let mut still = Vec::with_capacity(handed.len());
         for (i, mut h) in handed.drain(..).enumerate() {
+            // First what its caller said: a record handed over just before
+            // its collector ended is finished with that end.
+            if heard[i] {
+                match take_back(h, &pool) {
+                    Some(kept) => h = kept,
+                    None => continue,
+                }
+            }
             if ended.get(i) == Some(&true) {
                 let fate = h
                     .collector
                     .wait()
                     .map_or_else(|e| format!("the collector's end is unknown: {e}"), observe::fate_of);
+                if let Some(finishing) = h.finishing {
+                    finishing.collector_ended(&fate);
+                }
                 if let Some(caller) = h.caller {
                     let _ = ipc::send(caller.as_fd(), [&[FATE_TAG], fate.as_bytes()].concat().as_slice(), &[]);
                 }
-            } else if heard.get(i) == Some(&true) {
-                still.extend(take_back(h, &pool));
+            } else if h.finishing.is_some() {
+                still.extend(finish(h, answered[i], &pool));
             } else {
                 still.push(h);
             }
@@ -520,7 +552,15 @@ fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Op
     drop((ctl, ns_root, tracker));
     // Not reaped yet, so the number is still the collector's.
     match prov_collect::sys::pidfd_open(collector.id() as i32) {
-        Ok(pidfd) => Some(Handed { collector, pidfd, caller: sent.then_some(conn), holder_pid, generation, ctl_inode }),
+        Ok(pidfd) => Some(Handed {
+            collector,
+            pidfd,
+            caller: sent.then_some(conn),
+            holder_pid,
+            generation,
+            ctl_inode,
+            finishing: None,
+        }),
         Err(_) => {
             let _ = collector.wait();
             None
@@ -541,21 +581,63 @@ pub(crate) fn inode(fd: &OwnedFd) -> u64 {
 }
 
 /// A message from the caller of a handed-out observation: the observation
-/// back, clean, for another record (`AGAIN_TAG`) — ready again unless the
-/// mount table changed since it was prepared, it is not the one handed
-/// out, its collector is gone, or enough are ready; or the caller gone.
+/// back, clean, for another record (`AGAIN_TAG`, see `ready_again`), its
+/// record to finish (`HANDOVER_TAG`), or the caller gone.
 /// Returns it when it stays handed out (watched until its collector ends).
 fn take_back(mut h: Handed, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
     let message = h.caller.as_ref().and_then(|c| ipc::recv(c.as_fd()).ok().flatten());
     // Either way no more from this caller: it has exited or is exiting.
     h.caller = None;
     let Some((msg, mut fds)) = message else { return Some(h) };
+    if msg.first() == Some(&HANDOVER_TAG) {
+        h.finishing = Finishing::receive(&msg, fds);
+        return Some(h);
+    }
     let (Some(tracker), Some(ns_root), Some(ctl), true) = (fds.pop(), fds.pop(), fds.pop(), fds.is_empty()) else {
         return Some(h);
     };
     if msg != [AGAIN_TAG] {
         return Some(h);
     }
+    ready_again(h, ctl, ns_root, tracker, pool)
+}
+
+/// A record finished for a caller that has returned (run_handover): the
+/// collector answered (`answered`) or the time is up. Returns the
+/// observation when it stays handed out.
+fn finish(mut h: Handed, answered: bool, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
+    let finishing = h.finishing.take()?;
+    if !answered {
+        match Instant::now() >= finishing.deadline {
+            true => finishing.too_slow(),
+            false => h.finishing = Some(finishing),
+        }
+        return Some(h);
+    }
+    match finishing.hear() {
+        Finished::Waiting(finishing) => h.finishing = Some(finishing),
+        Finished::Done(Some((ctl, ns_root, tracker))) => return ready_again(h, ctl, ns_root, tracker, pool),
+        Finished::Done(None) => {}
+        // What is said waits for how it ended (its pidfd).
+        Finished::CollectorGone(mut finishing) => {
+            finishing.hung_up = true;
+            h.finishing = Some(finishing);
+        }
+    }
+    Some(h)
+}
+
+/// An observation back for another record: ready again unless the mount
+/// table changed since it was prepared, it is not the one handed out, its
+/// collector is gone, or enough are ready. Returns it when it stays
+/// handed out (watched until its collector ends).
+fn ready_again(
+    mut h: Handed,
+    ctl: OwnedFd,
+    ns_root: OwnedFd,
+    tracker: OwnedFd,
+    pool: &(Mutex<Pool>, Condvar),
+) -> Option<Handed> {
     let genuine =
         handed_out(&ctl, h.ctl_inode, &tracker, h.collector.id()) && matches!(h.collector.try_wait(), Ok(None));
     let mut p = pool.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -613,7 +695,15 @@ fn discard_ready(pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
         .into_iter()
         .filter_map(|Ready { mut collector, holder_pid, generation, .. }| {
             match prov_collect::sys::pidfd_open(collector.id() as i32) {
-                Ok(pidfd) => Some(Handed { collector, pidfd, caller: None, holder_pid, generation, ctl_inode: 0 }),
+                Ok(pidfd) => Some(Handed {
+                    collector,
+                    pidfd,
+                    caller: None,
+                    holder_pid,
+                    generation,
+                    ctl_inode: 0,
+                    finishing: None,
+                }),
                 Err(_) => {
                     let _ = collector.wait();
                     None

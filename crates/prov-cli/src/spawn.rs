@@ -1,7 +1,6 @@
 //! The CLI's only unsafe code: placing descriptors in a child before exec,
-//! asking who is at the other end of an inherited socket, signal
-//! dispositions while a command runs, and `prov run`'s fork into the
-//! process that waits for its command and the one that finishes its record.
+//! asking who is at the other end of an inherited socket,
+//! and signal dispositions while a command runs.
 
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
@@ -83,34 +82,6 @@ pub fn ignore_terminal_signals() {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
-}
-
-/// Forks `prov run` (see `run_finisher`): the child's pid in the parent,
-/// None in the child.
-pub fn fork() -> std::io::Result<Option<u32>> {
-    // SAFETY: `prov run` has a single thread (it starts none), so the child
-    // inherits no lock held by another thread and may go on as the parent
-    // would (allocate, print, use std).
-    match unsafe { nix::unistd::fork() }? {
-        nix::unistd::ForkResult::Parent { child } => Ok(Some(child.as_raw() as u32)),
-        nix::unistd::ForkResult::Child => Ok(None),
-    }
-}
-
-/// The finisher of a record whose `prov run` has returned: it holds neither
-/// the caller's input nor output (a pipeline reading ours ends with the
-/// command), forwards no signal (the command is gone), and is not stopped
-/// for writing a last problem to a terminal whose foreground it has left.
-pub fn become_finisher() {
-    FORWARD_TO.store(0, Ordering::Relaxed);
-    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
-        let _ = nix::unistd::dup2_stdin(&null);
-        let _ = nix::unistd::dup2_stdout(&null);
-    }
-    // SAFETY: installing SIG_IGN has no memory-safety impact.
-    unsafe {
-        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
     }
 }
 

@@ -65,6 +65,12 @@ pub struct SpoolWriter {
     len: u64,
 }
 
+impl std::os::fd::AsRawFd for SpoolWriter {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 impl SpoolWriter {
     /// Opens (creating it and `dir`, mode 0700, as needed) the spool file of
     /// command `uuid` and locks it. Fails with `WouldBlock` if another writer
@@ -93,6 +99,13 @@ impl SpoolWriter {
             let len = cut_torn_tail(&file)?;
             return Ok(SpoolWriter { file, path, len });
         }
+    }
+
+    /// Takes over a spool file another process opened and locked and passed
+    /// on (its open file, so its lock, now shared with us).
+    pub fn adopt(file: File, path: PathBuf) -> io::Result<SpoolWriter> {
+        let len = cut_torn_tail(&file)?;
+        Ok(SpoolWriter { file, path, len })
     }
 
     /// Appends one entry as one line, in one `write`.
@@ -143,12 +156,6 @@ impl SpoolWriter {
         std::fs::rename(&self.path, &ended)?;
         self.path = ended;
         Ok(())
-    }
-
-    /// Another process that shares our locked file (a fork) has renamed it
-    /// with [`SpoolWriter::mark_ended`].
-    pub fn note_ended(&mut self) {
-        self.path = self.ended_path();
     }
 
     fn ended_path(&self) -> PathBuf {
