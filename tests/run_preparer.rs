@@ -80,6 +80,17 @@ fn warm(case: &Case) -> (u32, u32) {
     (preparer, ready)
 }
 
+/// The writer of collector `collector`.
+fn writer_of(collector: u32) -> u32 {
+    children_of(collector).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).expect("a writer")
+}
+
+/// Sends signal `sig` (e.g. "STOP") to `pid`.
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill").args([format!("-{sig}"), pid.to_string()]).status().unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
 fn parent_of(pid: u32) -> Option<u32> {
     status_field(pid, "PPid")?.parse().ok()
 }
@@ -155,16 +166,14 @@ fn a_killed_preparer_or_ready_collector_makes_prov_run_fall_back() {
     let case = Case::new("run-preparer-killed");
     let (preparer, ready) = warm(&case);
     // The ready collector killed: the run is traced all the same.
-    let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(ready, "KILL");
     wait_until("the killed ready collector is gone", || !alive(ready));
     run_ok(&case, "echo one > one.txt");
     let r = case.writer_of_eventually("one.txt");
     assert_eq!(r["complete"], true, "{r:#}");
     // The preparer killed (its socket left behind): the next run works the
     // direct way, and a new preparer replaces it.
-    let st = Command::new("kill").args(["-KILL", &preparer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(preparer, "KILL");
     wait_until("the killed preparer is gone", || !alive(preparer));
     assert!(socket(&case).is_some(), "a killed preparer leaves its socket");
     let child = run(&case, "echo two > two.txt; sleep 0.5").spawn().unwrap();
@@ -184,8 +193,7 @@ fn a_killed_preparer_or_ready_collector_makes_prov_run_fall_back() {
     let child = run(&case, "sleep 1; exit 4").spawn().unwrap();
     let collector = collector_of(child.id());
     assert_eq!(parent_of(collector), Some(new), "the run took the new preparer's observation");
-    let st = Command::new("kill").args(["-KILL", &collector.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(collector, "KILL");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -263,20 +271,18 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let case = Case::new("run-preparer-finisher");
     let (_, ready) = warm(&case);
-    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
+    let writer = writer_of(ready);
     let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
     let mut running = self::run(&case, "sleep 120").spawn().unwrap();
-    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(writer, "STOP");
     let status = loop {
         if let Some(status) = run.try_wait().unwrap() {
             break status;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let st = Command::new("kill").args(["-CONT", &writer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(writer, "CONT");
     assert_eq!(status.code(), Some(5));
     // A query now waits for the record (the finisher's), not for the command
     // still running.
@@ -322,11 +328,10 @@ fn a_record_finished_by_the_preparer_still_tells_its_problem() {
 fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
     let case = Case::new("run-preparer-handover-killed");
     let (preparer, ready) = warm(&case);
-    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
+    let writer = writer_of(ready);
     let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
-    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(writer, "STOP");
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(5));
     // The process holding the start file, renamed as ended: the preparer.
@@ -347,11 +352,9 @@ fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
         })
         .expect("a process holds the ended start file");
     assert_eq!(holder, preparer, "the preparer finishes the record");
-    let st = Command::new("kill").args(["-KILL", &preparer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(preparer, "KILL");
     wait_until("the preparer is gone", || !alive(preparer));
-    let st = Command::new("kill").args(["-CONT", &writer.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(writer, "CONT");
     let r = case.writer_of_eventually("out.txt");
     assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(5)), "{r:#}");
     wait_until("the start file is ingested", || {
@@ -373,9 +376,8 @@ fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
 fn the_start_prov_run_keeps_itself_survives_everything_killed_at_once() {
     let case = Case::new("run-preparer-start-file");
     let (preparer, ready) = warm(&case);
-    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).unwrap();
-    let st = Command::new("kill").args(["-STOP", &writer.to_string()]).status().unwrap();
-    assert!(st.success());
+    let writer = writer_of(ready);
+    signal(writer, "STOP");
     let started = Instant::now();
     let script = "echo go > started.txt; sleep 60 # ghp_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8";
     let mut run = run(&case, script).spawn().unwrap();
@@ -889,8 +891,7 @@ fn a_reused_collector_killed_while_idle_makes_prov_run_fall_back() {
     wait_until("the reused collector waits in the pool", || {
         children_of(preparer).iter().any(|(p, n)| *p == ready && n == "prov-collector")
     });
-    let st = Command::new("kill").args(["-KILL", &ready.to_string()]).status().unwrap();
-    assert!(st.success());
+    signal(ready, "KILL");
     wait_until("the killed collector is gone", || !alive(ready));
     assert_ne!(served_by(&case, "echo three > three.txt"), ready);
     let r = case.writer_of_eventually("three.txt");
