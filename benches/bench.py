@@ -18,6 +18,7 @@ import pty
 import pwd
 import select
 import shutil
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -357,6 +358,21 @@ def start_floor_reader(ctx, cwd):
         r.wait()
         sys.exit("bench: the fanotify floor reader did not start")
     return r
+
+
+def await_report(path, limit_s=5.0):
+    """Waits until `prov run`'s report line is whole: one handed to the run
+    preparer (run_handover) is written once the record is stored, after
+    `prov run` has exited."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as f:
+                if f.read().endswith(b"\n"):
+                    return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.001)
 
 
 def read_report(path):
@@ -843,12 +859,19 @@ def run_fixed(ctx, results):
                 if os.path.exists(ctx.report(home)):
                     os.unlink(ctx.report(home))
                 argv = ctx.as_user(home, ctx.mode_prefix(mode) + cmd)
-                t0 = time.perf_counter()
-                p = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)
-                wall = time.perf_counter() - t0
-                if p.returncode != 0 or p.stderr.strip():
-                    log(f"fixed cost {label} {mode}: exit {p.returncode}: {p.stderr.decode(errors='replace')[:200]}")
+                # stderr to a file, as a terminal's or a batch job's: to a
+                # pipe, `prov run` would finish its record itself, since the
+                # pipe's reader waits for every holder (run_handover).
+                with tempfile.TemporaryFile() as err:
+                    t0 = time.perf_counter()
+                    p = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                    wall = time.perf_counter() - t0
+                    err.seek(0)
+                    stderr = err.read()
+                if p.returncode != 0 or stderr.strip():
+                    log(f"fixed cost {label} {mode}: exit {p.returncode}: {stderr.decode(errors='replace')[:200]}")
+                if mode == "prov":
+                    await_report(ctx.report(home))
                 if i < 5:
                     continue
                 walls[mode].append(wall * 1e3)

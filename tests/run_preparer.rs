@@ -80,6 +80,25 @@ fn warm(case: &Case) -> (u32, u32) {
     (preparer, ready)
 }
 
+/// `run`, its stderr going to a file, as a batch job's or a terminal's
+/// does: `prov run` then hands its record to the preparer (a pipe's reader
+/// would wait for the preparer to let it go: see run_handover).
+fn run_with_stderr_file(case: &Case, script: &str) -> (std::process::Child, PathBuf) {
+    let path = case.work.join(format!("stderr-{}.txt", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    case.chown_tree(&path);
+    (run(case, script).stderr(file).spawn().unwrap(), path)
+}
+
+/// Waits until no start file is left ended but held: the record finished.
+fn wait_until_finished(case: &Case) {
+    wait_until("the preparer finishes the record", || {
+        std::fs::read_dir(case.spool_dir())
+            .map(|d| d.flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".ended.jsonl")))
+            .unwrap_or(true)
+    });
+}
+
 /// The writer of collector `collector`.
 fn writer_of(collector: u32) -> u32 {
     children_of(collector).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).expect("a writer")
@@ -272,7 +291,7 @@ fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let case = Case::new("run-preparer-finisher");
     let (_, ready) = warm(&case);
     let writer = writer_of(ready);
-    let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
+    let (mut run, stderr) = run_with_stderr_file(&case, "echo data > out.txt; sleep 1; exit 5");
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
     let mut running = self::run(&case, "sleep 120").spawn().unwrap();
     signal(writer, "STOP");
@@ -284,13 +303,13 @@ fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     };
     signal(writer, "CONT");
     assert_eq!(status.code(), Some(5));
-    // A query now waits for the record (the finisher's), not for the command
-    // still running.
+    // A query now waits for the record (the preparer's), not for the
+    // command still running.
     let r = case.writer_of("out.txt");
     assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(5)), "{r:#}");
-    // The finisher's stderr: nothing to say.
-    let out = run.wait_with_output().unwrap();
-    assert!(out.stderr.is_empty(), "{}", describe(&out));
+    // Nothing to say.
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert!(err.is_empty(), "{err}");
     assert!(case
         .query(["history", "-n", "5"])
         .iter()
@@ -307,13 +326,13 @@ fn a_record_finished_by_the_preparer_still_tells_its_problem() {
     let case = Case::new("run-preparer-handover-problem");
     let (_, ready) = warm(&case);
     let locker = lock_database(&case, "EXCLUSIVE");
-    let mut run = run(&case, "echo locked > locked.txt; sleep 1; exit 4").spawn().unwrap();
+    let (mut run, stderr) = run_with_stderr_file(&case, "echo locked > locked.txt; sleep 1; exit 4");
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(4));
-    let out = run.wait_with_output().unwrap();
+    wait_until_finished(&case);
     locker.release();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = std::fs::read_to_string(&stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("database unavailable") && err.contains("spool"), "{err}");
     let r = case.writer_of_eventually("locked.txt");
@@ -329,7 +348,7 @@ fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
     let case = Case::new("run-preparer-handover-killed");
     let (preparer, ready) = warm(&case);
     let writer = writer_of(ready);
-    let mut run = run(&case, "echo data > out.txt; sleep 1; exit 5").spawn().unwrap();
+    let (mut run, _stderr) = run_with_stderr_file(&case, "echo data > out.txt; sleep 1; exit 5");
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
     signal(writer, "STOP");
     let status = run.wait().unwrap();

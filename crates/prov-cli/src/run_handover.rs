@@ -9,7 +9,8 @@
 //! preparer waits for `Stored`, takes the observation back for the next
 //! run, removes the start file, and writes any problem to that stderr, as
 //! `prov run` did. No process is added, so a busy machine pays no more
-//! than before (docs/architecture.md).
+//! than before. Not when stderr is a pipe or a socket, whose reader would
+//! wait for the preparer to let it go (docs/architecture.md).
 
 use std::fs::File;
 use std::io::Write;
@@ -59,7 +60,7 @@ pub fn hand_over(
     begun_seen: bool,
     timings: Timings,
 ) -> bool {
-    if start_file.mark_ended().is_err() {
+    if !stderr_awaits_no_end() || start_file.mark_ended().is_err() {
         return false;
     }
     let bench = std::env::var_os("PROV_BENCH_REPORT").map(|path| (path.into_vec(), timings));
@@ -68,6 +69,18 @@ pub fn hand_over(
     let Ok(json) = serde_json::to_vec(&handover) else { return false };
     let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), start_file.as_raw_fd(), libc::STDERR_FILENO];
     ipc::send(preparer.as_fd(), &[&[HANDOVER_TAG], json.as_slice()].concat(), &fds).is_ok()
+}
+
+/// Whether our stderr is something nobody reads to its end (a terminal, a
+/// file): a pipe or a socket held open by the preparer until the record is
+/// stored would keep its reader (`$(prov run … 2>&1)`, `| tee log`, a
+/// caller capturing our output) waiting as long as `prov run` used to, so
+/// then `prov run` finishes the record itself.
+fn stderr_awaits_no_end() -> bool {
+    nix::sys::stat::fstat(std::io::stderr()).is_ok_and(|st| {
+        let kind = st.st_mode & libc::S_IFMT;
+        kind != libc::S_IFIFO && kind != libc::S_IFSOCK
+    })
 }
 
 /// A record the preparer finishes for a `prov run` that has returned.
