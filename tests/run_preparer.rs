@@ -90,6 +90,18 @@ fn run_with_stderr_file(case: &Case, script: &str) -> (std::process::Child, Path
     (run(case, script).stderr(file).spawn().unwrap(), path)
 }
 
+/// A run on the ready observation of a warm preparer whose writer is then
+/// stopped (the caller continues it): the preparer, the writer, the run and
+/// its stderr file.
+fn run_with_writer_stopped(case: &Case, script: &str) -> (u32, u32, std::process::Child, PathBuf) {
+    let (preparer, ready) = warm(case);
+    let writer = writer_of(ready);
+    let (run, stderr) = run_with_stderr_file(case, script);
+    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    signal(writer, "STOP");
+    (preparer, writer, run, stderr)
+}
+
 /// Waits until no start file is left ended but held: the record finished.
 fn wait_until_finished(case: &Case) {
     wait_until("the preparer finishes the record", || {
@@ -289,12 +301,8 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 #[test]
 fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     let case = Case::new("run-preparer-finisher");
-    let (_, ready) = warm(&case);
-    let writer = writer_of(ready);
-    let (mut run, stderr) = run_with_stderr_file(&case, "echo data > out.txt; sleep 1; exit 5");
-    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    let (_, writer, mut run, stderr) = run_with_writer_stopped(&case, "echo data > out.txt; sleep 1; exit 5");
     let mut running = self::run(&case, "sleep 120").spawn().unwrap();
-    signal(writer, "STOP");
     let status = loop {
         if let Some(status) = run.try_wait().unwrap() {
             break status;
@@ -346,11 +354,7 @@ fn a_record_finished_by_the_preparer_still_tells_its_problem() {
 #[test]
 fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
     let case = Case::new("run-preparer-handover-killed");
-    let (preparer, ready) = warm(&case);
-    let writer = writer_of(ready);
-    let (mut run, _stderr) = run_with_stderr_file(&case, "echo data > out.txt; sleep 1; exit 5");
-    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
-    signal(writer, "STOP");
+    let (preparer, writer, mut run, _stderr) = run_with_writer_stopped(&case, "echo data > out.txt; sleep 1; exit 5");
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(5));
     // The process holding the start file, renamed as ended: the preparer.

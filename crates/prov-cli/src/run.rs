@@ -160,7 +160,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
                 // The collector lives but its writer does not: the start and
                 // end are still ours to keep.
                 (Some(lost), Ok(user)) => {
-                    let why = format!("the collector could not store everything: {lost}");
+                    let why = lost_reason(lost);
                     keep_end(user, &begin, end, why)
                 }
                 _ => {
@@ -178,12 +178,11 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         }
         Finished::Pending => {
             start_kept(begun_seen);
-            eprintln!("prov: the collector is still storing this record; it will follow in the background")
+            eprintln!("{STILL_STORING}")
         }
         Finished::CollectorGone(why) => match &user {
             Ok(user) => {
-                let stored =
-                    keep_end(user, &begin, end, format!("{why}; prov run stored the end, later files are missing"));
+                let stored = keep_end(user, &begin, end, gone_reason(&why));
                 start_kept(begun_seen || stored);
             }
             Err(_) => eprintln!("prov: record incomplete: {}", escape_controls(&why)),
@@ -237,18 +236,33 @@ fn own_observation(
 /// Stores the record's end ourselves, marked incomplete with `why`, and says
 /// so in one line; false if it could not be stored.
 fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String) -> bool {
-    let shown = escape_controls(&why);
-    match record_end::store(user, begin, &CommandEnd { incomplete: Some(why), ..end }) {
-        Ok(()) => {
-            eprintln!("prov: record incomplete: {shown}");
-            true
-        }
-        Err(e) => {
-            eprintln!("prov: record lost: {shown}; {}", escape_controls(&e));
-            false
-        }
+    let kept = record_end::store(user, begin, &CommandEnd { incomplete: Some(why.clone()), ..end });
+    eprintln!("{}", kept_end_line(&why, &kept));
+    kept.is_ok()
+}
+
+/// The one line said once the end was kept (or not) marked incomplete with `why`.
+pub(crate) fn kept_end_line(why: &str, kept: &Result<(), String>) -> String {
+    let shown = escape_controls(why);
+    match kept {
+        Ok(()) => format!("prov: record incomplete: {shown}"),
+        Err(e) => format!("prov: record lost: {shown}; {}", escape_controls(e)),
     }
 }
+
+/// Why a record is incomplete when the collector's writer lost part of it.
+pub(crate) fn lost_reason(lost: &str) -> String {
+    format!("the collector could not store everything: {lost}")
+}
+
+/// Why a record is incomplete when its collector ended (`why`) before it.
+pub(crate) fn gone_reason(why: &str) -> String {
+    format!("{why}; prov run stored the end, later files are missing")
+}
+
+/// Said when the collector has not stored the record within STORE_WAIT.
+pub(crate) const STILL_STORING: &str =
+    "prov: the collector is still storing this record; it will follow in the background";
 
 /// Stores the record of an untraced command; says so in one line only if
 /// that fails.

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_collect::ipc;
 use prov_collect::protocol::{StoreReport, ToCaller};
-use prov_model::escape::escape_controls;
 use prov_model::CommandEnd;
 use prov_store::{SpoolEntry, SpoolWriter};
 use serde::{Deserialize, Serialize};
@@ -96,8 +95,8 @@ pub struct Finishing {
     pub hung_up: bool,
 }
 
-/// What became of a record being finished.
-pub enum Finished {
+/// What the collector's next message meant for a record being finished.
+pub enum Heard {
     /// Still waiting for `Stored`.
     Waiting(Finishing),
     /// Done; with the observation (control socket, namespace root, new
@@ -120,27 +119,27 @@ impl Finishing {
     }
 
     /// The collector's next message (its control socket is readable).
-    pub fn hear(mut self) -> Finished {
-        let Ok(Some((msg, mut fds))) = ipc::recv(self.ctl.as_fd()) else { return Finished::CollectorGone(self) };
+    pub fn hear(mut self) -> Heard {
+        let Ok(Some((msg, mut fds))) = ipc::recv(self.ctl.as_fd()) else { return Heard::CollectorGone(self) };
         match serde_json::from_slice::<ToCaller>(&msg) {
             Ok(ToCaller::Stored(report)) => {
                 let tracker = fds.pop().filter(|_| report.reusable && fds.is_empty());
                 self.stored(&report);
                 let Finishing { ctl, ns_root, .. } = self;
-                Finished::Done(tracker.map(|tracker| (ctl, ns_root, tracker)))
+                Heard::Done(tracker.map(|tracker| (ctl, ns_root, tracker)))
             }
             Ok(ToCaller::Begun) => {
                 self.handover.begun_seen = true;
-                Finished::Waiting(self)
+                Heard::Waiting(self)
             }
-            Ok(ToCaller::Watching) => Finished::Waiting(self),
-            _ => Finished::CollectorGone(self),
+            Ok(ToCaller::Watching) => Heard::Waiting(self),
+            _ => Heard::CollectorGone(self),
         }
     }
 
     fn stored(&mut self, report: &StoreReport) {
         match &report.lost {
-            Some(lost) => self.keep_end(&format!("the collector could not store everything: {lost}")),
+            Some(lost) => self.keep_end(&run::lost_reason(lost)),
             None => {
                 if let Some(problem) = run::store_problem(report) {
                     self.say(&problem);
@@ -156,7 +155,7 @@ impl Finishing {
 
     /// `Stored` did not come in time: the collector goes on alone.
     pub fn too_slow(self) {
-        self.say("prov: the collector is still storing this record; it will follow in the background");
+        self.say(run::STILL_STORING);
         if self.handover.begun_seen {
             let _ = std::fs::remove_file(self.start.path());
         }
@@ -175,15 +174,15 @@ impl Finishing {
                 break;
             }
             match finishing.hear() {
-                Finished::Waiting(next) => finishing = next,
-                Finished::Done(_) => return,
-                Finished::CollectorGone(next) => {
+                Heard::Waiting(next) => finishing = next,
+                Heard::Done(_) => return,
+                Heard::CollectorGone(next) => {
                     finishing = next;
                     break;
                 }
             }
         }
-        finishing.keep_end(&format!("{fate}; prov run stored the end, later files are missing"));
+        finishing.keep_end(&run::gone_reason(fate));
     }
 
     /// Keeps the end, marked incomplete with `why`, in the start file, for
@@ -191,11 +190,8 @@ impl Finishing {
     /// says so in one line.
     fn keep_end(&mut self, why: &str) {
         let end = CommandEnd { incomplete: Some(why.to_string()), ..self.handover.end.clone() };
-        let shown = escape_controls(why);
-        match self.start.append(&SpoolEntry::End(end)) {
-            Ok(()) => self.say(&format!("prov: record incomplete: {shown}")),
-            Err(e) => self.say(&format!("prov: record lost: {shown}; {}", escape_controls(&e.to_string()))),
-        }
+        let kept = self.start.append(&SpoolEntry::End(end)).map_err(|e| e.to_string());
+        self.say(&run::kept_end_line(why, &kept));
     }
 
     fn say(&self, line: &str) {

@@ -43,7 +43,7 @@ use nix::sys::socket::{
 use prov_collect::ipc;
 
 use crate::observe::{self, CollectorProcess, Observation};
-use crate::run_handover::{next_deadline, Finished, Finishing, HANDOVER_TAG};
+use crate::run_handover::{next_deadline, Finishing, Heard, HANDOVER_TAG};
 
 /// How long an idle preparer stays, unless `PROV_RUN_LINGER` (seconds) says
 /// otherwise; 0 turns the preparer off.
@@ -615,11 +615,11 @@ fn finish(mut h: Handed, answered: bool, pool: &(Mutex<Pool>, Condvar)) -> Optio
         return Some(h);
     }
     match finishing.hear() {
-        Finished::Waiting(finishing) => h.finishing = Some(finishing),
-        Finished::Done(Some((ctl, ns_root, tracker))) => return ready_again(h, ctl, ns_root, tracker, pool),
-        Finished::Done(None) => {}
+        Heard::Waiting(finishing) => h.finishing = Some(finishing),
+        Heard::Done(Some((ctl, ns_root, tracker))) => return ready_again(h, ctl, ns_root, tracker, pool),
+        Heard::Done(None) => {}
         // What is said waits for how it ended (its pidfd).
-        Finished::CollectorGone(mut finishing) => {
+        Heard::CollectorGone(mut finishing) => {
             finishing.hung_up = true;
             h.finishing = Some(finishing);
         }
