@@ -108,6 +108,11 @@ impl StartFile {
         self.0.mark_ended()
     }
 
+    /// Whether it lives on a network filesystem (NFS and the like).
+    pub fn on_network_fs(&self) -> bool {
+        self.0.on_network_fs()
+    }
+
     pub fn path(&self) -> &std::path::Path {
         self.0.path()
     }

@@ -71,6 +71,12 @@ pub(crate) fn is_network_fs(dir: &Path) -> bool {
         })
 }
 
+/// True when the open `file` is on a network filesystem by statfs alone
+/// (one syscall, no mount-table read: for paths run at every command).
+pub fn is_on_network_fs(file: &std::fs::File) -> bool {
+    nix::sys::statfs::fstatfs(file).is_ok_and(|st| NETWORK_FS.contains(&f_type(st.filesystem_type())))
+}
+
 /// The filesystem type of the mount of device `dev` in a mountinfo text
 /// (fields: id, parent, major:minor, root, mount point, options, optional
 /// fields up to "-", then the type).

@@ -27,7 +27,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use archive::{ArchiveStats, ArchivedFile, Digest};
 pub use error::{Result, StoreError, REPAIR_ADVICE};
-pub use fs::NETWORK_FSTYPES;
+pub use fs::{is_on_network_fs, NETWORK_FSTYPES};
 pub use health::{repair, Repair, TableSalvage};
 pub use processes::ProcessRow;
 pub use query::{CommandRow, FileRow};

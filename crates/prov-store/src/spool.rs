@@ -150,6 +150,11 @@ impl SpoolWriter {
         &self.path
     }
 
+    /// Whether the file is on a network filesystem (NFS and the like).
+    pub fn on_network_fs(&self) -> bool {
+        crate::fs::is_on_network_fs(&self.file)
+    }
+
     /// Renames the file as its command's ended ([`ENDED`]), still locked.
     pub fn mark_ended(&mut self) -> io::Result<()> {
         let ended = self.ended_path();
