@@ -55,6 +55,23 @@ fn install_runs_again_over_itself_and_tracing_works() {
     let glibc = image.windows(b"GLIBC_TUNABLES".len()).any(|w| w == b"GLIBC_TUNABLES");
     assert_eq!(glibc, !musl, "the toolchain has the musl target: {musl}; the helper holds glibc's start-up: {glibc}");
     assert_eq!(said.contains("the helper is linked against glibc"), !musl, "{said}");
+    // With the musl target (tests/run installs musl-gcc), `prov` too: bin/prov
+    // against musl, which runs `prov run -- CMD` and starts 0.3 ms sooner,
+    // and the glibc build beside the helper, which answers everything else
+    // (crates/prov-cli/src/full_build.rs).
+    let holds_glibc = |file: &str| {
+        let image = std::fs::read(prefix.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        image.windows(b"GLIBC_TUNABLES".len()).any(|w| w == b"GLIBC_TUNABLES")
+    };
+    assert_eq!(holds_glibc("bin/prov"), !musl, "bin/prov against musl exactly when the toolchain has it");
+    let full = prefix.join("libexec/prov/prov-full");
+    if musl {
+        assert!(holds_glibc("libexec/prov/prov-full"), "the full build is glibc's");
+        let m = std::fs::metadata(&full).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o7777), (0, 0o755), "prov-full: root's, no setuid");
+    } else {
+        assert!(!full.exists(), "no full build beside a glibc bin/prov");
+    }
     for file in ["bin/prov", "libexec/prov/prov-collector", "lib/prov/libprov_preload.so"] {
         let m = std::fs::metadata(prefix.join(file)).unwrap();
         assert_eq!(m.uid(), 0, "{file} owned by root");
@@ -96,6 +113,35 @@ fn install_runs_again_over_itself_and_tracing_works() {
     assert_eq!(found[0]["text"], "sh -c 'echo twice > twice.txt'");
     // The record names its user (from /etc/passwd: the static prov asks no NSS module).
     assert_eq!(found[0]["user"], TEST_USER, "{}", describe(&out));
+    if !musl {
+        return;
+    }
+    // The full build answers queries and says so in `prov doctor`; the
+    // files the shell integration names are bin/prov's installation's.
+    let out = case.command(&prov).arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let line = format!("{} runs commands; {} answers the rest", prov.display(), full.display());
+    assert!(said.contains(&line), "doctor names both builds ({line}):\n{}", describe(&out));
+    let out = case.command(&prov).args(["init", "bash"]).output().unwrap();
+    let init = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !init.contains("prov-full"), "{}", describe(&out));
+    for file in [prov.clone(), prefix.join("libexec/prov/prov-helper"), prefix.join("lib/prov/libprov_preload.so")] {
+        assert!(init.contains(&file.display().to_string()), "init names {}: {init}", file.display());
+    }
+    // A full build that cannot start (here: unreadable) costs one line, not the answer.
+    std::fs::set_permissions(&full, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let out = case.command(&prov).args(["query", "wrote", "twice.txt", "--json"]).output().unwrap();
+    assert_eq!(parse_json_lines(&out.stdout).len(), 1, "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().count() == 1 && err.contains("cannot start") && err.contains("prov-full"), "{err}");
+    // One that is gone costs nothing but speed, which doctor tells.
+    std::fs::remove_file(&full).unwrap();
+    let out = case.command(&prov).args(["query", "wrote", "twice.txt", "--json"]).output().unwrap();
+    assert_eq!(parse_json_lines(&out.stdout).len(), 1, "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+    let out = case.command(&prov).arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("is built against musl") && said.contains("is missing"), "{}", describe(&out));
 }
 
 #[test]

@@ -95,6 +95,7 @@ const CHECKS: &[Check] = &[
     rc_line,
     space_prefixed_commands,
     helper,
+    builds,
     environment,
     event_queue,
     configuration,
@@ -253,6 +254,29 @@ fn helper(ctx: &Context) -> Vec<Finding> {
         },
         Err(e) => vec![Finding::fail(format!("{e:#}"), "reinstall prov with packaging/install.sh")],
     }
+}
+
+/// Which build answers what (crate::full_build): a musl `prov` without its
+/// glibc full build still answers everything, only queries slower.
+fn builds(_: &Context) -> Vec<Finding> {
+    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    if crate::full_build::is_full_build(&exe) {
+        let prov = setup::user_prov().unwrap_or_default();
+        return vec![Finding::ok(format!("{} runs commands; {} answers the rest", shown(&prov), shown(&exe)))];
+    }
+    if cfg!(target_env = "musl") {
+        let full = setup::install_prefix().unwrap_or_default().join("libexec/prov").join(crate::full_build::NAME);
+        return vec![Finding::warn(
+            format!(
+                "{} is built against musl and {} {}: queries run up to 2.7 times slower",
+                shown(&exe),
+                shown(&full),
+                if full.exists() { "cannot be started" } else { "is missing" }
+            ),
+            "run packaging/install.sh again",
+        )];
+    }
+    Vec::new()
 }
 
 /// Under an enforcing AppArmor profile, whether the helper is let do its

@@ -11,6 +11,7 @@ mod doctor_db;
 mod doctor_env;
 mod export;
 mod filters;
+mod full_build;
 mod lineage;
 mod observe;
 mod output;
@@ -351,6 +352,7 @@ fn main() -> ExitCode {
     if let Some(command) = plain_run(std::env::args_os().collect()) {
         return run_and_push(command);
     }
+    full_build::hand_over();
     let cli = Cli::parse();
     query::read_everywhere(cli.everywhere.then_some(true).or(cli.local.then_some(false)));
     let result = match cli.command {

@@ -15,12 +15,13 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, renameat2, AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag};
+use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, mkdirat, Mode};
 use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::record::bytes_as_hex;
 use prov_store::{ArchivedFile, Store};
+use rustix::fs::{renameat_with, RenameFlags};
 use serde_json::{json, Value};
 
 use crate::query::{absolute, open_store};
@@ -339,8 +340,9 @@ fn write_new(dir: &OwnedFd, name: &OsStr, target: &Path, content: &[u8], mode: u
         remove_tmp();
         return Err(e).with_context(|| format!("cannot write {}", shown(&target.with_file_name(&tmp))));
     }
-    let flags = if replace { RenameFlags::empty() } else { RenameFlags::RENAME_NOREPLACE };
-    let renamed = match renameat2(dir, tmp.as_os_str(), dir, name, flags) {
+    let flags = if replace { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+    let renamed = renameat_with(dir, tmp.as_os_str(), dir, name, flags).map_err(|e| Errno::from_raw(e.raw_os_error()));
+    let renamed = match renamed {
         // A filesystem without RENAME_NOREPLACE: a hard link does not
         // replace either.
         Err(Errno::EINVAL) if !replace => linkat(dir, tmp.as_os_str(), dir, name, AtFlags::empty()),

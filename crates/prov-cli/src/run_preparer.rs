@@ -252,7 +252,8 @@ impl Place {
             b"\0",
             nix::unistd::geteuid().as_raw().to_string().as_bytes(),
             b"\0",
-            &file_identity(Path::new("/proc/self/exe"))?,
+            // bin/prov, also in the full build it hands the preparer to.
+            &file_identity(&crate::setup::user_prov().ok()?)?,
             b"\0",
             helper.as_os_str().as_bytes(),
             b"\0",

@@ -125,28 +125,44 @@ pub fn refuse_others_directories(file: &Path, hint: &str) -> Result<()> {
 fn installation_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
-        let prefix = exe.parent().and_then(Path::parent).map(Path::to_path_buf);
         files.push(exe);
-        if let Some(prefix) = prefix {
-            files.push(prefix.join("libexec/prov"));
-            files.push(prefix.join("lib/prov"));
-        }
     }
+    if let Ok(prefix) = install_prefix() {
+        files.extend([prefix.join("libexec/prov"), prefix.join("lib/prov")]);
+    }
+    files.extend(user_prov().ok());
     if let Ok(helper) = helper_path() {
         files.extend(helper.parent().map(Path::to_path_buf));
     }
     files.into_iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
 }
 
-/// The installed helper: `$PROV_HELPER`, or `../libexec/prov/prov-helper`
-/// relative to this executable (the layout packaging/install.sh creates).
+/// This installation's prefix (DIR of packaging/install.sh): two levels
+/// above this executable (DIR/bin/prov), or three when it is the full build
+/// that a musl `prov` hands its other subcommands to (crate::full_build).
+pub fn install_prefix() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the prov executable")?;
+    let levels = if crate::full_build::is_full_build(&exe) { 3 } else { 2 };
+    Ok(exe.ancestors().nth(levels).unwrap_or(Path::new("/")).to_path_buf())
+}
+
+/// The `prov` users run: this executable, or DIR/bin/prov when this is the
+/// full build beside the helper.
+pub fn user_prov() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the prov executable")?;
+    if crate::full_build::is_full_build(&exe) {
+        return Ok(install_prefix()?.join("bin/prov"));
+    }
+    Ok(exe)
+}
+
+/// The installed helper: `$PROV_HELPER`, or DIR/libexec/prov/prov-helper
+/// (the layout packaging/install.sh creates).
 pub fn helper_path() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("PROV_HELPER") {
         return Ok(PathBuf::from(p));
     }
-    let exe = std::env::current_exe().context("cannot find the prov executable")?;
-    let bin_dir = exe.parent().unwrap_or(Path::new("/"));
-    Ok(bin_dir.join("../libexec/prov/prov-helper"))
+    Ok(install_prefix()?.join("libexec/prov/prov-helper"))
 }
 
 /// Why tracing cannot work here, if it cannot; checked before trying so the

@@ -59,11 +59,11 @@ struct Paths {
 
 /// This installation's files (see packaging/install.sh for the layout).
 fn paths() -> Result<Paths> {
-    let prov = std::env::current_exe().context("cannot find the prov executable")?;
-    let bin_dir = prov.parent().unwrap_or(Path::new("/"));
-    let preload = std::env::var_os("PROV_PRELOAD")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| bin_dir.join("../lib/prov/libprov_preload.so"));
+    let prov = setup::user_prov()?;
+    let preload = match std::env::var_os("PROV_PRELOAD") {
+        Some(p) => PathBuf::from(p),
+        None => setup::install_prefix()?.join("lib/prov/libprov_preload.so"),
+    };
     let canonical = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
     Ok(Paths { prov: canonical(prov), helper: canonical(setup::helper_path()?), preload: canonical(preload) })
 }
