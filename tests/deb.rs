@@ -35,6 +35,7 @@ fn the_package_installs_the_helper_setuid_root_group_prov_and_a_user_traces_with
             "dpkg -i /deb/prov.deb >/dev/null
              stat -c '%a %U %G %n' {HELPER} /usr/libexec/prov/prov-collector /usr/libexec/prov/prov-writer /usr/bin/prov /usr/lib/prov/libprov_preload.so
              cat /etc/sysctl.d/60-prov.conf | grep -v '^#'
+             stat -c '%a %U %G %n' /usr/libexec/prov/prov-full 2>/dev/null || echo 'no full build'
              useradd --create-home ann
              cd /home/ann
              setpriv --reuid=ann --regid=ann --init-groups env -i HOME=/home/ann PATH=/usr/bin:/bin prov run -- sh -c 'echo from the package > packaged.txt'
@@ -49,8 +50,11 @@ fn the_package_installs_the_helper_setuid_root_group_prov_and_a_user_traces_with
     assert_eq!(lines[3], "755 root root /usr/bin/prov");
     assert_eq!(lines[4], "644 root root /usr/lib/prov/libprov_preload.so");
     assert_eq!(lines[5], "fs.fanotify.max_queued_events = 131072");
+    // bin/prov against musl hands queries to the glibc build (install.sh).
+    let full = if toolchain_has_musl() { "755 root root /usr/libexec/prov/prov-full" } else { "no full build" };
+    assert_eq!(lines[6], full, "{text}");
     assert_traced(&out);
-    let found = parse_json_lines(lines[6..].join("\n").as_bytes());
+    let found = parse_json_lines(lines[7..].join("\n").as_bytes());
     assert_eq!(found.len(), 1, "{}", describe(&out));
     assert_eq!(found[0]["text"], "sh -c 'echo from the package > packaged.txt'");
     assert_eq!(found[0]["user"], "ann");

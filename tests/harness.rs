@@ -337,6 +337,15 @@ impl Case {
     }
 }
 
+/// Whether packaging/install.sh builds against musl on this machine: the
+/// toolchain has the musl target (packaging/helper-target), for the helper
+/// and, with musl-gcc (which tests/run installs), for bin/prov.
+pub fn toolchain_has_musl() -> bool {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = Command::new(repo.join("packaging/helper-target")).arg("rustc").output().unwrap();
+    !target.stdout.trim_ascii().is_empty()
+}
+
 pub fn parse_json_lines(bytes: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(bytes)
         .lines()

@@ -48,9 +48,7 @@ fn install_runs_again_over_itself_and_tracing_works() {
     // (packaging/helper-target): glibc's start-up, which alone reads
     // GLIBC_TUNABLES, would cost every traced command 0.3 ms more; without
     // the target, install.sh says so.
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let target = Command::new(repo.join("packaging/helper-target")).arg("rustc").output().unwrap();
-    let musl = !target.stdout.trim_ascii().is_empty();
+    let musl = toolchain_has_musl();
     let image = std::fs::read(prefix.join("libexec/prov/prov-helper")).unwrap();
     let glibc = image.windows(b"GLIBC_TUNABLES".len()).any(|w| w == b"GLIBC_TUNABLES");
     assert_eq!(glibc, !musl, "the toolchain has the musl target: {musl}; the helper holds glibc's start-up: {glibc}");
