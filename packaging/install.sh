@@ -185,7 +185,7 @@ install -m 0755 -o root -g root "$prov_bin" "$prefix/bin/prov"
 if [ -n "$full_bin" ]; then
     install -m 0755 -o root -g root "$full_bin" "$prefix/libexec/prov/prov-full"
 else
-    # An earlier install's full build would answer for an older prov.
+    # An earlier install's full build: nothing execs it now.
     rm -f "$prefix/libexec/prov/prov-full"
 fi
 # Not readable by users: the kernel then starts it non-dumpable, so nobody

@@ -118,7 +118,7 @@ fn install_runs_again_over_itself_and_tracing_works() {
     // files the shell integration names are bin/prov's installation's.
     let out = case.command(&prov).arg("doctor").output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    let line = format!("{} runs commands; {} answers the rest", prov.display(), full.display());
+    let line = format!("{} (musl) runs `prov run -- CMD`; {} (glibc) answers the rest", prov.display(), full.display());
     assert!(said.contains(&line), "doctor names both builds ({line}):\n{}", describe(&out));
     let out = case.command(&prov).args(["init", "bash"]).output().unwrap();
     let init = String::from_utf8_lossy(&out.stdout);

@@ -262,7 +262,11 @@ fn builds(_: &Context) -> Vec<Finding> {
     let Ok(exe) = std::env::current_exe() else { return Vec::new() };
     if crate::full_build::is_full_build(&exe) {
         let prov = setup::user_prov().unwrap_or_default();
-        return vec![Finding::ok(format!("{} runs commands; {} answers the rest", shown(&prov), shown(&exe)))];
+        return vec![Finding::ok(format!(
+            "{} (musl) runs `prov run -- CMD`; {} (glibc) answers the rest",
+            shown(&prov),
+            shown(&exe)
+        ))];
     }
     if cfg!(target_env = "musl") {
         let full = setup::install_prefix().unwrap_or_default().join("libexec/prov").join(crate::full_build::NAME);
