@@ -134,6 +134,10 @@ fn installation_files() -> Vec<PathBuf> {
     if let Ok(helper) = helper_path() {
         files.extend(helper.parent().map(Path::to_path_buf));
     }
+    // Usually bin/prov and libexec/prov twice each: each canonicalize is a
+    // readlink per component, on every `prov run`'s path.
+    files.sort();
+    files.dedup();
     files.into_iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect()
 }
 
