@@ -259,7 +259,7 @@ fn helper(ctx: &Context) -> Vec<Finding> {
 /// Which build answers what (crate::full_build): a musl `prov` without its
 /// glibc full build still answers everything, only queries slower.
 fn builds(_: &Context) -> Vec<Finding> {
-    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    let Ok(exe) = setup::this_exe() else { return Vec::new() };
     if crate::full_build::is_full_build(&exe) {
         let prov = setup::user_prov().unwrap_or_default();
         return vec![Finding::ok(format!(
@@ -269,7 +269,7 @@ fn builds(_: &Context) -> Vec<Finding> {
         ))];
     }
     if cfg!(target_env = "musl") {
-        let full = setup::install_prefix().unwrap_or_default().join("libexec/prov").join(crate::full_build::NAME);
+        let full = crate::full_build::path().unwrap_or_default();
         return vec![Finding::warn(
             format!(
                 "{} is built against musl and {} {}: queries run up to 2.7 times slower",

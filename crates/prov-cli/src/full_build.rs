@@ -19,6 +19,11 @@ pub fn is_full_build(exe: &Path) -> bool {
     exe.file_name().is_some_and(|n| n == NAME) && exe.parent().is_some_and(|d| d.ends_with("libexec/prov"))
 }
 
+/// Where the full build is installed: DIR/libexec/prov/prov-full.
+pub fn path() -> anyhow::Result<std::path::PathBuf> {
+    Ok(crate::setup::install_prefix()?.join("libexec/prov").join(NAME))
+}
+
 /// In the musl build: replaces this process by the full build, with the
 /// same arguments, environment and descriptors. Returns only where that
 /// cannot be done (a musl build run from its target directory has none
@@ -26,8 +31,7 @@ pub fn is_full_build(exe: &Path) -> bool {
 #[cfg(target_env = "musl")]
 pub fn hand_over() {
     use std::os::unix::process::CommandExt;
-    let Ok(prefix) = crate::setup::install_prefix() else { return };
-    let full = prefix.join("libexec/prov").join(NAME);
+    let Ok(full) = path() else { return };
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| "prov".into());
     let err = std::process::Command::new(&full).arg0(arg0).args(args).exec();

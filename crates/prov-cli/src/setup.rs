@@ -124,9 +124,7 @@ pub fn refuse_others_directories(file: &Path, hint: &str) -> Result<()> {
 /// prov's own executables and libraries, as the kernel names them.
 fn installation_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        files.push(exe);
-    }
+    files.extend(this_exe().ok());
     if let Ok(prefix) = install_prefix() {
         files.extend([prefix.join("libexec/prov"), prefix.join("lib/prov")]);
     }
@@ -145,7 +143,7 @@ fn installation_files() -> Vec<PathBuf> {
 /// above this executable (DIR/bin/prov), or three when it is the full build
 /// that a musl `prov` hands its other subcommands to (crate::full_build).
 pub fn install_prefix() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot find the prov executable")?;
+    let exe = this_exe()?;
     let levels = if crate::full_build::is_full_build(&exe) { 3 } else { 2 };
     Ok(exe.ancestors().nth(levels).unwrap_or(Path::new("/")).to_path_buf())
 }
@@ -153,11 +151,18 @@ pub fn install_prefix() -> Result<PathBuf> {
 /// The `prov` users run: this executable, or DIR/bin/prov when this is the
 /// full build beside the helper.
 pub fn user_prov() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot find the prov executable")?;
+    let exe = this_exe()?;
     if crate::full_build::is_full_build(&exe) {
         return Ok(install_prefix()?.join("bin/prov"));
     }
     Ok(exe)
+}
+
+/// This executable (`/proc/self/exe`), read once: `prov run` asks for it
+/// several times on its path (the prefix, the helper, the preparer's place).
+pub fn this_exe() -> Result<PathBuf> {
+    static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| std::env::current_exe().ok()).clone().context("cannot find the prov executable")
 }
 
 /// The installed helper: `$PROV_HELPER`, or DIR/libexec/prov/prov-helper

@@ -63,7 +63,7 @@ pub const NETWORK_FSTYPES: &[&str] = &[
 /// we assume local: the open that follows will report the real problem.
 pub(crate) fn is_network_fs(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let by_magic = nix::sys::statfs::statfs(dir).is_ok_and(|st| NETWORK_FS.contains(&f_type(st.filesystem_type())));
+    let by_magic = nix::sys::statfs::statfs(dir).is_ok_and(|st| network_magic(&st));
     by_magic
         || std::fs::metadata(dir).is_ok_and(|m| {
             let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
@@ -74,7 +74,12 @@ pub(crate) fn is_network_fs(dir: &Path) -> bool {
 /// True when the open `file` is on a network filesystem by statfs alone
 /// (one syscall, no mount-table read: for paths run at every command).
 pub fn is_on_network_fs(file: &std::fs::File) -> bool {
-    nix::sys::statfs::fstatfs(file).is_ok_and(|st| NETWORK_FS.contains(&f_type(st.filesystem_type())))
+    nix::sys::statfs::fstatfs(file).is_ok_and(|st| network_magic(&st))
+}
+
+/// Whether statfs's filesystem type is one of [`NETWORK_FS`].
+fn network_magic(st: &nix::sys::statfs::Statfs) -> bool {
+    NETWORK_FS.contains(&f_type(st.filesystem_type()))
 }
 
 /// The filesystem type of the mount of device `dev` in a mountinfo text
