@@ -11,6 +11,9 @@ mod doctor_db;
 mod doctor_env;
 mod export;
 mod filters;
+#[allow(unsafe_code)]
+#[cfg_attr(not(target_env = "musl"), allow(dead_code))]
+mod front_alloc;
 mod full_build;
 mod lineage;
 mod observe;
@@ -31,6 +34,11 @@ mod spawn;
 mod stat;
 mod sync;
 mod terminal;
+
+/// `prov run`'s build allocates from an arena first (front_alloc).
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: front_alloc::ArenaFirst<{ front_alloc::ARENA_BYTES }> = front_alloc::ArenaFirst::new();
 
 use std::ffi::OsString;
 use std::process::ExitCode;

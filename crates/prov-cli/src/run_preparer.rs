@@ -29,7 +29,7 @@
 //! wait for `Stored`, take the observation back, remove the start file.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -259,7 +259,7 @@ impl Place {
             b"\0",
             &file_identity(helper)?,
             b"\0",
-            &Context::of("self")?.0,
+            &Context::own_key()?,
         ]
         .concat();
         let name = format!("run-{:016x}", xxhash_rust::xxh3::xxh3_64(&key));
@@ -340,6 +340,42 @@ impl Context {
         // in the kernel guest caught it). None without an LSM that has one.
         out.extend_from_slice(&std::fs::read(proc.join("attr/current")).unwrap_or_default());
         Some(Context(out))
+    }
+
+    /// Our own context for the socket's name, from system calls where
+    /// there are some: /proc/self/status and /proc/self/root were a tenth
+    /// of `prov run`'s CPU. The same parts as `of`, in another form, so
+    /// only as a name: the preparer still compares each caller's `of` with
+    /// its own.
+    fn own_key() -> Option<Vec<u8>> {
+        use nix::unistd::{getgroups, getresgid, getresuid};
+        let mut out = std::fs::read_link("/proc/self/ns/mnt").ok()?.into_os_string().into_vec();
+        let root = std::fs::metadata("/").ok()?;
+        let (uid, gid) = (getresuid().ok()?, getresgid().ok()?);
+        let groups: Vec<u32> = getgroups().ok()?.into_iter().map(|g| g.as_raw()).collect();
+        // No call reads the umask without setting it: set and put back (no
+        // other thread of ours creates files this early).
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        nix::sys::stat::umask(umask);
+        let no_new_privs = nix::sys::prctl::get_no_new_privs().ok()?;
+        out.extend_from_slice(
+            format!(
+                "\0{} {}\0{:?} {:?} {:?} {:?} {:?} {:?}\0{groups:?}\0{:o} {no_new_privs}\0",
+                root.dev(),
+                root.ino(),
+                uid.real,
+                uid.effective,
+                uid.saved,
+                gid.real,
+                gid.effective,
+                gid.saved,
+                umask.bits()
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&std::fs::read("/proc/self/cgroup").ok()?);
+        out.extend_from_slice(&std::fs::read("/proc/self/attr/current").unwrap_or_default());
+        Some(out)
     }
 }
 
