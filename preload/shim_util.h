@@ -41,14 +41,19 @@ struct buf { char *p; size_t len, cap; };
 /* Mappings of freed small buffers, kept for the next ones: each command
  * makes and frees several (its text, the settings read back, Begin, End),
  * and an mmap, its first page fault and the munmap cost about a tenth of
- * the shim's time per prompt (benches/README.md). Per file that includes
- * this header; a forked child has its own copy. */
+ * the shim's time per prompt (benches/README.md). One cache for the whole
+ * shim: bash's command text is made in bash_history.c and freed in
+ * prov_preload.c, and with a cache per file it went to the other file's,
+ * full, cache, so every bash prompt still paid an mmap and a munmap. Weak,
+ * so each file including this header may define it and the linker keeps
+ * one (hidden, as the whole shim is built). A forked child has its own. */
 #define BUF_CACHE_SLOTS 4
 #define BUF_CACHE_MAX_CAP (64u << 10)
-static struct {
+struct buf_cache_slot {
     char *p;
     size_t cap;
-} buf_cache[BUF_CACHE_SLOTS];
+};
+__attribute__((weak)) struct buf_cache_slot buf_cache[BUF_CACHE_SLOTS];
 
 static char *buf_cached(size_t cap)
 {
