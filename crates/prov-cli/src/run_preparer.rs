@@ -322,24 +322,16 @@ impl Context {
     /// Of `pid` ("self" for ours); None when it cannot all be read.
     fn of(pid: &str) -> Option<Context> {
         let proc = PathBuf::from(format!("/proc/{pid}"));
-        let mut out = Vec::new();
-        out.extend_from_slice(std::fs::read_link(proc.join("ns/mnt")).ok()?.as_os_str().as_bytes());
         let root = std::fs::metadata(proc.join("root")).ok()?;
-        out.extend_from_slice(format!("\0{} {}\0", root.dev(), root.ino()).as_bytes());
-        out.extend_from_slice(&std::fs::read(proc.join("cgroup")).ok()?);
+        let mut ids = format!("\0{} {}\0", root.dev(), root.ino()).into_bytes();
         let status = std::fs::read_to_string(proc.join("status")).ok()?;
         for line in status.lines() {
             if ["Uid:", "Gid:", "Groups:", "Umask:", "NoNewPrivs:"].iter().any(|f| line.starts_with(f)) {
-                out.extend_from_slice(line.as_bytes());
-                out.push(b'\n');
+                ids.extend_from_slice(line.as_bytes());
+                ids.push(b'\n');
             }
         }
-        // The security label (an AppArmor profile, an SELinux context): a
-        // run confined so that it cannot trace must not be handed an
-        // observation prepared outside that confinement (the AppArmor check
-        // in the kernel guest caught it). None without an LSM that has one.
-        out.extend_from_slice(&std::fs::read(proc.join("attr/current")).unwrap_or_default());
-        Some(Context(out))
+        Self::around(&proc, &ids).map(Context)
     }
 
     /// Our own context for the socket's name, from system calls where
@@ -349,7 +341,6 @@ impl Context {
     /// its own.
     fn own_key() -> Option<Vec<u8>> {
         use nix::unistd::{getgroups, getresgid, getresuid};
-        let mut out = std::fs::read_link("/proc/self/ns/mnt").ok()?.into_os_string().into_vec();
         let root = std::fs::metadata("/").ok()?;
         let (uid, gid) = (getresuid().ok()?, getresgid().ok()?);
         let groups: Vec<u32> = getgroups().ok()?.into_iter().map(|g| g.as_raw()).collect();
@@ -358,23 +349,32 @@ impl Context {
         let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
         nix::sys::stat::umask(umask);
         let no_new_privs = nix::sys::prctl::get_no_new_privs().ok()?;
-        out.extend_from_slice(
-            format!(
-                "\0{} {}\0{:?} {:?} {:?} {:?} {:?} {:?}\0{groups:?}\0{:o} {no_new_privs}\0",
-                root.dev(),
-                root.ino(),
-                uid.real,
-                uid.effective,
-                uid.saved,
-                gid.real,
-                gid.effective,
-                gid.saved,
-                umask.bits()
-            )
-            .as_bytes(),
+        let ids = format!(
+            "\0{} {}\0{:?} {:?} {:?} {:?} {:?} {:?}\0{groups:?}\0{:o} {no_new_privs}\0",
+            root.dev(),
+            root.ino(),
+            uid.real,
+            uid.effective,
+            uid.saved,
+            gid.real,
+            gid.effective,
+            gid.saved,
+            umask.bits()
         );
-        out.extend_from_slice(&std::fs::read("/proc/self/cgroup").ok()?);
-        out.extend_from_slice(&std::fs::read("/proc/self/attr/current").unwrap_or_default());
+        Self::around(Path::new("/proc/self"), ids.as_bytes())
+    }
+
+    /// The parts only /proc has, around `ids` (root, ids, groups, umask,
+    /// no_new_privs, in whichever form): the mount namespace, the cgroup,
+    /// and the security label (an AppArmor profile, an SELinux context): a
+    /// run confined so that it cannot trace must not be handed an
+    /// observation prepared outside that confinement (the AppArmor check in
+    /// the kernel guest caught it). No label without an LSM that has one.
+    fn around(proc: &Path, ids: &[u8]) -> Option<Vec<u8>> {
+        let mut out = std::fs::read_link(proc.join("ns/mnt")).ok()?.into_os_string().into_vec();
+        out.extend_from_slice(ids);
+        out.extend_from_slice(&std::fs::read(proc.join("cgroup")).ok()?);
+        out.extend_from_slice(&std::fs::read(proc.join("attr/current")).unwrap_or_default());
         Some(out)
     }
 }
