@@ -124,8 +124,10 @@ if [ -n "$helper_target" ]; then
             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
     fi
     if command -v musl-gcc >/dev/null; then
+        # Only `prov run`'s code (`--features front`): a run then faults in
+        # and unmaps fewer pages of its program (full_build.rs).
         front=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
-               -p prov-cli --bin prov --target "$helper_target" -- -C relocation-model=static)
+               -p prov-cli --bin prov --target "$helper_target" --features front -- -C relocation-model=static)
     else
         echo "install.sh: prov is built against glibc only; with musl-gcc (Debian's musl-tools) every prov run would start 0.3 ms sooner"
     fi

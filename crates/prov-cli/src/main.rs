@@ -1,6 +1,9 @@
 //! `prov`: the user-facing command. Every flag is defined once, here, with
 //! its documentation; `prov help` is generated from these definitions.
 #![deny(unsafe_code)]
+// The front build compiles every module but uses only `prov run`'s: the
+// linker leaves the rest out.
+#![cfg_attr(feature = "front", allow(dead_code, unused_imports))]
 
 mod admin;
 mod browse;
@@ -355,12 +358,30 @@ impl QueryOpts {
     }
 }
 
+/// The front build (`--features front`, bin/prov of a musl installation):
+/// `prov run -- CMD` and nothing else, so that the code it runs is not
+/// spread through all of prov's (fewer pages faulted in at its start and
+/// unmapped at its exit, benches/README.md); everything else is the full
+/// build's, whose absence is then one line, not a slower answer.
+#[cfg(feature = "front")]
 fn main() -> ExitCode {
     spawn::keep_children_status();
     if let Some(command) = plain_run(std::env::args_os().collect()) {
         return run_and_push(command);
     }
-    full_build::hand_over();
+    let why = full_build::hand_over();
+    eprintln!("prov: {}; this prov runs only `prov run -- CMD` itself: run packaging/install.sh again", why);
+    ExitCode::from(1)
+}
+
+#[cfg(not(feature = "front"))]
+fn main() -> ExitCode {
+    spawn::keep_children_status();
+    if let Some(command) = plain_run(std::env::args_os().collect()) {
+        return run_and_push(command);
+    }
+    // Where the full build cannot start, this one answers, only slower.
+    full_build::hand_over_or_answer();
     let cli = Cli::parse();
     query::read_everywhere(cli.everywhere.then_some(true).or(cli.local.then_some(false)));
     let result = match cli.command {
