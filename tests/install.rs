@@ -135,7 +135,7 @@ fn install_runs_again_over_itself_and_tracing_works() {
         assert_eq!(out.status.code(), Some(1), "{}", describe(out));
         assert!(out.stdout.is_empty(), "{}", describe(out));
         assert_eq!(err.lines().count(), 1, "one line: {err}");
-        assert!(err.contains(problem) && err.contains("prov-full") && err.contains("install.sh"), "{err}");
+        assert!(err.contains(problem) && err.contains("prov-full") && err.contains("reinstall prov"), "{err}");
     };
     std::fs::set_permissions(&full, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let out = case.command(&prov).args(["query", "wrote", "twice.txt", "--json"]).output().unwrap();

@@ -370,7 +370,7 @@ fn main() -> ExitCode {
         return run_and_push(command);
     }
     let why = full_build::hand_over();
-    eprintln!("prov: {}; this prov runs only `prov run -- CMD` itself: run packaging/install.sh again", why);
+    eprintln!("prov: {why}; this prov runs only `prov run -- CMD` itself: reinstall prov");
     ExitCode::from(1)
 }
 
