@@ -49,8 +49,12 @@ def main():
             env = {"HOME": homes[p], "PATH": "/usr/bin:/bin", "PROV_BENCH_REPORT": homes[p] + "/report.jsonl"}
             if cold:
                 env["PROV_RUN_LINGER"] = "0"
-            t0 = time.perf_counter()
-            subprocess.run([p + "/bin/prov", "run", "--", "/bin/true"], env=env, preexec_fn=demote, cwd=homes[p])
+            # stderr to a file, as a terminal's or a batch job's: on a pipe
+            # `prov run` waits for its record to be stored (run_handover.rs).
+            with open(homes[p] + "/stderr", "ab") as err:
+                t0 = time.perf_counter()
+                subprocess.run([p + "/bin/prov", "run", "--", "/bin/true"], env=env, preexec_fn=demote, cwd=homes[p],
+                               stderr=err)
             if i >= warm:
                 walls[p].append((time.perf_counter() - t0) * 1e3)
             time.sleep(pause)
@@ -61,6 +65,10 @@ def main():
         time.sleep(pause)
     print(f"untraced /bin/true: median {statistics.median(plain):.2f} ms")
     for p in prefixes:
+        with open(homes[p] + "/stderr", errors="replace") as f:
+            said = f.read().strip()
+        if said:
+            print(f"{p}: prov run said: {said[:300]}", file=sys.stderr)
         with open(homes[p] + "/report.jsonl") as f:
             reports = [json.loads(line) for line in f][warm:]
 

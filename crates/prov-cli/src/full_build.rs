@@ -11,7 +11,7 @@
 //! That musl build is the front build (`--features front`, main.rs): it
 //! holds only `prov run`'s code, 4.9 MB of text instead of 11.4, so the
 //! pages a run touches lie closer together and fewer are mapped at its
-//! start and unmapped at its exit (0.3–0.45 ms of every run,
+//! start and unmapped at its exit (0.1–0.6 ms of every run,
 //! benches/README.md). Without the full build it answers nothing else; a
 //! musl build without the feature (one run from its target directory)
 //! still answers everything, only slower on queries.
