@@ -358,28 +358,28 @@ impl QueryOpts {
     }
 }
 
+fn main() -> ExitCode {
+    spawn::keep_children_status();
+    if let Some(command) = plain_run(std::env::args_os().collect()) {
+        return run_and_push(command);
+    }
+    every_other_subcommand()
+}
+
 /// The front build (`--features front`, bin/prov of a musl installation):
 /// `prov run -- CMD` and nothing else, so that the code it runs is not
 /// spread through all of prov's (fewer pages faulted in at its start and
 /// unmapped at its exit, benches/README.md); everything else is the full
 /// build's, whose absence is then one line, not a slower answer.
 #[cfg(feature = "front")]
-fn main() -> ExitCode {
-    spawn::keep_children_status();
-    if let Some(command) = plain_run(std::env::args_os().collect()) {
-        return run_and_push(command);
-    }
+fn every_other_subcommand() -> ExitCode {
     let why = full_build::hand_over();
     eprintln!("prov: {why}; this prov runs only `prov run -- CMD` itself: reinstall prov");
     ExitCode::from(1)
 }
 
 #[cfg(not(feature = "front"))]
-fn main() -> ExitCode {
-    spawn::keep_children_status();
-    if let Some(command) = plain_run(std::env::args_os().collect()) {
-        return run_and_push(command);
-    }
+fn every_other_subcommand() -> ExitCode {
     // Where the full build cannot start, this one answers, only slower.
     full_build::hand_over_or_answer();
     let cli = Cli::parse();
