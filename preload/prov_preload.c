@@ -13,12 +13,12 @@
  * The shell integration (shell/prov.bash, shell/prov.zsh) talks to the shim
  * through opens of paths under CTL_PREFIX, which never reach the kernel:
  *   ping                 succeeds iff the shim is loaded in this process
- *   capture              the fd of a memfd receiving text from the shell
- *   captured             an fd reading back what was captured
+ *   capture              zsh: the fd of a memfd receiving the command's text
  *   begin                start observing (zsh: the text is in the capture)
  *   end/STATUS           the command finished with STATUS
  *   prepare              prepare the next observation now
  *   line-start           bash: a line is about to be read (see bash history)
+ *   debug-trap           bash: its DEBUG trap into $__prov_trap (bash_trap.h)
  *   pause, resume        around prompt tools' hooks (see pause_observation)
  * and bash's PS0 calls strftime with the format BEGIN_FORMAT (\D{...}), which
  * starts the observation from inside prompt expansion, before any redirection
@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include "bash_history.h"
+#include "bash_trap.h"
 #include "shim_parse.h"
 #include "shim_util.h"
 
@@ -135,7 +136,7 @@ static struct {
     int prepare_took_ms;     /* how long the last preparation took, or -1 */
     int prepare_pending;     /* start a preparer at the shell's next read */
     pid_t shell_pid;         /* the shell itself, not one of its forks */
-    int capture;             /* memfd the shell wrote into (zsh's text, bash's trap) */
+    int capture;             /* memfd the shell wrote into (zsh's text) */
     unsigned long seq;
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
@@ -661,11 +662,9 @@ static int control(const char *cmd)
     if (!strcmp(cmd, "line-start")) return bash_line_start() < 0 ? -1 : new_capture(bash_history_rules_fd());
     if (!strcmp(cmd, "pause")) return pause_observation(1);
     if (!strcmp(cmd, "resume")) return pause_observation(0);
-    if (!strcmp(cmd, "captured")) {
-        /* Read back what the shell wrote into the capture: the shell's
-         * duplicate shared its offset, so from the start again. */
-        if (S.capture < 0 || lseek(S.capture, 0, SEEK_SET) < 0) return null_fd();
-        return fcntl(S.capture, F_DUPFD_CLOEXEC, 0);
+    if (!strcmp(cmd, "debug-trap")) {
+        bash_debug_trap_to_variable();
+        return null_fd();
     }
     errno = ENOENT;
     return -1;
@@ -1036,6 +1035,7 @@ __attribute__((constructor)) static void prov_shim_init(void)
     if (shared != MAP_FAILED) dead_holder_reported = shared;
     S.shell_pid = getpid();
     bash_history_init(!strcmp(S.shell, "bash"), S.shell_pid);
+    bash_trap_init(!strcmp(S.shell, "bash"));
     S.loaded = 1;
 }
 

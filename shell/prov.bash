@@ -24,7 +24,8 @@ if [[ $- == *i* ]]; then
             # negative keeps all.
             __prov_user_values() {
                 __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-}
-                if [[ $__prov_hs =~ ^0+$ ]]; then __prov_hs0=1; else __prov_hs0=0; fi
+                # Only zeros (a regex would be compiled at every prompt).
+                if [[ -n $__prov_hs && -z ${__prov_hs//0/} ]]; then __prov_hs0=1; else __prov_hs0=0; fi
             }
             __prov_user_values
             # Can the shim read bash's history list (see preload/bash_history.h)?
@@ -51,10 +52,13 @@ if [[ $- == *i* ]]; then
                     if ((__prov_hs0)) && [[ ${HISTSIZE@a} != *r* ]]; then HISTSIZE=100; fi
                 fi
                 # Last in PS0, so a $(…) of the user's there runs before the
-                # command's observation starts.
-                if [[ ${PS0-} != *"$__prov_ps0" ]]; then
+                # command's observation starts. Compared with the value set
+                # last, whole: a match of the pattern *"$__prov_ps0" cost
+                # more than the rest of this function.
+                if [[ ${PS0-} != "$__prov_ps0_set" ]]; then
                     local ps0=${PS0-}
                     PS0=${ps0//"$__prov_ps0"/}$__prov_ps0
+                    __prov_ps0_set=$PS0
                 fi
                 __prov_status=$status
                 return $status
@@ -66,9 +70,10 @@ if [[ $- == *i* ]]; then
             # A DEBUG trap (theirs or the user's) runs between PS0 and the
             # command: wrapped so that it runs as outside the observation,
             # on one line (bash-preexec parses an earlier trap line-wise).
-            # Only top-level code sees the DEBUG trap, hence the `trap -p`
-            # in PROMPT_COMMAND itself.
-            __prov_pc='__prov_precmd;builtin trap -p DEBUG >| /.prov-shim-ctl/capture;__prov_after'
+            # The shim reads bash's trap list into $__prov_trap
+            # (preload/bash_trap.h); only top-level code sees the DEBUG
+            # trap, hence the `debug-trap` in PROMPT_COMMAND itself.
+            __prov_pc='__prov_precmd;: >| /.prov-shim-ctl/debug-trap;__prov_after'
             __prov_after() {
                 if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
                     if [[ ${PROMPT_COMMAND[0]} != "$__prov_pc" ]]; then
@@ -87,12 +92,9 @@ if [[ $- == *i* ]]; then
                     while [[ $pc == *[\;$'\n'] ]]; do pc=${pc%?}; done
                     PROMPT_COMMAND=$__prov_pc${pc:+;$pc}
                 fi
-                local trap=
-                IFS= read -r -d '' trap < /.prov-shim-ctl/captured || :
-                if [[ -n $trap && $trap != *__prov_pause* ]]; then
-                    eval "set -- ${trap#trap }"
+                if [[ -n ${__prov_trap-} && $__prov_trap != *__prov_pause* ]]; then
                     # "$_" keeps the last argument for the hook and after.
-                    if eval "__prov_user_trap() { $2
+                    if eval "__prov_user_trap() { $__prov_trap
 }" 2>/dev/null; then
                         builtin trap '__prov_pause "$_"; __prov_user_trap "$_"; __prov_resume "$_"' DEBUG
                     fi
@@ -111,6 +113,7 @@ if [[ $- == *i* ]]; then
             __prov_b='\D{prov-shim-begin}'
             __prov_ps0='${__prov_b@P}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
             PS0=${PS0-}$__prov_ps0
+            __prov_ps0_set=$PS0
             if [[ -n ${PROMPT_COMMAND+set} && ${PROMPT_COMMAND@a} == *a* ]]; then
                 PROMPT_COMMAND=("$__prov_pc" "${PROMPT_COMMAND[@]}")
             else
