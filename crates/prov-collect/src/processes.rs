@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 
 use prov_model::ProcessRecord;
 
@@ -465,32 +465,41 @@ enum ProcRead {
 }
 
 /// What /proc says of `pid`, if it is provably the image expected.
+///
+/// Everything is read through one descriptor of `/proc/PID`: it stays the
+/// process it was opened for (once that process is reaped, reads through it
+/// fail, whoever has the number by then), so one look at its start time
+/// tells a reused pid, and each file is one lookup, not a walk from /proc.
 fn read_proc(pid: u32, exe_id: Option<FileId>, read_at_ns: u64, ns_per_tick: u64) -> ProcRead {
-    let dir = format!("/proc/{pid}");
-    let Some(stat) = Stat::read(&dir) else { return ProcRead::Unknown(GONE, None) };
+    use nix::fcntl::{open, readlinkat, OFlag};
+    use nix::sys::stat::{fstatat, Mode};
+    let Ok(dir) =
+        open(format!("/proc/{pid}").as_str(), OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+    else {
+        return ProcRead::Unknown(GONE, None);
+    };
+    let Some(stat) = Stat::read_at(&dir) else { return ProcRead::Unknown(GONE, None) };
     // Started after the event was read: another process with a reused pid.
     if stat.start_ticks.saturating_mul(ns_per_tick) > read_at_ns {
         return ProcRead::Unknown(GONE, None);
     }
     let ppid = stat.ppid;
-    let exe_path = format!("{dir}/exe");
-    let exe_now = match std::fs::metadata(&exe_path) {
-        Ok(m) => (m.dev(), m.ino()),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => return ProcRead::Refused { ppid },
+    let exe_of = || fstatat(&dir, "exe", nix::fcntl::AtFlags::empty()).map(|m| (m.st_dev, m.st_ino));
+    let exe_now = match exe_of() {
+        Ok(id) => id,
+        Err(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => return ProcRead::Refused { ppid },
         Err(_) => return ProcRead::Unknown(GONE, ppid),
     };
     if exe_id.is_some_and(|id| id != exe_now) {
         return ProcRead::NotYet { ppid };
     }
-    let Some(args) = read_capped(&format!("{dir}/cmdline"), MAX_ARGS) else { return ProcRead::Unknown(GONE, ppid) };
-    let link =
-        |path: &str| nix::fcntl::readlink(path).map(std::os::unix::ffi::OsStringExt::into_vec).unwrap_or_default();
-    let cwd = link(&format!("{dir}/cwd"));
-    let exe = link(&exe_path);
-    // Still the same process and program after the reads.
-    let same_after = Stat::read(&dir).is_some_and(|s| s.start_ticks == stat.start_ticks)
-        && std::fs::metadata(&exe_path).is_ok_and(|m| (m.dev(), m.ino()) == exe_now);
-    if !same_after {
+    let Some(args) = read_capped_at(&dir, "cmdline", MAX_ARGS) else { return ProcRead::Unknown(GONE, ppid) };
+    let link = |name: &str| readlinkat(&dir, name).map(std::os::unix::ffi::OsStringExt::into_vec).unwrap_or_default();
+    let cwd = link("cwd");
+    let exe = link("exe");
+    // Still the same program after the reads (the descriptor keeps the
+    // process the same).
+    if exe_of() != Ok(exe_now) {
         return ProcRead::Unknown(REPLACED, ppid);
     }
     // A zombie's cmdline is empty: nothing is known then. A live process
@@ -514,7 +523,15 @@ impl Stat {
     /// /proc/PID/stat's state, ppid and start time (fields 3, 4 and 22);
     /// the command name before them is in parentheses and may hold anything.
     fn read(dir: &str) -> Option<Stat> {
-        let text = std::fs::read(format!("{dir}/stat")).ok()?;
+        Stat::parse(&std::fs::read(format!("{dir}/stat")).ok()?)
+    }
+
+    /// The same, through a descriptor of the process's /proc directory.
+    fn read_at(dir: &OwnedFd) -> Option<Stat> {
+        Stat::parse(&read_capped_at(dir, "stat", 4096)?)
+    }
+
+    fn parse(text: &[u8]) -> Option<Stat> {
         let close = text.iter().rposition(|&b| b == b')')?;
         let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
         let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
@@ -527,10 +544,13 @@ impl Stat {
     }
 }
 
-fn read_capped(path: &str, max: u64) -> Option<Vec<u8>> {
+/// At most `max` bytes of the file `name` in the directory `dir`.
+fn read_capped_at(dir: &OwnedFd, name: &str, max: u64) -> Option<Vec<u8>> {
+    use nix::fcntl::{openat, OFlag};
     use std::io::Read;
+    let fd = openat(dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, nix::sys::stat::Mode::empty()).ok()?;
     let mut out = Vec::new();
-    File::open(path).ok()?.take(max).read_to_end(&mut out).ok()?;
+    File::from(fd).take(max).read_to_end(&mut out).ok()?;
     Some(out)
 }
 
@@ -615,6 +635,7 @@ fn now_ns() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn finds_the_loader_of_a_dynamic_program_and_none_of_a_script_body() {
