@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bash_history.h"
@@ -21,7 +20,8 @@ static struct {
     void (*delete_histent)(int);        /* bash >= 5.0: remove + bookkeeping */
     int *length, *base, *lines_this_session, *remember, *enable_list;
     int next;                   /* number the line being read starts at */
-    int rules;                  /* memfd: HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
+    char *(*get_string_value)(const char *);    /* a shell variable's value */
+    struct buf rules;           /* HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
     int keep_line;              /* history off: keep the line being read */
     int started;                /* the first line-start set `next` */
     int mark_pending;           /* set `next` when the line editor waits */
@@ -31,15 +31,13 @@ static struct {
     struct buf typed;           /* the lines as typed, newline-terminated */
     int is_bash;                /* set once by bash_history_init */
     pid_t shell_pid;            /* the shell itself, not one of its forks */
-} H = { .rules = -1 };
+} H;
 
 void bash_history_init(int is_bash, pid_t shell_pid)
 {
     H.is_bash = is_bash;
     H.shell_pid = shell_pid;
 }
-
-int *bash_history_rules_fd(void) { return &H.rules; }
 
 static int bash_history_ready(void)
 {
@@ -55,7 +53,9 @@ static int bash_history_ready(void)
         H.enable_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
         H.rl_line_buffer = (char **)dlsym(RTLD_DEFAULT, "rl_line_buffer");
         H.rl_readline_state = (int *)dlsym(RTLD_DEFAULT, "rl_readline_state");
-        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list;
+        H.get_string_value = (char *(*)(const char *))dlsym(RTLD_DEFAULT, "get_string_value");
+        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list
+            && H.get_string_value;
     }
     return H.ready;
 }
@@ -80,18 +80,34 @@ static const char *line_at(int i)
     return e && e->line ? e->line : NULL;
 }
 
-/* The user's settings, as handed over with line-start, parsed into `r`
- * (pointing into `data`). */
+/* The user's settings, as taken at line-start, parsed into `r` (pointing
+ * into `data`). */
 static void read_rules(struct hist_rules *r, struct buf *data)
 {
     static char none[3];
     parse_hist_rules(r, none);
-    struct stat st;
-    if (H.rules < 0 || fstat(H.rules, &st) < 0 || buf_reserve(data, (size_t)st.st_size + 3)) return;
-    ssize_t n = pread(H.rules, data->p, (size_t)st.st_size, 0);
-    if (n < 0) return;
-    memset(data->p + n, 0, 3);
+    if (buf_reserve(data, H.rules.len + 3)) return;
+    if (H.rules.len) memcpy(data->p, H.rules.p, H.rules.len);
+    memset(data->p + H.rules.len, 0, 3);
     parse_hist_rules(r, data->p);
+}
+
+/* The user's HISTCONTROL, HISTIGNORE and HISTSIZE as the prompt hook keeps
+ * them (its __prov_user_values: the values PS0 puts back before each
+ * command; the real ones are neutralised while a line is read). Read from
+ * bash's variables here rather than written by the hook: a printf and a
+ * redirection at every prompt cost more than this. */
+static void take_rules(void)
+{
+    static const char *const names[] = { "__prov_hc", "__prov_hi", "__prov_hs" };
+    H.rules.len = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *value = H.get_string_value(names[i]);
+        if (buf_str(&H.rules, value ? value : "") || buf_add(&H.rules, "", 1)) {
+            H.rules.len = 0;
+            return;
+        }
+    }
 }
 
 /* A multi-line command is one history entry joined with `;` (bash's
@@ -178,6 +194,7 @@ int bash_line_start(void)
     H.next = *H.base + *H.length;
     H.mark_pending = 1;
     H.keep_line = *H.enable_list == 0;
+    take_rules();
     return 0;
 }
 

@@ -5,7 +5,8 @@
  * is taken from bash's own history list, from inside the shell, when PS0
  * starts the command (see bash_command_text). So that every line gets an
  * entry, the integration neutralises HISTCONTROL, HISTIGNORE and HISTSIZE=0
- * while a line is read, and hands the user's values over with `line-start`;
+ * while a line is read, and the shim takes the user's values (kept by the
+ * integration in variables of its own) at `line-start`;
  * the shim then applies them itself, the way bash would have, and deletes
  * the entries bash would not have kept before the command runs (so a
  * hang-up during the command saves no line bash would have kept out).
@@ -34,14 +35,10 @@ void bash_history_init(int is_bash, pid_t shell_pid);
 
 /* `line-start`, from the first prompt hook: the lines read since the last
  * command started that never started one (empty, a comment) are settled
- * with the settings they were read under. Returns 0, then the next line's
- * settings arrive in a new memfd at *bash_history_rules_fd(); -1 with errno
- * ENOENT when bash's history list cannot be reached. */
+ * with the settings they were read under, and the next line's settings are
+ * taken from the hook's variables. Returns 0; -1 with errno ENOENT when
+ * bash's history list cannot be reached. */
 int bash_line_start(void);
-
-/* The descriptor the settings memfd lives in (the shim keeps it out of the
- * way of a shell's `exec N>…`, see dup2). */
-int *bash_history_rules_fd(void);
 
 /* bash's line editor waits for input (pselect): the lines read from now on
  * are the next command's. */

@@ -659,7 +659,7 @@ static int control(const char *cmd)
     }
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4); return null_fd(); }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
-    if (!strcmp(cmd, "line-start")) return bash_line_start() < 0 ? -1 : new_capture(bash_history_rules_fd());
+    if (!strcmp(cmd, "line-start")) return bash_line_start() < 0 ? -1 : null_fd();
     if (!strcmp(cmd, "pause")) return pause_observation(1);
     if (!strcmp(cmd, "resume")) return pause_observation(0);
     if (!strcmp(cmd, "debug-trap")) {
@@ -793,7 +793,7 @@ EXPORT int dup2(int oldfd, int newfd)
 {
     resolve_real();
     int *ours[] = { &S.ns_root, &S.ctl, &S.tracker, &S.r_ns_root, &S.r_ctl, &S.r_tracker,
-                    &S.storing, &S.storing_root, &S.prep_sock, &S.capture, bash_history_rules_fd() };
+                    &S.storing, &S.storing_root, &S.prep_sock, &S.capture };
     for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) {
         if (*ours[i] == newfd && newfd != oldfd) {
             int inherit = (ours[i] == &S.tracker && observing());

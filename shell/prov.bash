@@ -20,8 +20,8 @@ if [[ $- == *i* ]]; then
             __prov_seq=0 __prov_done=0 __prov_empty=() __prov_status=0
 
             # The user's history settings, as PS0 restored them after a line
-            # was read. HISTSIZE=0 keeps no history; empty, unset or
-            # negative keeps all.
+            # was read (the shim reads these three variables at line-start).
+            # HISTSIZE=0 keeps no history; empty, unset or negative keeps all.
             __prov_user_values() {
                 __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-}
                 # Only zeros (a regex would be compiled at every prompt).
@@ -30,7 +30,7 @@ if [[ $- == *i* ]]; then
             __prov_user_values
             # Can the shim read bash's history list (see preload/bash_history.h)?
             __prov_texts=1
-            if ! { printf '' >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
+            if ! { : >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
                 __prov_texts=
                 printf '%s\n' 'prov: this bash does not export its history functions: commands are recorded without their text' >&2
             fi
@@ -46,7 +46,7 @@ if [[ $- == *i* ]]; then
                     # The shim applies the user's settings to the next line
                     # itself, so bash must keep every line while it is read
                     # (a readonly setting stays as it is).
-                    printf '%s\0%s\0%s\0' "$__prov_hc" "$__prov_hi" "$__prov_hs" >| /.prov-shim-ctl/line-start
+                    : >| /.prov-shim-ctl/line-start
                     [[ ${HISTCONTROL+${HISTCONTROL@a}} == *r* ]] || HISTCONTROL=
                     [[ ${HISTIGNORE+${HISTIGNORE@a}} == *r* ]] || HISTIGNORE=
                     if ((__prov_hs0)) && [[ ${HISTSIZE@a} != *r* ]]; then HISTSIZE=100; fi
