@@ -240,11 +240,15 @@ fn python_subprocess_and_multiprocessing_processes_are_each_recorded() {
 #[test]
 fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     let case = Case::new("proc-short");
-    let fifo = case.work.join("go");
+    // Two fifos: the test's first write may not have closed its end yet
+    // when the shell opens for the second read, which then gets its EOF.
+    let (go, again) = (case.work.join("go"), case.work.join("again"));
     let done = case.work.join("released");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    case.chown_tree(&fifo);
-    let script = "read x < go; /usr/bin/touch short.txt; read y < go";
+    for fifo in [&go, &again] {
+        assert!(std::process::Command::new("mkfifo").arg(fifo).status().unwrap().success());
+        case.chown_tree(fifo);
+    }
+    let script = "read x < go; /usr/bin/touch short.txt; read y < again";
     let run = spawn_prov_run(&case, script);
     let collector = collector_answered(&case, run.id());
     // The collector stopped, touch runs and exits unseen: when the
@@ -253,7 +257,7 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
         assert!(std::process::Command::new("kill").args([sig, &collector.to_string()]).status().unwrap().success())
     };
     signal("-STOP");
-    std::fs::write(&fifo, b"1\n").unwrap();
+    write_fifo(&go, b"1\n");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !case.work.join("short.txt").exists() {
         assert!(Instant::now() < deadline, "touch never ran");
@@ -265,7 +269,7 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     // The shell, still waiting, is there for the collector to read once it
     // runs again.
     std::thread::sleep(Duration::from_secs(1));
-    std::fs::write(&fifo, b"2\n").unwrap();
+    write_fifo(&again, b"2\n");
     std::fs::write(&done, b"").unwrap();
     let out = wait_or_hang(run, Duration::from_secs(60), "prov run");
     assert!(out.status.success(), "{}", describe(&out));
@@ -277,6 +281,23 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     assert!(touch["args_unknown"].as_str().unwrap().contains("ended before"), "{shown}");
     // Its shell, alive when read, has its arguments.
     assert!(all.iter().any(|p| args(p) == Some(vec!["sh".into(), "-c".into(), script.into()])), "{shown}");
+}
+
+/// Writes `data` into `fifo` once a reader has it open; a reader that never
+/// comes (the shell gone) fails the test instead of hanging it.
+fn write_fifo(fifo: &Path, data: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo) {
+            Ok(mut f) => return f.write_all(data).unwrap(),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("nobody reads {}: {e}", fifo.display()),
+        }
+    }
 }
 
 #[test]
