@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{collector_answered, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_answered, spawn_prov_run, wait_or_hang, write_fifo};
 use prov_e2e::{assert_traced, describe, Case};
 use serde_json::Value;
 
@@ -281,23 +281,6 @@ fn a_process_gone_before_it_could_be_read_is_kept_with_arguments_unknown() {
     assert!(touch["args_unknown"].as_str().unwrap().contains("ended before"), "{shown}");
     // Its shell, alive when read, has its arguments.
     assert!(all.iter().any(|p| args(p) == Some(vec!["sh".into(), "-c".into(), script.into()])), "{shown}");
-}
-
-/// Writes `data` into `fifo` once a reader has it open; a reader that never
-/// comes (the shell gone) fails the test instead of hanging it.
-fn write_fifo(fifo: &Path, data: &[u8]) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo) {
-            Ok(mut f) => return f.write_all(data).unwrap(),
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => panic!("nobody reads {}: {e}", fifo.display()),
-        }
-    }
 }
 
 #[test]

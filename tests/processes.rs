@@ -128,3 +128,20 @@ pub fn wait_or_hang(mut child: Child, limit: Duration, what: &str) -> Output {
     }
     child.wait_with_output().unwrap()
 }
+
+/// Writes `data` into `fifo` once a reader has it open; a reader that never
+/// comes (the shell gone) fails the test instead of hanging it.
+pub fn write_fifo(fifo: &std::path::Path, data: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo) {
+            Ok(mut f) => return f.write_all(data).unwrap(),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("nobody reads {}: {e}", fifo.display()),
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use expectrl::Expect;
-use prov_e2e::processes::{collector_answered, collector_of, spawn_prov_run, wait_or_hang};
+use prov_e2e::processes::{collector_answered, collector_of, spawn_prov_run, wait_or_hang, write_fifo};
 use prov_e2e::*;
 use serde_json::Value;
 
@@ -346,6 +346,36 @@ fn a_shell_that_exits_or_hangs_up_leaves_no_running_record() {
     }
     t.print_row();
     assert_eq!((t.found, t.marked_incomplete, t.status_right), (2, 2, 2), "{found:#?}");
+}
+
+/// Item 1: a `prov run` command that runs for a while, opening no file, is
+/// in the history while it runs (no end yet), and once it ends, ended with
+/// its status. (`prov run` keeps the start in a file of its own, so the
+/// collector's writer stores it with the first events, the end, or at the
+/// latest 200 ms after the start: docs/architecture.md.)
+#[test]
+fn a_running_command_is_in_the_history_while_it_runs() {
+    let case = Case::new("lifecycle-running");
+    let fifo = case.work.join("release");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    case.chown_tree(&fifo);
+    let script = "read x < release; exit 3";
+    let run = spawn_prov_run(&case, script);
+    let text = format!("sh -c '{script}'");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let running = loop {
+        if let Some(r) = record_with_text(&history(&case), &text) {
+            break r.clone();
+        }
+        assert!(Instant::now() < deadline, "no record of the running command");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(running["end_ns"].is_null() && running["exit_status"].is_null(), "{running:#}");
+    write_fifo(&fifo, b"go\n");
+    let out = wait_or_hang(run, Duration::from_secs(60), "prov run");
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let ended = ended_record(&case, &text).unwrap();
+    assert_eq!(ended["exit_status"], 3, "{ended:#}");
 }
 
 /// Item 2: when nobody who knew is left (the collector and `prov run`

@@ -76,8 +76,16 @@ struct State {
     /// from its history list at the end), held until the End or the first
     /// events. One that never got an End (a typed `exit`) is not written:
     /// there is nothing to say about it. A start with a text is written at
-    /// once, so a record exists whatever dies later.
+    /// once, so a record exists whatever dies later; unless the caller keeps
+    /// the start itself (`prov run`'s start file): then it goes with the
+    /// first events, the End, or at `begin_due`, whichever comes first.
     held_begin: Option<ToWriter>,
+    /// When a start kept by the caller is written at the latest (IDLE_FLUSH
+    /// after Begin): a running command is in the history as its files are,
+    /// and a short one costs the writer one wake-up and one transaction,
+    /// not two, while it runs (with the machine's other cores busy, each
+    /// wake-up is paid in line with the command).
+    begin_due: Option<Instant>,
     /// Why a process of the command ran outside the observation (the join
     /// helper's report on the tracker); the first reason is kept.
     untraced: Option<String>,
@@ -253,6 +261,9 @@ impl Observation<'_> {
             if st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) {
                 st.flush();
             }
+            if st.begin_due.is_some_and(|due| Instant::now() >= due) {
+                st.start_record();
+            }
             if self.command_gone() && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
@@ -385,6 +396,7 @@ impl Observation<'_> {
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
                 let confirm = start.confirm;
+                let kept_by_caller = start.ack;
                 st.reuse_asked = start.reuse;
                 if !start.end_when_idle {
                     self.command_end = None;
@@ -394,7 +406,9 @@ impl Observation<'_> {
                 }
                 st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
                 st.begun = true;
-                if text_known {
+                if text_known && kept_by_caller && !confirm {
+                    st.begin_due = Some(Instant::now() + IDLE_FLUSH);
+                } else if text_known {
                     st.start_record();
                 }
                 if confirm {
@@ -544,7 +558,7 @@ impl Observation<'_> {
 const CALLER_GONE: &str = "the shell or prov run was gone before the command ended: exit status unknown";
 
 /// How long poll() may wait: not at all while resolving, and until the idle
-/// flush while a batch waits.
+/// flush while a batch waits or a start kept by the caller is due.
 fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     if busy {
         return PollTimeout::ZERO;
@@ -554,7 +568,8 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
         IDLE_FLUSH.saturating_sub(waited)
     });
     let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
-    match flush_in.into_iter().chain(retry_in).min() {
+    let begin_in = st.begin_due.map(|due| due.saturating_duration_since(Instant::now()));
+    match flush_in.into_iter().chain(retry_in).chain(begin_in).min() {
         Some(wait) => PollTimeout::try_from(wait).unwrap_or(PollTimeout::NONE),
         None => PollTimeout::NONE,
     }
@@ -573,6 +588,7 @@ impl State {
             identity: None,
             begun: false,
             held_begin: None,
+            begin_due: None,
             untraced: None,
             backlog: VecDeque::new(),
             backlog_limit: fd_budget.min(BACKLOG_MAX),
@@ -596,6 +612,7 @@ impl State {
         self.identity = None;
         self.begun = false;
         self.held_begin = None;
+        self.begin_due = None;
         self.untraced = None;
         self.batch.clear();
         self.batch_since = None;
@@ -702,6 +719,7 @@ impl State {
 
     /// Sends the record's start to the writer, once.
     fn start_record(&mut self) {
+        self.begin_due = None;
         if let Some(begin) = self.held_begin.take() {
             self.writer.send(begin);
         }
