@@ -131,9 +131,19 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let status = shell_status(wait(child));
     let end = CommandEnd::with_status(now_ns(), status);
     let command_ns = end.end_ns - start_ns;
-    let end_sent = ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &[]).is_ok();
-    // The rest to the preparer, if it gave us the observation (run_handover).
-    if let (true, Some(file), CollectorProcess::Pooled(preparer)) = (end_sent, start_file.as_mut(), &obs.collector) {
+    // The rest goes to the preparer, if it gave us the observation
+    // (run_handover); then we exit right after `End`, and say so with our
+    // pidfd attached: the collector finishes the record once we are gone,
+    // so that its work and its writer's do not hold up our exit (on a busy
+    // machine every process woken takes the free CPU in line with us).
+    let handing_over =
+        matches!(obs.collector, CollectorProcess::Pooled(_)) && start_file.as_ref().is_some_and(run_handover::possible);
+    let own_exit = handing_over.then(|| prov_collect::sys::pidfd_open(std::process::id() as i32).ok()).flatten();
+    let end_fds: Vec<_> = own_exit.iter().map(AsRawFd::as_raw_fd).collect();
+    let end_sent = ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &end_fds).is_ok();
+    if let (true, true, Some(file), CollectorProcess::Pooled(preparer)) =
+        (handing_over, end_sent, start_file.as_mut(), &obs.collector)
+    {
         let timings = Timings { begun_ns, spawned_ns, command_ns, total_ns: 0, prepared, start_ns, before_start_ns };
         if run_handover::hand_over(preparer, &obs, file, &end, begun_seen, timings) {
             return ExitCode::from(status as u8);

@@ -48,9 +48,20 @@ struct Handover {
     bench: Option<(Vec<u8>, Timings)>,
 }
 
+/// Whether the record kept in `start_file` may be handed over at all.
+pub fn possible(start_file: &StartFile) -> bool {
+    // On a network filesystem storing is slow and contended (an NFS journal
+    // of several nodes, seen taking over 5 s in the kernel guest): records
+    // handed over would pile up behind runs that no longer wait, past what a
+    // query waits for; there `prov run` waits for `Stored` as before.
+    stderr_awaits_no_end() && !start_file.on_network_fs()
+}
+
 /// Hands the record's finish to the preparer on `preparer`, the
-/// observation's connection. False if it could not be sent: `prov run`
-/// then finishes it itself (the start file, renamed or not, still its own).
+/// observation's connection, where [`possible`]. False if it could not be
+/// sent: `prov run` then finishes it itself (the start file, renamed or
+/// not, still its own; the collector, told we would exit, waits for that
+/// at most `CALLER_EXIT_WAIT` before it stores the end).
 pub fn hand_over(
     preparer: &OwnedFd,
     obs: &Observation,
@@ -59,11 +70,7 @@ pub fn hand_over(
     begun_seen: bool,
     timings: Timings,
 ) -> bool {
-    // On a network filesystem storing is slow and contended (an NFS journal
-    // of several nodes, seen taking over 5 s in the kernel guest): records
-    // handed over would pile up behind runs that no longer wait, past what a
-    // query waits for; there `prov run` waits for `Stored` as before.
-    if !stderr_awaits_no_end() || start_file.on_network_fs() || start_file.mark_ended().is_err() {
+    if start_file.mark_ended().is_err() {
         return false;
     }
     let bench = std::env::var_os("PROV_BENCH_REPORT").map(|path| (path.into_vec(), timings));

@@ -55,6 +55,9 @@ const PUMP_ROUNDS: usize = 16;
 const BACKLOG_MAX: usize = 65_536;
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
+/// A caller that sent `End` with its pidfd (it exits right after) is waited
+/// for at most this long before its record is finished.
+pub const CALLER_EXIT_WAIT: Duration = Duration::from_millis(50);
 /// While a process's arguments wait to be read (its exec not complete when
 /// its event was resolved), /proc is looked at again this often.
 const PROCESS_RETRY: Duration = Duration::from_millis(2);
@@ -418,6 +421,15 @@ impl Observation<'_> {
                 }
             }
             Ok(ToCollector::End(mut end)) if st.begun && !self.ended => {
+                // `prov run` handing the rest to its preparer exits right
+                // after `End` and attaches its pidfd: finished once it is
+                // gone, this work and the writer's do not hold up its exit
+                // (on a busy machine every process woken takes the free CPU
+                // in line with it). Its command has ended: nothing to read
+                // for it meanwhile.
+                if let Some(caller) = fds.into_iter().next() {
+                    self.await_exit_of(&caller);
+                }
                 // Closed first, so that the tracker hangs up now if no
                 // process of the command holds it any more.
                 self.command_end = None;
@@ -461,6 +473,22 @@ impl Observation<'_> {
             _ => return Err(CollectorError::Protocol("out of order")),
         }
         Ok(())
+    }
+
+    /// Waits, at most CALLER_EXIT_WAIT, until `caller` (a pidfd) is readable:
+    /// its process has exited. A hang-up or another message on the control
+    /// socket ends the wait too.
+    fn await_exit_of(&self, caller: &OwnedFd) {
+        let deadline = Instant::now() + CALLER_EXIT_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut fds =
+                [PollFd::new(caller.as_fd(), PollFlags::POLLIN), PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO)) {
+                Err(nix::errno::Errno::EINTR) if !left.is_zero() => continue,
+                _ => return,
+            }
+        }
     }
 
     /// Reads what the tracker has for us now (prov run sends `End` once its
