@@ -388,6 +388,32 @@ fn a_preparer_killed_while_it_finishes_a_record_leaves_the_record_whole() {
     assert_eq!(history.iter().filter(|r| r["text"] == "sh -c 'echo data > out.txt; sleep 1; exit 5'").count(), 1);
 }
 
+/// `prov run` sends `End` with its pidfd when it means to hand the record
+/// over, and the collector then waits for it to exit before storing the
+/// end. With the preparer killed while the command runs, the handover
+/// fails and `prov run` waits for `Stored` itself: the collector's wait is
+/// bounded, so the record is stored and `prov run` says nothing (a wait for
+/// an exit that never comes would end in "still storing" after 5 s).
+#[test]
+fn a_run_whose_handover_fails_still_gets_its_record_stored() {
+    let case = Case::new("run-preparer-handover-fails");
+    let (preparer, ready) = warm(&case);
+    let release = case.work.join("release");
+    assert!(Command::new("mkfifo").arg(&release).status().unwrap().success());
+    case.chown_tree(&release);
+    let (run, stderr) = run_with_stderr_file(&case, "read x < release; echo done > done.txt; exit 4");
+    assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
+    signal(preparer, "KILL");
+    wait_until("the preparer is gone", || !alive(preparer));
+    prov_e2e::processes::write_fifo(&release, b"go\n");
+    let out = prov_e2e::processes::wait_or_hang(run, Duration::from_secs(60), "prov run");
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert!(said.is_empty(), "prov run said: {said}");
+    let r = case.writer_of_eventually("done.txt");
+    assert_eq!((r["complete"].as_bool(), r["exit_status"].as_i64()), (Some(true), Some(4)), "{r:#}");
+}
+
 /// `prov run`, the collector and the writer are then killed together (a
 /// batch job's cgroup.kill), the next prov finds the record and ends it.
 /// Before, the command waited 2 s for the stalled writer and then started
