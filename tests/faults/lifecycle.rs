@@ -3,6 +3,7 @@
 //! collectors, killed or terminated `prov run`, a stopped collector, and
 //! commands that could not be traced at all.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -127,6 +128,23 @@ fn a_killed_prov_run_leaves_a_record_ended_with_status_unknown() {
     assert!(shown.contains("exit ?") && !shown.contains("running"), "{shown}");
     let del = case.prov(["delete", "--session", "killed-run", "--yes"]);
     assert!(String::from_utf8_lossy(&del.stdout).contains("deleted 1 command"), "{}", describe(&del));
+}
+
+/// Item 2, at once: `prov run` killed by its own command within
+/// milliseconds of the start (before the collector has stored the start it
+/// keeps back, see `a_running_command_is_in_the_history_while_it_runs`):
+/// the collector still ends the record, saying the caller was gone.
+#[test]
+fn a_prov_run_killed_at_once_by_its_command_is_ended_by_the_collector() {
+    let case = Case::new("lifecycle-kill-run-at-once");
+    let script = "kill -9 $PPID; exit 0";
+    let out = case.prov(["run", "--", "sh", "-c", script]);
+    assert_eq!(out.status.signal(), Some(9), "{}", describe(&out));
+    let text = format!("sh -c '{script}'");
+    let r = ended_record(&case, &text).unwrap_or_else(|| panic!("no record: {:#?}", history(&case)));
+    assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
+    let why = r["incomplete_reason"].as_str().unwrap_or_default();
+    assert!(why.contains("prov run was gone"), "{r:#}");
 }
 
 /// Item 2: `timeout 2 prov run …` (SIGTERM): the command is terminated as

@@ -783,7 +783,9 @@ impl State {
     fn drain_and_sync(&mut self, group: &OwnedFd, end: Option<CommandEnd>) -> Result<StoreReport, CollectorError> {
         self.drain(group)?;
         let told = end.as_ref().is_some_and(|e| e.incomplete.is_none());
-        if !told && self.held_begin.is_some() {
+        // A start held for its text (not one the caller keeps, which is
+        // only due later: `begin_due`).
+        if !told && self.held_begin.is_some() && self.begin_due.is_none() {
             // Never told what the command was, and nothing stored yet.
             return Ok(StoreReport::default());
         }
