@@ -58,8 +58,9 @@ const UNRESPONSIVE_SKIP: Duration = Duration::from_secs(10);
 /// parallel, or faster than one can be prepared).
 const MAX_READY: usize = 2;
 
-/// How long a request that finds no observation ready waits for one whose
-/// record is being finished (run_handover) to come back: back-to-back runs
+/// How long a request that finds no observation ready waits for the
+/// collectors of records being finished (run_handover) to answer, so that
+/// one comes back: back-to-back runs
 /// then take it instead of starting an observation of their own (three
 /// program starts, ~5 ms here). Its collector stores the end once the run
 /// that handed it over has exited, as the next run starts.
@@ -555,12 +556,12 @@ pub fn serve() -> anyhow::Result<ExitCode> {
                 last_request = Instant::now();
                 // Answering again: runs need not skip us.
                 let _ = std::fs::remove_file(place.path(".stuck"));
+                handed = await_one_back(handed, &pool);
                 // A change since the last poll: this request must not get
                 // an observation prepared before it.
                 if mounts_changed(&mounts) {
                     handed.extend(discard_ready(&pool));
                 }
-                handed = await_one_back(handed, &pool);
                 handed.extend(answer(conn, &context, &pool));
             }
         }
@@ -648,25 +649,41 @@ fn take_back(mut h: Handed, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
 }
 
 /// When no observation is ready: waits, at most BACK_SOON_WAIT, for the
-/// collector of a record being finished to answer, and takes that answer
-/// (`Stored`, the observation ready again).
-fn await_one_back(mut handed: Vec<Handed>, pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
+/// collectors of records being finished to answer, and takes their answers
+/// (`Stored`: the observation ready again). One poll over all of them, so a
+/// record stuck in its writer (a database locked by a query) holds up no
+/// request longer than that.
+fn await_one_back(handed: Vec<Handed>, pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
     if !pool.0.lock().unwrap_or_else(|e| e.into_inner()).ready.is_empty() {
         return handed;
     }
     fn finishing(h: &Handed) -> Option<&Finishing> {
         h.finishing.as_ref().filter(|f| !f.hung_up)
     }
-    let Some(i) = handed.iter().position(|h| finishing(h).is_some()) else { return handed };
-    let answered = finishing(&handed[i]).is_some_and(|f| {
-        let mut fds = [PollFd::new(f.ctl.as_fd(), PollFlags::POLLIN)];
-        matches!(poll(&mut fds, PollTimeout::try_from(BACK_SOON_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0)
-    });
-    if answered {
-        let h = handed.swap_remove(i);
-        handed.extend(finish(h, true, pool));
+    let waiting: Vec<usize> = (0..handed.len()).filter(|&i| finishing(&handed[i]).is_some()).collect();
+    if waiting.is_empty() {
+        return handed;
     }
-    handed
+    let mut fds: Vec<PollFd> = waiting
+        .iter()
+        .filter_map(|&i| finishing(&handed[i]))
+        .map(|f| PollFd::new(f.ctl.as_fd(), PollFlags::POLLIN))
+        .collect();
+    let timeout = PollTimeout::try_from(BACK_SOON_WAIT).unwrap_or(PollTimeout::ZERO);
+    if !matches!(poll(&mut fds, timeout), Ok(n) if n > 0) {
+        return handed;
+    }
+    let answered: Vec<usize> =
+        waiting.iter().zip(&fds).filter(|(_, f)| f.revents().is_some_and(|r| !r.is_empty())).map(|(&i, _)| i).collect();
+    drop(fds);
+    let mut still = Vec::with_capacity(handed.len());
+    for (i, h) in handed.into_iter().enumerate() {
+        match answered.contains(&i) {
+            true => still.extend(finish(h, true, pool)),
+            false => still.push(h),
+        }
+    }
+    still
 }
 
 /// A record finished for a caller that has returned (run_handover): the

@@ -81,7 +81,8 @@ struct State {
     /// there is nothing to say about it. A start with a text is written at
     /// once, so a record exists whatever dies later; unless the caller keeps
     /// the start itself (`prov run`'s start file): then it goes with the
-    /// first events, the End, or at `begin_due`, whichever comes first.
+    /// first events, the End (the collector's own, if the caller is gone),
+    /// or at `begin_due`, whichever comes first.
     held_begin: Option<ToWriter>,
     /// When a start kept by the caller is written at the latest (IDLE_FLUSH
     /// after Begin): a running command is in the history as its files are,
@@ -425,10 +426,10 @@ impl Observation<'_> {
                 // after `End` and attaches its pidfd: finished once it is
                 // gone, this work and the writer's do not hold up its exit
                 // (on a busy machine every process woken takes the free CPU
-                // in line with it). Its command has ended: nothing to read
-                // for it meanwhile.
+                // in line with it). Events of processes it left behind
+                // are read meanwhile.
                 if let Some(caller) = fds.into_iter().next() {
-                    self.await_exit_of(&caller);
+                    self.await_exit_of(&caller, st)?;
                 }
                 // Closed first, so that the tracker hangs up now if no
                 // process of the command holds it any more.
@@ -477,17 +478,30 @@ impl Observation<'_> {
 
     /// Waits, at most CALLER_EXIT_WAIT, until `caller` (a pidfd) is readable:
     /// its process has exited. A hang-up or another message on the control
-    /// socket ends the wait too.
-    fn await_exit_of(&self, caller: &OwnedFd) {
+    /// socket ends the wait too; events that come meanwhile are read.
+    fn await_exit_of(&self, caller: &OwnedFd, st: &mut State) -> Result<(), CollectorError> {
         let deadline = Instant::now() + CALLER_EXIT_WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut fds =
-                [PollFd::new(caller.as_fd(), PollFlags::POLLIN), PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO)) {
-                Err(nix::errno::Errno::EINTR) if !left.is_zero() => continue,
-                _ => return,
+            if left.is_zero() {
+                return Ok(());
             }
+            let mut fds = [
+                PollFd::new(caller.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.group.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, whole_ms_up(left)) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(CollectorError::Poll(e)),
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+            }
+            let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+            if ready(&fds[0]) || ready(&fds[1]) {
+                return Ok(());
+            }
+            st.pump(self.group)?;
         }
     }
 
@@ -598,9 +612,16 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
     let begin_in = st.begin_due.map(|due| due.saturating_duration_since(Instant::now()));
     match flush_in.into_iter().chain(retry_in).chain(begin_in).min() {
-        Some(wait) => PollTimeout::try_from(wait).unwrap_or(PollTimeout::NONE),
+        Some(wait) => whole_ms_up(wait),
         None => PollTimeout::NONE,
     }
+}
+
+/// `wait` as poll()'s timeout, rounded up to whole milliseconds: rounded
+/// down, the last fraction of a millisecond before a deadline would be
+/// spent in polls that return at once.
+fn whole_ms_up(wait: Duration) -> PollTimeout {
+    PollTimeout::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(PollTimeout::MAX)
 }
 
 fn now_ns() -> i64 {
