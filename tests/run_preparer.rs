@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{children_of, collector_of, status_field};
+use prov_e2e::processes::{children_of, collector_of, status_field, wait_or_hang, write_fifo};
 use prov_e2e::*;
 
 /// Seconds an idle preparer stays in these tests.
@@ -405,8 +405,8 @@ fn a_run_whose_handover_fails_still_gets_its_record_stored() {
     assert_eq!(collector_of(run.id()), ready, "the run took the ready observation");
     signal(preparer, "KILL");
     wait_until("the preparer is gone", || !alive(preparer));
-    prov_e2e::processes::write_fifo(&release, b"go\n");
-    let out = prov_e2e::processes::wait_or_hang(run, Duration::from_secs(60), "prov run");
+    write_fifo(&release, b"go\n");
+    let out = wait_or_hang(run, Duration::from_secs(60), "prov run");
     assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
     let said = std::fs::read_to_string(&stderr).unwrap();
     assert!(said.is_empty(), "prov run said: {said}");

@@ -330,6 +330,19 @@ fn ended_record(case: &Case, text: &str) -> Option<Value> {
     }
 }
 
+/// The record of `text`, once it exists, waited for (bounded): the command
+/// has started and its start is stored.
+fn started_record(case: &Case, text: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(r) = record_with_text(&history(case), text) {
+            return r.clone();
+        }
+        assert!(Instant::now() < deadline, "no record of the running command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Item 2 in a shell session (zsh: the text is known at the start): a typed
 /// `exit` and a shell killed by hang-up while a command runs leave records
 /// that are ended, status unknown, not "running" forever.
@@ -343,11 +356,7 @@ fn a_shell_that_exits_or_hangs_up_leaves_no_running_record() {
     sh.run("echo before > before.txt");
     sh.session.send_line("sleep 30").unwrap();
     // The command has started once its record exists.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while record_with_text(&history(&case), "sleep 30").is_none() {
-        assert!(Instant::now() < deadline, "no record of the running command");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    started_record(&case, "sleep 30");
     signal(sh.pid, "HUP");
     let mut found = Vec::new();
     for text in ["exit", "sleep 30"] {
@@ -380,14 +389,7 @@ fn a_running_command_is_in_the_history_while_it_runs() {
     let script = "read x < release; exit 3";
     let run = spawn_prov_run(&case, script);
     let text = format!("sh -c '{script}'");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let running = loop {
-        if let Some(r) = record_with_text(&history(&case), &text) {
-            break r.clone();
-        }
-        assert!(Instant::now() < deadline, "no record of the running command");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let running = started_record(&case, &text);
     assert!(running["end_ns"].is_null() && running["exit_status"].is_null(), "{running:#}");
     write_fifo(&fifo, b"go\n");
     let out = wait_or_hang(run, Duration::from_secs(60), "prov run");
@@ -407,11 +409,7 @@ fn the_next_prov_ends_a_record_whose_collector_is_gone() {
     let collector = collector_of(run.id());
     // Its record exists once the writer has begun it.
     let text = format!("sh -c '{script}'");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while record_with_text(&history(&case), &text).is_none() {
-        assert!(Instant::now() < deadline, "no record of the running command");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    started_record(&case, &text);
     signal(run.id(), "KILL");
     signal(collector, "KILL");
     let _ = wait_or_hang(run, Duration::from_secs(10), "killed prov run");

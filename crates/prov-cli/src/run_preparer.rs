@@ -60,10 +60,10 @@ const MAX_READY: usize = 2;
 
 /// How long a request that finds no observation ready waits for the
 /// collectors of records being finished (run_handover) to answer, so that
-/// one comes back: back-to-back runs
-/// then take it instead of starting an observation of their own (three
-/// program starts, ~5 ms here). Its collector stores the end once the run
-/// that handed it over has exited, as the next run starts.
+/// one comes back: back-to-back runs then take it instead of starting an
+/// observation of their own (three program starts, ~5 ms here). Its
+/// collector stores the end once the run that handed it over has exited,
+/// as the next run starts.
 const BACK_SOON_WAIT: Duration = Duration::from_millis(5);
 
 /// Answer tags: an observation (`R<holder pid> <collector pid>`, descriptors: control
