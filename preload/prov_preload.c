@@ -804,31 +804,6 @@ EXPORT int dup2(int oldfd, int newfd)
     return real_dup2(oldfd, newfd);
 }
 
-/* The environment, NAME=VALUE\0…, in an inheritable memfd for the helper.
- * Up to 256 entries per system call: a write per entry cost every traced
- * external command some 40 system calls in a usual shell. */
-static int environment_fd(char *const envp[])
-{
-    enum { BATCH = 256 };
-    int fd = (int)syscall(SYS_memfd_create, "prov-env", 0);
-    if (fd < 0) return -1;
-    char *const *e = envp;
-    while (e && *e) {
-        struct iovec iov[BATCH];
-        int n = 0;
-        for (; *e && n < BATCH; e++, n++) {
-            iov[n].iov_base = *e;
-            iov[n].iov_len = strlen(*e) + 1;
-        }
-        if (writev_all(fd, iov, n) < 0) {
-            close(fd);
-            return -1;
-        }
-    }
-    lseek(fd, 0, SEEK_SET);
-    return fd;
-}
-
 /* Shared by the shell and all its forks: so a dead observation is reported
  * once, not once per process of a pipeline. */
 static volatile int *dead_holder_reported;
@@ -868,21 +843,26 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
         errno = saved;
         return real_execve(path, argv, envp);
     }
-    int envfd = environment_fd(envp);
     size_t argc = 0;
     while (argv && argv[argc]) argc++;
+    /* The helper's arguments: on the stack for any usual command line, in
+     * a mapping for a huge one (no malloc: this may be a vfork child). */
+    char *on_stack[64];
     size_t size = (argc + 8) * sizeof(char *);
-    char **args = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (envfd >= 0 && args != MAP_FAILED) {
-        char holder[24], env[24], tracker[24];
+    char **args = size <= sizeof on_stack ? on_stack
+                : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (args != MAP_FAILED) {
+        char holder[24], tracker[24];
         u64_to_str((uint64_t)S.holder, holder);
-        u64_to_str((uint64_t)envfd, env);
         u64_to_str((uint64_t)S.tracker, tracker);
         size_t i = 0;
         args[i++] = "prov-helper";
         args[i++] = "join";
         args[i++] = holder;
-        args[i++] = env;
+        /* The environment is the one this exec passes: the helper takes it
+         * from the kernel's record of it, which glibc's secure mode leaves
+         * whole. */
+        args[i++] = "-";
         args[i++] = tracker;
         args[i++] = (char *)path;
         if (argc == 0) args[i++] = (char *)path;
@@ -892,8 +872,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
     }
     /* The helper could not be run (removed since?): run the program
      * untraced rather than fail the user's command. */
-    if (envfd >= 0) close(envfd);
-    if (args != MAP_FAILED) munmap(args, size);
+    if (args != MAP_FAILED && args != on_stack) munmap(args, size);
     errno = saved;
     return real_execve(path, argv, envp);
 }

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 
 /* Texts longer than this are cut (the collector keeps at most 64 MiB). */
 #define MAX_TEXT (64u << 20)
@@ -158,29 +157,6 @@ static __attribute__((unused)) int same_words(const char *a, size_t a_len, const
         if (i == a_len || k == b_len) return i == a_len && k == b_len;
         if (a[i++] != b[k++]) return 0;
     }
-}
-
-/* Writes all of iov[0..n) to fd: resumes after a short write, retries on
- * EINTR. 0, or -1 with errno set. Advances the iovecs it was given. */
-static __attribute__((unused)) int writev_all(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        ssize_t w = writev(fd, iov, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        while (n > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
-    }
-    return 0;
 }
 
 #endif

@@ -3,6 +3,7 @@
 //! hold nothing of root.
 
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -73,6 +74,52 @@ fn forged_holder_is_refused() {
     // Root's init and a nonexistent pid are refused alike.
     assert!(join_refused(&case, 1).contains("refusing to join"));
     assert!(join_refused(&case, 4_000_000).contains("refusing to join"));
+}
+
+/// The command gets the caller's environment, byte for byte: with ENV_FD
+/// `-` (what prov's callers pass), the one the helper was executed with,
+/// including the LD_* and TMPDIR entries that glibc's secure mode deletes
+/// from a setuid program's own; with a descriptor (a shell whose shim
+/// predates `-`), the NAME=VALUE entries read from it. Refused joins run
+/// the command this way too.
+#[test]
+fn the_command_gets_the_callers_environment_whole_either_way() {
+    let case = Case::new("join-env");
+    let mut sleeper = case.command("sleep").arg("30").spawn().unwrap();
+    let big = "x".repeat(100_000);
+    let odd = std::ffi::OsStr::from_bytes(b"a\nb\xff=c");
+    let env_of = |env_fd: &str, stdin: Stdio| {
+        let out = helper(&case)
+            .args(["join", &sleeper.id().to_string(), env_fd, "-", "/usr/bin/env", "env", "-0"])
+            .env("LD_LIBRARY_PATH", "/opt/lib")
+            .env("TMPDIR", "/tmp/user-tmp")
+            .env("BIG", &big)
+            .env("ODD", odd)
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to join"), "{}", describe(&out));
+        let mut entries: Vec<Vec<u8>> =
+            out.stdout.split(|&b| b == 0).filter(|e| !e.is_empty()).map(<[u8]>::to_vec).collect();
+        entries.sort();
+        entries
+    };
+    let own = env_of("-", Stdio::null());
+    for entry in
+        [&b"LD_LIBRARY_PATH=/opt/lib"[..], b"TMPDIR=/tmp/user-tmp", b"ODD=a\nb\xff=c", format!("BIG={big}").as_bytes()]
+    {
+        assert!(
+            own.iter().any(|e| e == entry),
+            "{} among the {} entries",
+            String::from_utf8_lossy(&entry[..40.min(entry.len())]),
+            own.len()
+        );
+    }
+    let file = case.write("env", b"A=1\0TMPDIR=/elsewhere\0not an entry\0");
+    let passed = env_of("0", Stdio::from(std::fs::File::open(&file).unwrap()));
+    assert_eq!(passed, [b"A=1".to_vec(), b"TMPDIR=/elsewhere".to_vec()], "only the descriptor's entries");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
 }
 
 #[test]

@@ -63,6 +63,7 @@ in_both_shells!(
     a_mount_made_during_a_line_is_seen_by_the_next,
     a_ready_collector_killed_while_the_prompt_idles_is_replaced,
     end_goes_out_once_the_prompt_is_drawn,
+    a_lines_environment_reaches_its_programs_whole,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -167,6 +168,36 @@ fn pipelines_heredocs_functions_aliases_and_status(shell: &str) {
     assert_wrote(&case, "fn.txt", "mkfile");
     assert_wrote(&case, "alias.txt", "mk");
     assert_eq!(assert_wrote(&case, "fail.txt", "echo failing > fail.txt; false")["exit_status"], 1);
+}
+
+/// What a line exports or sets reaches the programs it starts through the
+/// join helper, byte for byte: the variables glibc deletes from a setuid
+/// program's own environment, a large one and one that is not text; and so
+/// do a hundred arguments.
+fn a_lines_environment_reaches_its_programs_whole(shell: &str) {
+    let case = Case::new(&format!("{shell}-env"));
+    let mut sh = Shell::start(&case, leak(shell));
+    sh.run("export TMPDIR=/tmp/user-tmp LD_LIBRARY_PATH=/opt/lib BIG=$(printf '%0100000d' 0)");
+    let typed = "ODD=$'a\\nb\\xff' env -0 > env.txt";
+    sh.run(typed);
+    // More arguments than the shim keeps on its stack for the helper.
+    sh.run("/bin/echo {1..100} > many.txt");
+    sh.exit();
+    assert_wrote(&case, "env.txt", typed);
+    assert_wrote(&case, "many.txt", "/bin/echo {1..100} > many.txt");
+    let many: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
+    assert_eq!(std::fs::read_to_string(case.work.join("many.txt")).unwrap(), many.join(" ") + "\n");
+    let env = std::fs::read(case.work.join("env.txt")).unwrap();
+    let entries: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+    let big = format!("BIG={}", "0".repeat(100_000));
+    for entry in [&b"TMPDIR=/tmp/user-tmp"[..], b"LD_LIBRARY_PATH=/opt/lib", b"ODD=a\nb\xff", big.as_bytes()] {
+        assert!(
+            entries.contains(&entry),
+            "{} among the {} entries of env.txt",
+            String::from_utf8_lossy(&entry[..40.min(entry.len())]),
+            entries.len()
+        );
+    }
 }
 
 fn interrupt_cd_and_nested_shells(shell: &str) {

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,28 +171,6 @@ static void test_prepare_wait(void)
     CHECK(prepare_wait_ms(30000, 60000, 3, 20000) == 30000);
 }
 
-static void test_writev_all(void)
-{
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    char a[] = "A=1", b[] = "", c[] = "HOME=/home/u";
-    struct iovec iov[3] = {{a, sizeof a}, {b, sizeof b}, {c, sizeof c}};
-    CHECK(writev_all(fds[1], iov, 3) == 0);
-    close(fds[1]);
-    char got[64];
-    ssize_t n = read(fds[0], got, sizeof got);
-    CHECK(n == (ssize_t)(sizeof a + sizeof b + sizeof c));
-    CHECK(n > 0 && memcmp(got, "A=1\0\0HOME=/home/u\0", (size_t)n) == 0);
-    close(fds[0]);
-    /* A closed reader: the error, not a loop. */
-    CHECK(pipe(fds) == 0);
-    close(fds[0]);
-    signal(SIGPIPE, SIG_IGN);
-    struct iovec one = {a, sizeof a};
-    CHECK(writev_all(fds[1], &one, 1) == -1 && errno == EPIPE);
-    close(fds[1]);
-}
-
 int main(void)
 {
     test_buffer();
@@ -202,7 +179,6 @@ int main(void)
     test_hist_rules();
     test_prepared();
     test_prepare_wait();
-    test_writev_all();
     if (failures) {
         fprintf(stderr, "preload/tests/unit: %d checks failed\n", failures);
         return 1;

@@ -9,8 +9,11 @@
 //! * `join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG…]` — verify that
 //!   HOLDER_PID is a holder this helper made for the calling user, enter its
 //!   namespace, drop every privilege for good and exec PATH with the
-//!   environment read from ENV_FD (glibc strips LD_*, TMPDIR … from setuid
-//!   programs, so the caller's environment travels by this side channel).
+//!   caller's environment. ENV_FD `-` (what prov's callers pass): the
+//!   environment this helper was executed with, as the kernel recorded it
+//!   (/proc/self/environ: glibc's secure mode deletes LD_*, TMPDIR … from
+//!   `environ`, not from that record). A descriptor number: read from that
+//!   file (the protocol before, kept for a shell whose shim predates it).
 //!   A holder that fails verification is not joined: PATH then runs as the
 //!   plain user outside, with one line saying so.
 //!
@@ -567,7 +570,10 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     // Parse everything before touching anything privileged.
     let holder =
         parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
-    let env_fd = parse_fd(&args[1]).ok_or_else(|| usage("ENV_FD must be a descriptor number"))?;
+    let env_fd = match args[1].as_bytes() {
+        b"-" => None,
+        _ => Some(parse_fd(&args[1]).ok_or_else(|| usage("ENV_FD must be a descriptor number or -"))?),
+    };
     let tracker_fd = match args[2].as_bytes() {
         b"-" => None,
         _ => Some(parse_fd(&args[2]).ok_or_else(|| usage("TRACKER_FD must be a descriptor number or -"))?),
@@ -577,6 +583,15 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let path = to_cstring(&args[3])?;
     let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
     let id = identity()?;
+    let env_source = match env_fd {
+        // Opened now: once privileges are dropped, this process's /proc
+        // files are root's (a setuid program is not dumpable).
+        None => EnvSource::AsExecuted(
+            sys::open(c"/proc/self/environ", libc::O_RDONLY)
+                .map_err(|e| os_fail("cannot open /proc/self/environ", e))?,
+        ),
+        Some(fd) => EnvSource::Passed(fd),
+    };
 
     // Setuid/setgid programs are not run inside: they would act with
     // privilege in an observed namespace. Looked at with the user's euid so
@@ -596,7 +611,7 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     drop_privileges(&id)?;
 
     // From here on the process is the user's and nothing more.
-    let env = read_environment(env_fd)?;
+    let env = read_environment(&env_source)?;
     // The collector marks the record untraced, with the reason.
     if let (Some(why), Some(fd)) = (untraced, tracker_fd) {
         let mut msg = b"X".to_vec();
@@ -706,21 +721,40 @@ fn enter_holder_namespace(id: &Identity, pid: libc::pid_t) -> Result<(), Failure
     sys::setns(ns.as_fd()).map_err(|e| os_fail("setns", e))
 }
 
+/// Where `join` takes the command's environment from.
+enum EnvSource {
+    /// `-`: /proc/self/environ, the environment as executed.
+    AsExecuted(OwnedFd),
+    /// A descriptor the caller passed, read and closed.
+    Passed(RawFd),
+}
+
 /// The caller's environment: NUL-separated NAME=VALUE entries. Read after the
 /// privilege drop, so it is plain user data.
-fn read_environment(fd: RawFd) -> Result<Vec<CString>, Failure> {
+fn read_environment(source: &EnvSource) -> Result<Vec<CString>, Failure> {
     const LIMIT: usize = 16 << 20;
+    const CHUNK: usize = 16 << 10;
+    let fd = match source {
+        EnvSource::AsExecuted(fd) => fd.as_raw_fd(),
+        EnvSource::Passed(fd) => *fd,
+    };
     let mut data = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match sys::read(fd, &mut buf) {
-            Ok(0) => break,
-            Ok(n) if data.len() + n <= LIMIT => data.extend_from_slice(&buf[..n]),
+        let filled = data.len();
+        data.resize(filled + CHUNK, 0);
+        match sys::read(fd, &mut data[filled..]) {
+            Ok(0) => {
+                data.truncate(filled);
+                break;
+            }
+            Ok(n) if filled + n <= LIMIT => data.truncate(filled + n),
             Ok(_) => return Err(fail("environment too large")),
             Err(e) => return Err(os_fail("cannot read the environment descriptor", e)),
         }
     }
-    let _ = sys::close(fd);
+    if let EnvSource::Passed(fd) = source {
+        let _ = sys::close(*fd);
+    }
     Ok(data
         .split(|&b| b == 0)
         .filter(|e| !e.is_empty() && e.contains(&b'='))

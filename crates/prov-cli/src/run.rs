@@ -1,7 +1,7 @@
 //! `prov run -- CMD…`: observe one command tree and store its record.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Seek, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -285,34 +285,18 @@ fn store_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd) {
 /// Starts the command through the helper's join mode, so it begins life
 /// inside the observed namespace.
 fn spawn_joined(obs: &Observation, program: &Path, command: &[OsString]) -> std::io::Result<Child> {
-    let env = environment_memfd()?;
     let tracker = obs.tracker.as_ref().map(AsFd::as_fd);
     let mut cmd = Command::new(&obs.helper);
+    // ENV_FD `-`: the command gets the environment this exec passes the
+    // helper (prov run's own), as the kernel recorded it.
     cmd.arg("join")
         .arg(obs.holder_pid.to_string())
-        .arg(env.as_raw_fd().to_string())
+        .arg("-")
         .arg(tracker.map_or("-".to_string(), |fd| fd.as_raw_fd().to_string()))
         .arg(program)
         .args(command);
-    let keep: Vec<_> = std::iter::once(env.as_fd()).chain(tracker).collect();
+    let keep: Vec<_> = tracker.into_iter().collect();
     spawn::spawn_inheriting(&mut cmd, &keep)
-}
-
-/// Our environment as NAME=VALUE\0…, in an anonymous file the helper reads
-/// after dropping privilege (glibc strips LD_*, TMPDIR … from setuid programs).
-fn environment_memfd() -> std::io::Result<OwnedFd> {
-    let fd = nix::sys::memfd::memfd_create(c"prov-env", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
-    let mut file = std::fs::File::from(fd);
-    let mut buf = Vec::new();
-    for (k, v) in std::env::vars_os() {
-        buf.extend_from_slice(k.as_bytes());
-        buf.push(b'=');
-        buf.extend_from_slice(v.as_bytes());
-        buf.push(0);
-    }
-    file.write_all(&buf)?;
-    file.rewind()?;
-    Ok(file.into())
 }
 
 fn wait(mut child: Child) -> ExitStatus {
