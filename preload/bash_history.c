@@ -20,7 +20,6 @@ static struct {
     void (*delete_histent)(int);        /* bash >= 5.0: remove + bookkeeping */
     int *length, *base, *lines_this_session, *remember, *enable_list;
     int next;                   /* number the line being read starts at */
-    char *(*get_string_value)(const char *);    /* a shell variable's value */
     struct buf rules;           /* HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
     int keep_line;              /* history off: keep the line being read */
     int started;                /* the first line-start set `next` */
@@ -53,9 +52,7 @@ static int bash_history_ready(void)
         H.enable_list = (int *)dlsym(RTLD_DEFAULT, "enable_history_list");
         H.rl_line_buffer = (char **)dlsym(RTLD_DEFAULT, "rl_line_buffer");
         H.rl_readline_state = (int *)dlsym(RTLD_DEFAULT, "rl_readline_state");
-        H.get_string_value = (char *(*)(const char *))dlsym(RTLD_DEFAULT, "get_string_value");
-        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list
-            && H.get_string_value;
+        H.ready = H.get && H.remove && H.free_entry && H.length && H.base && H.remember && H.enable_list;
     }
     return H.ready;
 }
@@ -92,18 +89,13 @@ static void read_rules(struct hist_rules *r, struct buf *data)
     parse_hist_rules(r, data->p);
 }
 
-/* The user's HISTCONTROL, HISTIGNORE and HISTSIZE as the prompt hook keeps
- * them (its __prov_user_values: the values PS0 puts back before each
- * command; the real ones are neutralised while a line is read). Read from
- * bash's variables here rather than written by the hook: a printf and a
- * redirection at every prompt cost more than this. */
-static void take_rules(void)
+/* The user's HISTCONTROL, HISTIGNORE and HISTSIZE, as bash_prompt.c took
+ * them (the real ones are neutralised while a line is read). */
+static void take_rules(const char *const values[3])
 {
-    static const char *const names[] = { "__prov_hc", "__prov_hi", "__prov_hs" };
     H.rules.len = 0;
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        const char *value = H.get_string_value(names[i]);
-        if (buf_str(&H.rules, value ? value : "") || buf_add(&H.rules, "", 1)) {
+    for (size_t i = 0; i < 3; i++) {
+        if (buf_str(&H.rules, values[i]) || buf_add(&H.rules, "", 1)) {
             H.rules.len = 0;
             return;
         }
@@ -177,7 +169,12 @@ static void line_text(struct buf *text)
     H.next = *H.base + *H.length;
 }
 
-int bash_line_start(void)
+int bash_history_available(void)
+{
+    return bash_history_ready();
+}
+
+int bash_line_start(const char *control, const char *ignore, const char *size)
 {
     if (!bash_history_ready()) {
         errno = ENOENT;
@@ -194,7 +191,8 @@ int bash_line_start(void)
     H.next = *H.base + *H.length;
     H.mark_pending = 1;
     H.keep_line = *H.enable_list == 0;
-    take_rules();
+    const char *const values[3] = { control, ignore, size };
+    take_rules(values);
     return 0;
 }
 

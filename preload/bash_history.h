@@ -5,9 +5,8 @@
  * is taken from bash's own history list, from inside the shell, when PS0
  * starts the command (see bash_command_text). So that every line gets an
  * entry, the integration neutralises HISTCONTROL, HISTIGNORE and HISTSIZE=0
- * while a line is read, and the shim takes the user's values (kept by the
- * integration in variables of its own) at `line-start`;
- * the shim then applies them itself, the way bash would have, and deletes
+ * while a line is read (bash_prompt.h), and the shim takes the user's
+ * values at the first prompt hook; the shim then applies them itself, the way bash would have, and deletes
  * the entries bash would not have kept before the command runs (so a
  * hang-up during the command saves no line bash would have kept out).
  *
@@ -33,12 +32,15 @@
  * nothing either). */
 void bash_history_init(int is_bash, pid_t shell_pid);
 
-/* `line-start`, from the first prompt hook: the lines read since the last
- * command started that never started one (empty, a comment) are settled
- * with the settings they were read under, and the next line's settings are
- * taken from the hook's variables. Returns 0; -1 with errno ENOENT when
- * bash's history list cannot be reached. */
-int bash_line_start(void);
+/* Whether bash's history list can be reached. */
+int bash_history_available(void);
+
+/* From the first prompt hook (bash_prompt_next_line): the lines read since
+ * the last command started that never started one (empty, a comment) are
+ * settled with the settings they were read under, and the next line's are
+ * the user's HISTCONTROL, HISTIGNORE and HISTSIZE given. Returns 0; -1
+ * with errno ENOENT when bash's history list cannot be reached. */
+int bash_line_start(const char *control, const char *ignore, const char *size);
 
 /* bash's line editor waits for input (pselect): the lines read from now on
  * are the next command's. */

@@ -15,9 +15,12 @@
  *   ping                 succeeds iff the shim is loaded in this process
  *   capture              zsh: the fd of a memfd receiving the command's text
  *   begin                start observing (zsh: the text is in the capture)
- *   end/STATUS           the command finished with STATUS
+ *   end/STATUS           zsh: the command finished with STATUS
+ *   precmd/STATUS        bash: the first prompt hook: the command finished
+ *                        with STATUS, if one started, and the next line is
+ *                        about to be read (bash_prompt.h)
  *   prepare              prepare the next observation now
- *   line-start           bash: a line is about to be read (see bash history)
+ *   texts                bash: succeeds iff commands get their text
  *   debug-trap           bash: its DEBUG trap into $__prov_trap (bash_trap.h)
  *   pause, resume        around prompt tools' hooks (see pause_observation)
  * and bash's PS0 calls strftime with the format BEGIN_FORMAT (\D{...}), which
@@ -68,6 +71,7 @@
 #include <unistd.h>
 
 #include "bash_history.h"
+#include "bash_prompt.h"
 #include "bash_trap.h"
 #include "shim_parse.h"
 #include "shim_util.h"
@@ -658,8 +662,18 @@ static int control(const char *cmd)
         return null_fd();
     }
     if (!strncmp(cmd, "end/", 4)) { end_observation(cmd + 4); return null_fd(); }
+    if (!strncmp(cmd, "precmd/", 7)) {
+        /* bash's first prompt hook: the command's end, if one started,
+         * and the next line's settings (bash_prompt.h). */
+        if (bash_prompt_command_ended()) end_observation(cmd + 7);
+        bash_prompt_next_line();
+        return null_fd();
+    }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }
-    if (!strcmp(cmd, "line-start")) return bash_line_start() < 0 ? -1 : null_fd();
+    if (!strcmp(cmd, "texts")) {
+        errno = ENOENT;
+        return bash_prompt_texts() ? null_fd() : -1;
+    }
     if (!strcmp(cmd, "pause")) return pause_observation(1);
     if (!strcmp(cmd, "resume")) return pause_observation(0);
     if (!strcmp(cmd, "debug-trap")) {
@@ -924,6 +938,7 @@ EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm 
         bash_command_text(&text);
         begin_observation(&text);
         buf_free(&text);
+        bash_prompt_command_starts();
         if (max) s[0] = 0;
         return 0;
     }
@@ -1015,6 +1030,7 @@ __attribute__((constructor)) static void prov_shim_init(void)
     S.shell_pid = getpid();
     bash_history_init(!strcmp(S.shell, "bash"), S.shell_pid);
     bash_trap_init(!strcmp(S.shell, "bash"));
+    bash_prompt_init(!strcmp(S.shell, "bash"), S.shell_pid);
     S.loaded = 1;
 }
 

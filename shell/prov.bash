@@ -10,59 +10,22 @@
 # The text is taken from bash's history list by the shim when the command
 # starts; so that every line gets an entry, HISTCONTROL, HISTIGNORE and
 # HISTSIZE=0 are neutralised while a line is read, the shim applies the
-# user's values itself (deleting what bash would have kept out) and PS0 puts
+# user's values itself (deleting what bash would have kept out) and puts
 # them back before the command runs. `set +o history` is handled in the shim.
+# The shim does this, and keeps PS0's part last, on bash's variables itself
+# (preload/bash_prompt.h): as shell code here, it was most of what the hook
+# cost at every prompt.
 __prov_shim=@PRELOAD@
 if [[ $- == *i* ]]; then
     if { : >| /.prov-shim-ctl/ping; } 2>/dev/null; then
         if [[ -z ${__prov_hooked-} ]]; then
             __prov_hooked=1
-            __prov_seq=0 __prov_done=0 __prov_empty=() __prov_status=0
-
-            # The user's history settings, as PS0 restored them after a line
-            # was read (the shim reads these three variables at line-start).
-            # HISTSIZE=0 keeps no history; empty, unset or negative keeps all.
-            __prov_user_values() {
-                __prov_hc=${HISTCONTROL-} __prov_hi=${HISTIGNORE-} __prov_hs=${HISTSIZE-}
-                # Only zeros (a regex would be compiled at every prompt).
-                if [[ -n $__prov_hs && -z ${__prov_hs//0/} ]]; then __prov_hs0=1; else __prov_hs0=0; fi
-            }
-            __prov_user_values
-            # Can the shim read bash's history list (see preload/bash_history.h)?
-            __prov_texts=1
-            if ! { : >| /.prov-shim-ctl/line-start; } 2>/dev/null; then
-                __prov_texts=
+            __prov_status=0
+            # Can the shim read bash's history list and variables (see
+            # preload/bash_history.h)?
+            if ! { : >| /.prov-shim-ctl/texts; } 2>/dev/null; then
                 printf '%s\n' 'prov: this bash does not export its history functions: commands are recorded without their text' >&2
             fi
-
-            __prov_precmd() {
-                local status=$?
-                if ((__prov_seq != __prov_done)); then
-                    __prov_done=$__prov_seq
-                    : >| "/.prov-shim-ctl/end/$status"
-                    __prov_user_values
-                fi
-                if [[ -n $__prov_texts ]]; then
-                    # The shim applies the user's settings to the next line
-                    # itself, so bash must keep every line while it is read
-                    # (a readonly setting stays as it is).
-                    : >| /.prov-shim-ctl/line-start
-                    [[ ${HISTCONTROL+${HISTCONTROL@a}} == *r* ]] || HISTCONTROL=
-                    [[ ${HISTIGNORE+${HISTIGNORE@a}} == *r* ]] || HISTIGNORE=
-                    if ((__prov_hs0)) && [[ ${HISTSIZE@a} != *r* ]]; then HISTSIZE=100; fi
-                fi
-                # Last in PS0, so a $(…) of the user's there runs before the
-                # command's observation starts. Compared with the value set
-                # last, whole: a match of the pattern *"$__prov_ps0" cost
-                # more than the rest of this function.
-                if [[ ${PS0-} != "$__prov_ps0_set" ]]; then
-                    local ps0=${PS0-}
-                    PS0=${ps0//"$__prov_ps0"/}$__prov_ps0
-                    __prov_ps0_set=$PS0
-                fi
-                __prov_status=$status
-                return $status
-            }
 
             # Prompt tools installed after this (bash-preexec, starship…)
             # put their hooks first: first again from the next prompt on,
@@ -73,7 +36,10 @@ if [[ $- == *i* ]]; then
             # The shim reads bash's trap list into $__prov_trap
             # (preload/bash_trap.h); only top-level code sees the DEBUG
             # trap, hence the `debug-trap` in PROMPT_COMMAND itself.
-            __prov_pc='__prov_precmd;: >| /.prov-shim-ctl/debug-trap;__prov_after'
+            # First the command's end and the next line's settings (the
+            # status kept for __prov_after to return, so the hooks after
+            # this one see the command's).
+            __prov_pc='__prov_status=$?;: >| "/.prov-shim-ctl/precmd/$__prov_status";: >| /.prov-shim-ctl/debug-trap;__prov_after'
             __prov_after() {
                 if [[ ${PROMPT_COMMAND@a} == *a* ]]; then
                     if [[ ${PROMPT_COMMAND[0]} != "$__prov_pc" ]]; then
@@ -104,16 +70,12 @@ if [[ $- == *i* ]]; then
             __prov_pause() { local s=$?; : >| /.prov-shim-ctl/pause; return $s; }
             __prov_resume() { local s=$?; : >| /.prov-shim-ctl/resume; return $s; }
 
-            # Prompt expansion runs in the shell itself. ${__prov_b@P}
-            # starts the command (a strftime format the shim knows), then
-            # associative array subscripts perform the := restores and
-            # expand to nothing, indexed ones do arithmetic (HISTSIZE back
-            # to 0, counting the command).
-            declare -gA __prov_none=()
+            # ${__prov_b@P} in PS0 starts the command (a strftime format the
+            # shim knows); last in PS0, so a $(…) of the user's there runs
+            # before the command's observation starts. Set here for the
+            # first line; from then on the shim keeps it last.
             __prov_b='\D{prov-shim-begin}'
-            __prov_ps0='${__prov_b@P}${__prov_none[x${HISTCONTROL:=$__prov_hc}]-}${__prov_none[x${HISTIGNORE:=$__prov_hi}]-}${__prov_empty[__prov_hs0 ? (HISTSIZE = 0) : 0]-}${__prov_empty[__prov_seq+=1]-}'
-            PS0=${PS0-}$__prov_ps0
-            __prov_ps0_set=$PS0
+            PS0=${PS0-}'${__prov_b@P}'
             if [[ -n ${PROMPT_COMMAND+set} && ${PROMPT_COMMAND@a} == *a* ]]; then
                 PROMPT_COMMAND=("$__prov_pc" "${PROMPT_COMMAND[@]}")
             else

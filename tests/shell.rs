@@ -919,6 +919,34 @@ fn bash_histsize_zero_and_cmdhist_off_keep_texts() {
     assert_wrote(&case, "one.txt", "echo one > one.txt");
 }
 
+/// Settings a command changes take effect from the next line on, as in
+/// bash without prov: HISTCONTROL and HISTIGNORE set at the prompt, and a
+/// PS0 replaced at the prompt (the integration's part goes back last: the
+/// next commands are recorded, and the user's PS0 runs outside them).
+#[test]
+fn bash_settings_changed_at_the_prompt_take_effect() {
+    let case = Case::new("bash-prompt-settings");
+    let mut sh = Shell::start_with(&case, "bash", "", &case.inst.prov());
+    sh.run("HISTCONTROL=ignorespace HISTIGNORE='touch*'");
+    sh.run(" echo hidden > hidden.txt");
+    sh.run("touch t.txt");
+    sh.run("echo shown > shown.txt");
+    sh.run("PS0='$(echo ps0 >> ~/ps0.log)'");
+    sh.run("echo after > after.txt");
+    let hist = sh.run("history; echo \"[$HISTCONTROL][$HISTIGNORE]\"");
+    sh.exit();
+    assert!(hist.contains("[ignorespace][touch*]"), "the user's values during commands: {hist}");
+    assert!(!hist.contains("hidden") && !hist.contains("touch t.txt"), "kept out as the user asked: {hist}");
+    assert!(hist.contains("echo shown > shown.txt") && hist.contains("echo after > after.txt"), "{hist}");
+    assert_wrote(&case, "hidden.txt", " echo hidden > hidden.txt");
+    assert_wrote(&case, "t.txt", "touch t.txt");
+    let after = assert_wrote(&case, "after.txt", "echo after > after.txt");
+    assert!(!files(&after).iter().any(|(_, p)| p.ends_with(b"ps0.log")), "{:?}", files(&after));
+    let ps0 = std::fs::read_to_string(case.home.join("ps0.log")).unwrap_or_default();
+    // `echo after`, `history` and `exit`.
+    assert_eq!(ps0.lines().count(), 3, "the user's PS0 runs before each later command: {ps0:?}");
+}
+
 /// The collector observing the process named `comm` that `parent` started:
 /// the parent of the holder that sits in that process's mount namespace.
 fn collector_of_child_of(parent: u32, comm: &str) -> Option<u32> {
