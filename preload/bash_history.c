@@ -22,7 +22,7 @@ static struct {
     int next;                   /* number the line being read starts at */
     struct buf rules;           /* HISTCONTROL\0HISTIGNORE\0HISTSIZE\0 */
     int keep_line;              /* history off: keep the line being read */
-    int started;                /* the first line-start set `next` */
+    int started;                /* the first bash_line_start set `next` */
     int mark_pending;           /* set `next` when the line editor waits */
     char **rl_line_buffer;      /* readline's line, as edited */
     int *rl_readline_state;
@@ -77,7 +77,7 @@ static const char *line_at(int i)
     return e && e->line ? e->line : NULL;
 }
 
-/* The user's settings, as taken at line-start, parsed into `r` (pointing
+/* The user's settings, as taken at bash_line_start, parsed into `r` (pointing
  * into `data`). */
 static void read_rules(struct hist_rules *r, struct buf *data)
 {

@@ -1,8 +1,8 @@
 /*
  * What the shim reads from other processes, as pure functions of their
- * bytes: the preparer's answer and the bash history settings handed over
- * with `line-start`. In a header of their own so that fuzz/shim/ can drive
- * them without loading the shim into a process.
+ * bytes: the preparer's answer and the bash history settings taken at the
+ * first prompt hook (bash_prompt.h). In a header of their own so that
+ * fuzz/shim/ can drive them without loading the shim into a process.
  */
 #ifndef PROV_SHIM_PARSE_H
 #define PROV_SHIM_PARSE_H

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the shim's parsers (preload/shim_parse.h): the
- * preparer's answer and the bash history settings of `line-start`.
+ * preparer's answer and the bash history settings taken at the first prompt hook.
  *
  * Input: the bytes of the settings memfd, HISTCONTROL\0HISTIGNORE\0HISTSIZE\0;
  * after the third NUL, optionally, the line to match and the previous
