@@ -193,9 +193,12 @@ fi
 # Not readable by users: the kernel then starts it non-dumpable, so nobody
 # can take the fanotify group out of it (the helper refuses it otherwise).
 install -m 0711 -o root -g root "$target/release/prov-collector" "$prefix/libexec/prov/prov-collector"
-install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # install(1) sets ownership before the mode, so the setuid bit stays.
+# The helper before the shim: a shell started in between gets the new shim,
+# whose join arguments (ENV_FD `-`) an older helper refuses; the new helper
+# still takes an older shim's.
 install -m 04755 -o root -g prov "$helper_bin" "$prefix/libexec/prov/prov-helper"
+install -m 0644 -o root -g root "$target/libprov_preload.so" "$prefix/lib/prov/libprov_preload.so"
 # Found by the collector next to itself; holds nothing privileged.
 install -m 0755 -o root -g root "$target/release/prov-writer" "$prefix/libexec/prov/prov-writer"
 

@@ -18,6 +18,7 @@ struct bash_variable {
     int attributes, context;
 };
 #define BASH_ATT_READONLY 0x0000002
+#define BASH_ATT_INTEGER 0x0000010
 
 /* The integration's part of PS0 (shell/prov.bash defines __prov_b): it
  * starts the command where parameters are expanded, after whatever the
@@ -73,14 +74,27 @@ static char *value_of(const char *name)
     return value ? strdup(value) : NULL;
 }
 
+/* A decimal number, which an integer variable takes as it is. */
+static int is_number(const char *s)
+{
+    s += *s == '-';
+    return *s && s[strspn(s, "0123456789")] == 0;
+}
+
 /* As the assignment NAME=VALUE would, but a readonly variable stays as it
- * is (bash would print an error at every prompt). */
-static void assign(const char *name, const char *value)
+ * is (bash would print an error at every prompt), and so does an integer
+ * one unless VALUE is a number: bash evaluates what an integer variable is
+ * given, and an error there jumps out of this hook to bash's top level,
+ * where PROMPT_COMMAND runs again (a prompt that never comes). Returns 0
+ * when assigned. */
+static int assign(const char *name, const char *value)
 {
     struct bash_variable *v = P.find_variable(name);
-    if (v && (v->attributes & BASH_ATT_READONLY)) return;
+    if (v && ((v->attributes & BASH_ATT_READONLY) || ((v->attributes & BASH_ATT_INTEGER) && !is_number(value))))
+        return -1;
     P.bind_variable(name, (char *)value, 0);
     P.special_variable(name);
+    return 0;
 }
 
 static void take_user_values(void)
@@ -108,10 +122,10 @@ int bash_prompt_command_ended(void)
 /* PS0 with every copy of the integration's part taken out and one put
  * last: prompt tools that set PS0 after the integration (or append to
  * it) must not start the command before their own part runs. */
-static void keep_ps0_last(void)
+static int keep_ps0_last(void)
 {
     const char *ps0 = or_empty(P.get_string_value("PS0"));
-    if (P.ps0_set && !strcmp(ps0, P.ps0_set)) return;
+    if (P.ps0_set && !strcmp(ps0, P.ps0_set)) return 0;
     struct buf kept = {0};
     int bad = 0;
     for (const char *p = ps0; *p && !bad;) {
@@ -120,19 +134,21 @@ static void keep_ps0_last(void)
         bad = buf_add(&kept, p, before);
         p += before + (part ? sizeof PS0_PART - 1 : 0);
     }
+    int rc = -1;
     if (!bad && !buf_add(&kept, PS0_PART, sizeof PS0_PART)) {
-        assign("PS0", kept.p);
+        rc = assign("PS0", kept.p);
         free(P.ps0_set);
         /* What bash holds now (a readonly PS0 kept its value): compared
          * with at the next prompt, so an unchanged PS0 costs one strcmp. */
         P.ps0_set = value_of("PS0");
     }
     buf_free(&kept);
+    return rc;
 }
 
-void bash_prompt_next_line(void)
+int bash_prompt_next_line(void)
 {
-    if (!usable()) return;
+    if (!usable()) return 0;
     if (!P.have_values) take_user_values();
     if (bash_line_start(or_empty(P.control), or_empty(P.ignore), or_empty(P.size)) == 0) {
         /* bash keeps every line while it is read: the shim applies the
@@ -141,7 +157,7 @@ void bash_prompt_next_line(void)
         assign("HISTIGNORE", "");
         if (P.size_zero) assign("HISTSIZE", "100");
     }
-    keep_ps0_last();
+    return keep_ps0_last();
 }
 
 /* NAME back to the user's value, unless something set it since. */

@@ -35,8 +35,9 @@ int bash_prompt_command_ended(void);
 /* Still in the first prompt hook: the lines read from now on are the next
  * command's (bash_line_start), with the user's settings out of the way
  * (a readonly one stays as it is), and the integration's part of PS0 is
- * put back last if something changed PS0. */
-void bash_prompt_next_line(void);
+ * put back last if something changed PS0. -1 when PS0 could not be set
+ * (readonly, or an integer variable): no command starts then. */
+int bash_prompt_next_line(void);
 
 /* PS0, as the command starts, after its text was taken: the user's
  * settings back in place for the command. */

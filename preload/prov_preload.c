@@ -666,7 +666,7 @@ static int control(const char *cmd)
         /* bash's first prompt hook: the command's end, if one started,
          * and the next line's settings (bash_prompt.h). */
         if (bash_prompt_command_ended()) end_observation(cmd + 7);
-        bash_prompt_next_line();
+        if (bash_prompt_next_line() < 0) warn_once("PS0 is readonly or an integer variable, so commands cannot be told to start");
         return null_fd();
     }
     if (!strcmp(cmd, "prepare")) { spawn_preparer(); return null_fd(); }

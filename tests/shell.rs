@@ -947,6 +947,22 @@ fn bash_settings_changed_at_the_prompt_take_effect() {
     assert_eq!(ps0.lines().count(), 3, "the user's PS0 runs before each later command: {ps0:?}");
 }
 
+/// A PS0 the integration cannot set, an integer variable (bash would
+/// evaluate the integration's part as arithmetic, fail, and run
+/// PROMPT_COMMAND again, forever) or a readonly one: the prompt still comes
+/// back, and the shell says once why commands are no longer recorded.
+#[test]
+fn bash_an_integer_or_readonly_ps0_never_holds_the_prompt() {
+    let case = Case::new("bash-odd-ps0");
+    for (set, name) in [("declare -i PS0; PS0=1", "integer"), ("readonly PS0='ro '", "readonly")] {
+        let mut sh = Shell::start_with(&case, "bash", "", &case.inst.prov());
+        let said = sh.run(set) + &sh.run(&format!("echo after-{name}")) + &sh.run("echo again");
+        assert!(said.contains(&format!("after-{name}")) && said.contains("again"), "{name}: {said}");
+        assert_eq!(said.matches("prov: not tracing: PS0 is readonly or an integer").count(), 1, "{name}: {said}");
+        sh.exit();
+    }
+}
+
 /// The collector observing the process named `comm` that `parent` started:
 /// the parent of the holder that sits in that process's mount namespace.
 fn collector_of_child_of(parent: u32, comm: &str) -> Option<u32> {

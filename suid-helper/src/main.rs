@@ -11,9 +11,10 @@
 //!   namespace, drop every privilege for good and exec PATH with the
 //!   caller's environment. ENV_FD `-` (what prov's callers pass): the
 //!   environment this helper was executed with, as the kernel recorded it
-//!   (/proc/self/environ: glibc's secure mode deletes LD_*, TMPDIR … from
-//!   `environ`, not from that record). A descriptor number: read from that
-//!   file (the protocol before, kept for a shell whose shim predates it).
+//!   (/proc/self/environ, read as the user after the drop: glibc's secure
+//!   mode deletes LD_*, TMPDIR … from `environ`, not from that record). A
+//!   descriptor number: read from that file (the protocol before, kept for
+//!   a shell whose shim predates it).
 //!   A holder that fails verification is not joined: PATH then runs as the
 //!   plain user outside, with one line saying so.
 //!
@@ -583,16 +584,6 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let path = to_cstring(&args[3])?;
     let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
     let id = identity()?;
-    let env_source = match env_fd {
-        // Opened now: once privileges are dropped, this process's /proc
-        // files are root's (a setuid program is not dumpable).
-        None => EnvSource::AsExecuted(
-            sys::open(c"/proc/self/environ", libc::O_RDONLY)
-                .map_err(|e| os_fail("cannot open /proc/self/environ", e))?,
-        ),
-        Some(fd) => EnvSource::Passed(fd),
-    };
-
     // Setuid/setgid programs are not run inside: they would act with
     // privilege in an observed namespace. Looked at with the user's euid so
     // the helper reveals nothing the user could not stat.
@@ -611,7 +602,10 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     drop_privileges(&id)?;
 
     // From here on the process is the user's and nothing more.
-    let env = read_environment(&env_source)?;
+    let env = match env_fd {
+        None => environment_as_executed()?,
+        Some(fd) => environment_from(fd)?,
+    };
     // The collector marks the record untraced, with the reason.
     if let (Some(why), Some(fd)) = (untraced, tracker_fd) {
         let mut msg = b"X".to_vec();
@@ -721,23 +715,35 @@ fn enter_holder_namespace(id: &Identity, pid: libc::pid_t) -> Result<(), Failure
     sys::setns(ns.as_fd()).map_err(|e| os_fail("setns", e))
 }
 
-/// Where `join` takes the command's environment from.
-enum EnvSource {
-    /// `-`: /proc/self/environ, the environment as executed.
-    AsExecuted(OwnedFd),
-    /// A descriptor the caller passed, read and closed.
-    Passed(RawFd),
+/// `-`: the environment this process was executed with, from the kernel's
+/// record of it (glibc's secure mode deletes entries from `environ`, not
+/// from that record). Opened as the user, with the user's rights only: the
+/// path is the caller's to control in a chroot jail, so it must not be
+/// opened as root. A setuid program is not dumpable, which keeps its /proc
+/// files root's; it is made dumpable first, as the exec of the command makes
+/// it a moment later anyway. By now it holds nothing the user may not have:
+/// its privileges are gone for good (`drop_privileges`), and every
+/// descriptor it opened as root is closed.
+fn environment_as_executed() -> Result<Vec<CString>, Failure> {
+    sys::set_dumpable(true).map_err(|e| os_fail("cannot read the environment", e))?;
+    // Non-blocking: a jail's FIFO in its place reads as empty, not forever.
+    let file = sys::open(c"/proc/self/environ", libc::O_RDONLY | libc::O_NONBLOCK)
+        .map_err(|e| os_fail("cannot open /proc/self/environ", e))?;
+    read_environment(file.as_raw_fd())
 }
 
-/// The caller's environment: NUL-separated NAME=VALUE entries. Read after the
-/// privilege drop, so it is plain user data.
-fn read_environment(source: &EnvSource) -> Result<Vec<CString>, Failure> {
+/// A descriptor the caller passed (a shim from before `-`), read and closed.
+fn environment_from(fd: RawFd) -> Result<Vec<CString>, Failure> {
+    let env = read_environment(fd);
+    let _ = sys::close(fd);
+    env
+}
+
+/// NUL-separated NAME=VALUE entries, read after the privilege drop, so they
+/// are plain user data.
+fn read_environment(fd: RawFd) -> Result<Vec<CString>, Failure> {
     const LIMIT: usize = 16 << 20;
     const CHUNK: usize = 16 << 10;
-    let fd = match source {
-        EnvSource::AsExecuted(fd) => fd.as_raw_fd(),
-        EnvSource::Passed(fd) => *fd,
-    };
     let mut data = Vec::new();
     loop {
         let filled = data.len();
@@ -749,11 +755,8 @@ fn read_environment(source: &EnvSource) -> Result<Vec<CString>, Failure> {
             }
             Ok(n) if filled + n <= LIMIT => data.truncate(filled + n),
             Ok(_) => return Err(fail("environment too large")),
-            Err(e) => return Err(os_fail("cannot read the environment descriptor", e)),
+            Err(e) => return Err(os_fail("cannot read the environment", e)),
         }
-    }
-    if let EnvSource::Passed(fd) = source {
-        let _ = sys::close(*fd);
     }
     Ok(data
         .split(|&b| b == 0)

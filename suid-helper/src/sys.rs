@@ -48,6 +48,12 @@ pub fn set_keepcaps(on: bool) -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
 }
 
+/// Whether the process may be traced and its /proc files are its euid's.
+pub fn set_dumpable(on: bool) -> io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
+}
+
 #[repr(C)]
 struct CapHeader {
     version: u32,

@@ -85,15 +85,21 @@ impl Jail {
     /// Runs `script` with sh inside the jail as the user, from `cwd` (a path
     /// inside the jail).
     fn run(&self, cwd: &str, script: &str) -> Output {
+        self.run_with_proc(cwd, script, true)
+    }
+
+    /// `run`, with the kernel's /proc mounted in the jail or, without, the
+    /// jail's own /proc directory, which the user may fill.
+    fn run_with_proc(&self, cwd: &str, script: &str, proc: bool) -> Output {
         // Root makes the jail's mount namespace.
         let _quota = super::root_quota_shared();
         let inst = self.case.inst;
         let setup = r#"set -e
-            j=$1 prefix=$2 shared=$3 user=$4 cwd=$5 script=$6
+            j=$1 prefix=$2 shared=$3 user=$4 cwd=$5 script=$6 proc=$7
             mkdir -p "$j$prefix" "$j$shared"
             mount --bind "$j" "$j"
             mount --bind /usr "$j/usr"; mount --bind /etc "$j/etc"; mount --rbind /dev "$j/dev"
-            mount -t proc proc "$j/proc"
+            [ "$proc" = no ] || mount -t proc proc "$j/proc"
             mount --bind "$prefix" "$j$prefix"; mount --bind "$shared" "$j$shared"
             exec chroot --userspec="$user" "$j" /usr/bin/env -i HOME=/prov-jail-home PATH=/usr/bin:/bin \
                 LANG=C.UTF-8 /bin/sh -c 'cd "$1" && shift && exec /bin/sh -c "$@"' sh "$cwd" "$script"
@@ -106,6 +112,7 @@ impl Jail {
             .arg(format!("{}:{}", inst.uid, inst.gid))
             .arg(cwd)
             .arg(script)
+            .arg(if proc { "yes" } else { "no" })
             .stdin(Stdio::null())
             .output()
             .unwrap()
@@ -175,6 +182,33 @@ fn chrooted_caller_cannot_join_an_observation_made_outside() {
             describe(out)
         );
     }
+}
+
+/// In a jail, /proc is whatever the jail holds: a user with their own /proc
+/// directory there points `self/exe` at the helper (so it passes its own
+/// check) and `self/environ` at a file only root may read. `join -` must not
+/// read that file into the command's environment: it opens the path as the
+/// user only. (A first version opened it as root before the drop, and the
+/// command printed the file.)
+#[test]
+fn a_jails_own_proc_cannot_hand_a_root_only_file_to_join() {
+    let jail = Jail::new("jail-environ");
+    let secret = jail.dir.join("ROOT-ONLY");
+    std::fs::write(&secret, "LEAKED=root-only-content\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    jail.case.chown_tree(&jail.dir.join("proc"));
+    let helper = jail.case.inst.helper();
+    let script = format!(
+        "mkdir -p /proc/self && ln -s {} /proc/self/exe && ln -s /ROOT-ONLY /proc/self/environ && \
+         {} join 1 - - /usr/bin/env env; echo status=$?",
+        helper.display(),
+        helper.display()
+    );
+    let out = jail.run_with_proc(JAIL_HOME, &script, false);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("status="), "the script ran to its end: {}", describe(&out));
+    assert!(!said.contains("root-only-content"), "a root-only file reached the command: {}", describe(&out));
+    assert!(said.contains("chroot"), "the join was refused as from a jail: {}", describe(&out));
 }
 
 // ------------------------------------------- 2. namespaces charged to user
