@@ -584,6 +584,7 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let path = to_cstring(&args[3])?;
     let argv = args[4..].iter().map(to_cstring).collect::<Result<Vec<_>, _>>()?;
     let id = identity()?;
+
     // Setuid/setgid programs are not run inside: they would act with
     // privilege in an observed namespace. Looked at with the user's euid so
     // the helper reveals nothing the user could not stat.
