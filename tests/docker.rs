@@ -12,6 +12,9 @@ use prov_e2e::container::{docker, image, Volume, CAP_OPTIONS};
 use prov_e2e::pty::{prompt_rc, Shell};
 use prov_e2e::*;
 
+const WAIT_FOR_TERMINAL_SIZE: &str =
+    r#"n=0; while [ "$(stty size)" = "0 0" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; exec "$@""#;
+
 /// `docker run -it` of the image in a pty: `shell` as the image's user,
 /// its home on `volume`, with `options` (the capabilities under test).
 fn container_shell(volume: &Volume, options: &[&str], name: &'static str) -> Shell {
@@ -19,7 +22,12 @@ fn container_shell(volume: &Volume, options: &[&str], name: &'static str) -> She
     cmd.args(["run", "--rm", "-it", "-e", "TERM=dumb", "-e", "LANG=C.UTF-8"])
         .args(["-v", &format!("{}:/home/user", volume.name)])
         .args(options)
-        .args([image(), name, "-i"]);
+        // The engine (20.10 here) starts the container's terminal at 0x0 and
+        // the client sets its size just after the start; zsh redraws its
+        // prompt when that lands after the prompt, and the extra prompt put
+        // every later output one line off (seen once in CI). The shell
+        // starts once the terminal has its size.
+        .args([image(), "sh", "-c", WAIT_FOR_TERMINAL_SIZE, "sh", name, "-i"]);
     let mut session = OsSession::spawn(cmd).expect("spawn docker run -it in a pty");
     session.set_expect_timeout(Some(Duration::from_secs(60)));
     let mut shell = Shell { name, session, pid: 0, startup: String::new() };
