@@ -10,6 +10,7 @@
 
 #include "bash_history.h"
 #include "shim_parse.h"
+#include "shim_shell.h"
 
 struct hist_entry { char *line; char *timestamp; void *data; };
 static struct {
@@ -28,19 +29,11 @@ static struct {
     int *rl_readline_state;
     int reading;                /* between the mark and the command's start */
     struct buf typed;           /* the lines as typed, newline-terminated */
-    int is_bash;                /* set once by bash_history_init */
-    pid_t shell_pid;            /* the shell itself, not one of its forks */
 } H;
-
-void bash_history_init(int is_bash, pid_t shell_pid)
-{
-    H.is_bash = is_bash;
-    H.shell_pid = shell_pid;
-}
 
 static int bash_history_ready(void)
 {
-    if (!H.ready && H.is_bash) {
+    if (!H.ready && shim_shell_is_bash()) {
         H.get = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "history_get");
         H.remove = (struct hist_entry * (*)(int)) dlsym(RTLD_DEFAULT, "remove_history");
         H.free_entry = (void *(*)(struct hist_entry *))dlsym(RTLD_DEFAULT, "free_history_entry");
@@ -116,7 +109,7 @@ static void typed_reset(void) { buf_free(&H.typed); }
 void bash_typed_key(const char *key, ssize_t got)
 {
     if (got == 1 && H.reading && (*key == '\n' || *key == '\r') && H.rl_line_buffer && *H.rl_line_buffer
-        && H.rl_readline_state && !(*H.rl_readline_state & RL_STATE_MOREINPUT) && getpid() == H.shell_pid) {
+        && H.rl_readline_state && !(*H.rl_readline_state & RL_STATE_MOREINPUT) && shim_in_shell_itself()) {
         if (buf_str(&H.typed, *H.rl_line_buffer) == 0) buf_add(&H.typed, "\n", 1);
     }
 }
@@ -198,12 +191,12 @@ int bash_line_start(const char *control, const char *ignore, const char *size)
 
 void bash_keep_line(int on)
 {
-    if (H.keep_line && getpid() == H.shell_pid) *H.remember = on;
+    if (H.keep_line && shim_in_shell_itself()) *H.remember = on;
 }
 
 void bash_mark_line_start(void)
 {
-    if (H.mark_pending && getpid() == H.shell_pid) {
+    if (H.mark_pending && shim_in_shell_itself()) {
         H.mark_pending = 0;
         H.next = *H.base + *H.length;
         typed_reset();

@@ -27,10 +27,8 @@
 
 #include "shim_util.h"
 
-/* From the shim's constructor: whether the shell is bash (otherwise every
- * call below does nothing) and the shell's own pid (its forks' calls do
- * nothing either). */
-void bash_history_init(int is_bash, pid_t shell_pid);
+/* In a shell other than bash every call below does nothing, and so do the
+ * shell's forks' (shim_shell.h). */
 
 /* Whether bash's history list can be reached. */
 int bash_history_available(void);

@@ -5,10 +5,10 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bash_history.h"
 #include "bash_prompt.h"
+#include "shim_shell.h"
 
 /* bash's SHELL_VAR (variables.h), whose first fields have not changed
  * since bash 2.0: only the attributes are read. */
@@ -26,8 +26,7 @@ struct bash_variable {
 static const char PS0_PART[] = "${__prov_b@P}";
 
 static struct {
-    int is_bash, looked, ready;
-    pid_t shell_pid;
+    int looked, ready;
     struct bash_variable *(*find_variable)(const char *);
     void *(*bind_variable)(const char *, char *, int);
     char *(*get_string_value)(const char *);
@@ -41,16 +40,10 @@ static struct {
     char *ps0_set;              /* PS0 as set here last */
 } P;
 
-void bash_prompt_init(int is_bash, pid_t shell_pid)
-{
-    P.is_bash = is_bash;
-    P.shell_pid = shell_pid;
-}
-
 /* In the shell itself (not a fork), with bash's variable functions. */
 static int usable(void)
 {
-    if (!P.looked && P.is_bash) {
+    if (!P.looked && shim_shell_is_bash()) {
         P.looked = 1;
         P.find_variable = (struct bash_variable * (*)(const char *)) dlsym(RTLD_DEFAULT, "find_variable");
         P.bind_variable = (void *(*)(const char *, char *, int))dlsym(RTLD_DEFAULT, "bind_variable");
@@ -58,7 +51,7 @@ static int usable(void)
         P.special_variable = (void (*)(const char *))dlsym(RTLD_DEFAULT, "stupidly_hack_special_variables");
         P.ready = P.find_variable && P.bind_variable && P.get_string_value && P.special_variable;
     }
-    return P.ready && getpid() == P.shell_pid;
+    return P.ready && shim_in_shell_itself();
 }
 
 int bash_prompt_texts(void)
@@ -112,7 +105,7 @@ static void take_user_values(void)
 
 int bash_prompt_command_ended(void)
 {
-    if (!P.is_bash || getpid() != P.shell_pid) return 0;
+    if (!shim_shell_is_bash() || !shim_in_shell_itself()) return 0;
     int ended = P.started;
     P.started = 0;
     if ((ended || !P.have_values) && usable()) take_user_values();
@@ -171,7 +164,7 @@ static void restore(const char *name, const char *user_value)
 
 void bash_prompt_command_starts(void)
 {
-    if (!P.is_bash || getpid() != P.shell_pid) return;
+    if (!shim_shell_is_bash() || !shim_in_shell_itself()) return;
     P.started = 1;
     if (!usable() || !P.have_values || !bash_history_available()) return;
     restore("HISTCONTROL", P.control);

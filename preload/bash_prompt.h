@@ -17,11 +17,8 @@
 #ifndef PROV_BASH_PROMPT_H
 #define PROV_BASH_PROMPT_H
 
-#include <sys/types.h>
-
-/* From the shim's constructor: whether the shell is bash (otherwise every
- * call below does nothing) and the shell's own pid. */
-void bash_prompt_init(int is_bash, pid_t shell_pid);
+/* In a shell other than bash every call below does nothing, and so do the
+ * shell's forks' (shim_shell.h). */
 
 /* Whether commands get their text: bash's history list and variables can
  * be reached. */

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "bash_trap.h"
+#include "shim_shell.h"
 
 /* The symbols bash exports for loadable builtins. */
 static struct {
-    int is_bash;
     int looked;
     /* trap.c: the command of each trap, by number; NULL, SIG_DFL (0) or
      * SIG_IGN (1) when there is none. */
@@ -22,11 +22,9 @@ static struct {
     int debug;
 } T = { .debug = -1 };
 
-void bash_trap_init(int is_bash) { T.is_bash = is_bash; }
-
 static int bash_trap_ready(void)
 {
-    if (!T.looked && T.is_bash) {
+    if (!T.looked && shim_shell_is_bash()) {
         T.looked = 1;
         char **names = (char **)dlsym(RTLD_DEFAULT, "signal_names");
         T.trap_list = (char **)dlsym(RTLD_DEFAULT, "trap_list");

@@ -11,9 +11,7 @@
 #ifndef PROV_BASH_TRAP_H
 #define PROV_BASH_TRAP_H
 
-/* From the shim's constructor: whether the shell is bash (otherwise the
- * call below does nothing). */
-void bash_trap_init(int is_bash);
+/* In a shell other than bash the call below does nothing (shim_shell.h). */
 
 /* `debug-trap`, opened by PROMPT_COMMAND at its top level (inside a
  * function bash hides its DEBUG trap): sets the shell variable

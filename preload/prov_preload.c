@@ -74,6 +74,7 @@
 #include "bash_prompt.h"
 #include "bash_trap.h"
 #include "shim_parse.h"
+#include "shim_shell.h"
 #include "shim_util.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -140,6 +141,7 @@ static struct {
     int prepare_took_ms;     /* how long the last preparation took, or -1 */
     int prepare_pending;     /* start a preparer at the shell's next read */
     pid_t shell_pid;         /* the shell itself, not one of its forks */
+    int is_bash;
     int capture;             /* memfd the shell wrote into (zsh's text) */
     unsigned long seq;
     char helper[PATH_MAX], prov[PATH_MAX];
@@ -281,7 +283,7 @@ static void send_pending_end(void)
 {
     /* A fork of the shell (a prompt's $(...)) has a copy of it: the shell
      * sends it, once. */
-    if (S.pending_end_len == 0 || getpid() != S.shell_pid) return;
+    if (S.pending_end_len == 0 || !shim_in_shell_itself()) return;
     int len = S.pending_end_len;
     S.pending_end_len = 0;
     if (S.storing < 0) return;
@@ -839,7 +841,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
     }
     if (!observing() || S.tracker < 0 || !path) return real_execve(path, argv, envp);
     int saved = errno;
-    if (getpid() == S.shell_pid) {
+    if (shim_in_shell_itself()) {
         /* `exec PROGRAM` typed at the prompt replaces the shell itself: the
          * command ends here, and the program (a new shell, usually) runs
          * outside any observation, as the shell did. */
@@ -895,7 +897,7 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
  * zsh: read) starts preparing the next observation (see end_observation). */
 static void prepare_if_pending(int tty_fd)
 {
-    if (S.prepare_pending && getpid() == S.shell_pid) {
+    if (S.prepare_pending && shim_in_shell_itself()) {
         int saved = errno;
         /* Not the integration's own reads (of a capture) in the prompt hook,
          * before the prompt is drawn: only the terminal's. */
@@ -1001,6 +1003,10 @@ static int take_env(const char *name, char *out, size_t size)
     return 0;
 }
 
+int shim_shell_is_bash(void) { return S.is_bash; }
+
+int shim_in_shell_itself(void) { return getpid() == S.shell_pid; }
+
 __attribute__((constructor)) static void prov_shim_init(void)
 {
     resolve_real();
@@ -1028,9 +1034,7 @@ __attribute__((constructor)) static void prov_shim_init(void)
     void *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared != MAP_FAILED) dead_holder_reported = shared;
     S.shell_pid = getpid();
-    bash_history_init(!strcmp(S.shell, "bash"), S.shell_pid);
-    bash_trap_init(!strcmp(S.shell, "bash"));
-    bash_prompt_init(!strcmp(S.shell, "bash"), S.shell_pid);
+    S.is_bash = !strcmp(S.shell, "bash");
     S.loaded = 1;
 }
 
@@ -1041,5 +1045,5 @@ __attribute__((constructor)) static void prov_shim_init(void)
  * exit all the time and must never wait. */
 __attribute__((destructor)) static void prov_shim_fini(void)
 {
-    if (S.loaded && getpid() == S.shell_pid) wait_stored();
+    if (S.loaded && shim_in_shell_itself()) wait_stored();
 }
