@@ -95,14 +95,14 @@ fn lineage_walks_back_and_forth_through_a_pipeline() {
     );
     let depths: Vec<u64> = commands.iter().map(|c| c["depth"].as_u64().unwrap()).collect();
     assert_eq!(depths, vec![3, 2, 1]);
-    // Two links, both by content: raw.txt from step 1 to 2, sorted.txt from 2 to 3.
+    // Two links, both by path: raw.txt from step 1 to 2, sorted.txt from 2 to 3.
     let id = |i: usize| commands[i]["id"].clone();
     let flows: BTreeSet<(String, String, String)> = doc["flows"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| {
-            assert_eq!(f["linked_by"], "content");
+            assert_eq!(f["match"], "path");
             let name = f["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
             (f["writer"].to_string(), f["reader"].to_string(), name)
         })
@@ -124,7 +124,7 @@ fn lineage_walks_back_and_forth_through_a_pipeline() {
     assert!(tree.lines().any(|l| l.contains("params.txt") && l.contains("(no recorded writer)")), "{tree}");
     assert!(tree.lines().any(|l| l.contains("sort.sh") && l.contains("(no recorded writer)")), "{tree}");
 
-    // A renamed result is still found by its content.
+    // A renamed result is still found: moved since.
     std::fs::rename(&result, case.work.join("renamed.txt")).unwrap();
     assert_eq!(texts(&lineage_json(&case, &["renamed.txt"])).len(), 3);
     std::fs::rename(case.work.join("renamed.txt"), &result).unwrap();

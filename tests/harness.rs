@@ -263,9 +263,11 @@ impl Case {
         }
     }
 
-    /// The one command that wrote `file` (by query), with all its files.
+    /// The one command that wrote `file` (by query), with all its files:
+    /// the file's own writer (matched by path, or as moved since), whatever
+    /// commands wrote identical content elsewhere or earlier versions.
     pub fn writer_of(&self, file: impl AsRef<OsStr>) -> Value {
-        let mut found = self.query([OsStr::new("wrote"), file.as_ref()]);
+        let mut found = same_file(self.query([OsStr::new("wrote"), file.as_ref()]));
         assert_eq!(found.len(), 1, "expected exactly one writer of {:?}: {found:#?}", file.as_ref());
         found.pop().unwrap()
     }
@@ -304,7 +306,7 @@ impl Case {
     pub fn writer_of_eventually(&self, file: &str) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let mut found = self.query(["wrote", file]);
+            let mut found = same_file(self.query(["wrote", file]));
             if found.len() == 1 || std::time::Instant::now() > deadline {
                 assert_eq!(
                     found.len(),
@@ -344,6 +346,13 @@ pub fn toolchain_has_musl() -> bool {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let target = Command::new(repo.join("packaging/helper-target")).arg("rustc").output().unwrap();
     !target.stdout.trim_ascii().is_empty()
+}
+
+/// The commands of a `prov query wrote|read --json` answer that wrote
+/// (read) the file itself (`match` "path" or "moved"), not identical content
+/// elsewhere or an earlier version of the path.
+pub fn same_file(found: Vec<Value>) -> Vec<Value> {
+    found.into_iter().filter(|c| c["match"] == "path" || c["match"] == "moved").collect()
 }
 
 pub fn parse_json_lines(bytes: &[u8]) -> Vec<Value> {

@@ -172,7 +172,7 @@ fn server_counts(pg: &Postgres) -> (u64, u64, u64) {
 }
 
 #[test]
-fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content() {
+fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link() {
     let pg = cluster("sync-two-hosts");
     let project = shared_dir("sync-two-hosts");
     let node17 = Node::new("sync-two-hosts-node17", "node17", &pg, "alice", "alice-pw");
@@ -216,7 +216,7 @@ fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content(
     // --local (the default) is this host's journal only.
     assert_eq!(login.hosts_of(&["query", "history", "--local"]), ["login1"]);
 
-    // Lineage follows the content from the login node to the job's node.
+    // Lineage follows the file from the login node to the job's node.
     let plot = project.join("plot.txt");
     let out = login.prov([
         OsStr::new("query"),
@@ -231,7 +231,7 @@ fn records_of_two_hosts_meet_in_the_central_store_once_each_and_link_by_content(
     let hosts: Vec<&str> =
         lineage["commands"].as_array().unwrap().iter().map(|c| c["host"].as_str().unwrap()).collect();
     assert_eq!(hosts, ["node17", "login1"], "{lineage:#}");
-    assert!(lineage["flows"].as_array().unwrap().iter().any(|f| f["linked_by"] == "content"), "{lineage:#}");
+    assert!(lineage["flows"].as_array().unwrap().iter().any(|f| f["match"] == "path"), "{lineage:#}");
 
     // The HTML report too.
     let out = login.prov(["report", "-o", "-", "--everywhere"]);

@@ -11,10 +11,9 @@ use std::sync::LazyLock;
 use anyhow::Result;
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
-use prov_export::lineage::{self, Direction, Target};
+use prov_export::lineage::{self, Direction, Target, WalkOptions};
 use prov_export::{ExportOptions, Format};
 use prov_model::escape::escape;
-use prov_model::hash::hash_path;
 
 use crate::export;
 use crate::query::{absolute, open_store, output_stream};
@@ -96,6 +95,15 @@ pub struct LineageArgs {
     /// tools) with its recorded arguments and directory, where known.
     #[arg(long, value_enum, value_name = "STEP", default_value = "commands")]
     pub steps: Steps,
+    /// Also follow identical content at other paths: a copy, or a
+    /// coincidence. Such links are labelled in the tree and dashed in DOT;
+    /// exports include them only with this flag.
+    #[arg(long)]
+    pub by_content: bool,
+    /// Also prov's own work (`prov query`, `prov report`, …): its reads are
+    /// left out of lineage by default.
+    #[arg(long)]
+    pub include_prov: bool,
 }
 
 /// `--steps` of an export.
@@ -115,22 +123,15 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
-    let mut content = Vec::new();
-    if path.is_file() {
-        for params in store.hash_params_in_use()? {
-            if let Ok((hash, size)) = hash_path(&path, params) {
-                content.push((hash, size, params));
-            }
-        }
-    }
     let direction = if args.downstream { Direction::Downstream } else { Direction::Upstream };
-    let target = Target { path: path.as_os_str().as_bytes().to_vec(), content };
+    let target = Target::on_disk(&store, path.as_os_str().as_bytes())?;
     let depth = args.depth.map(|d| usize::try_from(d).unwrap_or(usize::MAX));
+    let walk_options = WalkOptions { max_depth: depth, by_content: args.by_content, include_own: args.include_prov };
     if args.processes {
         if args.format != LineageFormat::Tree {
             anyhow::bail!("--processes shows the lineage as a tree only (--format tree)");
         }
-        let walked = prov_export::process_lineage::walk_processes(&store, target, depth)?;
+        let walked = prov_export::process_lineage::walk_processes(&store, target, &walk_options)?;
         if walked.start.is_none() {
             eprintln!("prov: no recorded command wrote {}", escape(path.as_os_str().as_bytes()));
             return Ok(ExitCode::from(1));
@@ -143,7 +144,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let walked = lineage::walk(&store, target, direction, depth)?;
+    let walked = lineage::walk_with(&store, target, direction, &walk_options)?;
     if walked.start.is_empty() {
         let verb = if args.downstream { "read" } else { "wrote" };
         eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
@@ -155,9 +156,11 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         Steps::Processes => prov_export::steps::process_steps(&store, &walked.records())?,
     };
     let opts = ExportOptions {
-        // Upstream, a rebuild is for the file, under the name it was
-        // written as (it may have been renamed since); downstream, for
-        // everything made from it.
+        // The lineage's own links (moves and in-place edits included) for
+        // the commands as recorded; process steps are tied by path.
+        links: (args.steps == Steps::Commands).then(|| walked.plan_links()),
+        // Upstream, process steps rebuild the file under the name it was
+        // written as (the command lineage's links move it to its name now).
         targets: (!args.downstream)
             .then(|| walked.start.iter().filter_map(|&(c, f)| walked.file(c, f)).map(|f| f.path.clone()).collect()),
         title: Some(format!("prov: {} of {}", direction.as_str(), path.display())),
@@ -165,7 +168,13 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
     };
     let view: fn(&lineage::Lineage, &mut dyn Write) -> prov_export::Result<()> = match args.format {
         LineageFormat::Tree => {
-            let state = |f: &prov_store::FileRow| stat::file_now(f).label();
+            // An intermediate file a later step rewrote is expected to differ.
+            let rewritten =
+                if args.stat && !args.downstream { stat::rewritten_later(&walked) } else { Default::default() };
+            let state = |f: &prov_store::FileRow| match rewritten.get(&f.id) {
+                Some(by) => format!("rewritten since by #{by}"),
+                None => stat::file_now(f).label(),
+            };
             let opts = TreeOptions { all_files: args.all_files, state: args.stat.then_some(&state as _) };
             let mut out: Box<dyn Write> = match args.output.as_deref() {
                 Some(_) => output_stream(args.output.as_deref())?,
@@ -181,6 +190,9 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                         writeln!(out, "{}", stat::target_summary(&path, event, c, verb))?;
                     }
                 }
+                if !args.downstream && !walked.start.is_empty() {
+                    writeln!(out, "{}", stat::staleness(&walked))?;
+                }
             }
             out.flush()?;
             return Ok(ExitCode::SUCCESS);
@@ -194,6 +206,18 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         }
         LineageFormat::Dot => prov_export::dot::write_dot,
         LineageFormat::Export(format) => {
+            if matches!(format, Format::Makefile | Format::Snakemake) {
+                let links = opts
+                    .links
+                    .clone()
+                    .unwrap_or_else(|| prov_export::plan::path_links(&records, opts.targets.as_deref()));
+                for why in prov_export::plan::plan(&records, &links).refused {
+                    eprintln!(
+                        "prov: warning: cannot rebuild faithfully: {}",
+                        prov_model::escape::escape_text(why.as_bytes())
+                    );
+                }
+            }
             export::write(format, &records, &opts, args.output.as_deref())?;
             return Ok(ExitCode::SUCCESS);
         }

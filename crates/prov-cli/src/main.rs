@@ -139,6 +139,10 @@ enum Command {
         /// Only the last N commands (default: all).
         #[arg(short = 'n', long = "limit", value_name = "N")]
         limit: Option<usize>,
+        /// Count prov's own work (`prov query`, `prov report`, …) in the
+        /// charts too; it is listed either way.
+        #[arg(long)]
+        include_prov: bool,
         #[command(flatten)]
         filters: FilterArgs,
     },
@@ -301,6 +305,8 @@ pub struct QueryOpts {
     /// files, objects with id, access ("read"/"write"), path, size,
     /// mtime_ns, mtime, hash (16 hex digits, null if unreadable),
     /// hash_chunk_size, hash_chunks, pid, matched (the file asked about),
+    /// match (wrote/read: how the command and its matched files match the
+    /// file asked about: path, moved, earlier or content; see README),
     /// archived (a read file the script archive kept), and with --stat now:
     /// {state: up-to-date|modified|missing|unreadable, differs: [size,
     /// mtime, hash, type], error}; plus file_count and files_truncated
@@ -338,6 +344,10 @@ pub struct QueryOpts {
     /// `less -FRX`; a pager is used only on a terminal).
     #[arg(long)]
     pub no_pager: bool,
+    /// wrote/read: also prov's own work (`prov query`, `prov report`, …),
+    /// left out of the answers by default.
+    #[arg(long)]
+    pub include_prov: bool,
     #[command(flatten)]
     pub filters: FilterArgs,
 }
@@ -354,6 +364,7 @@ impl QueryOpts {
             files_shown: 0,
             color: self.color,
             pager: !self.no_pager,
+            include_prov: self.include_prov,
         }
     }
 }
@@ -405,7 +416,9 @@ fn every_other_subcommand() -> ExitCode {
         Command::Restore(args) => restore::restore(args),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json),
-        Command::Report { output, limit, filters } => report::report(&output, limit, &filters),
+        Command::Report { output, limit, include_prov, filters } => {
+            report::report(&output, limit, include_prov, &filters)
+        }
         Command::Doctor { repair: false } => doctor::doctor(),
         Command::Doctor { repair: true } => doctor_db::repair(),
         Command::Config { default } => config::config(default),

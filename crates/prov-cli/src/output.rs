@@ -11,7 +11,9 @@
 //! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
 //! `size`, `mtime_ns`, `mtime`, `hash` (16 hex digits, null if unreadable),
 //! `hash_chunk_size`, `hash_chunks`, `pid`, `matched` (this file is what the
-//! query asked about), plus `file_count` (all files of the command) and
+//! query asked about), `match` (wrote/read: how a matched file matches the
+//! file asked about: "path", "moved", "earlier" or "content"; the command
+//! object carries its strongest), plus `file_count` (all files of the command) and
 //! `files_truncated` (true when `files` lists only the matched files and
 //! some others because the command has more than 1000; `--all-files` lists
 //! all). Byte strings (`text`, `cwd`, `path`) that are not
@@ -41,6 +43,8 @@ use crate::terminal::{Paint, Tone};
 pub struct Listing<'a> {
     pub files: &'a [FileRow],
     pub matched: &'a [i64],
+    /// File queries: how each matched event matched (event id, kind).
+    pub how: &'a [(i64, prov_export::lineage::MatchKind)],
     pub total: u64,
     /// With `--stat`: each file's state now, in the order of `files`.
     pub now: &'a [FileNow],
@@ -69,6 +73,9 @@ pub fn command_json(c: &CommandRow, files: Option<Listing<'_>>) -> Value {
 fn file_json(f: &FileRow, l: &Listing<'_>, i: usize) -> Value {
     let mut o = prov_export::json::file_fields(f);
     o.insert("matched".into(), l.matched.contains(&f.id).into());
+    if let Some((_, kind)) = l.how.iter().find(|(id, _)| *id == f.id) {
+        o.insert("match".into(), kind.as_str().into());
+    }
     if is_archived(l, f) {
         o.insert("archived".into(), true.into());
     }
@@ -180,11 +187,12 @@ pub fn home() -> Option<Vec<u8>> {
     std::env::var_os("HOME").map(|h| h.as_bytes().trim_ascii_end().strip_suffix(b"/").unwrap_or(h.as_bytes()).to_vec())
 }
 
-/// One line per command: `#id  time  status  directory  text`, then, when
-/// asked, its files on the lines below.
+/// One line per command: `#id  time  status  directory  text`, then `how`
+/// it matched a file asked about, then, when asked, its files.
 pub fn write_command(
     out: &mut impl Write,
     c: &CommandRow,
+    how: Option<&str>,
     files: Option<Listing<'_>>,
     files_shown: usize,
     paint: Paint,
@@ -207,6 +215,9 @@ pub fn write_command(
         paint.paint(tone, &format!("{status:<7}")),
         short_dir(&c.cwd, home),
     )?;
+    if let Some(how) = how {
+        writeln!(out, "    {how}")?;
+    }
     if let Some(l) = files {
         let Listing { files, matched, total, now, .. } = l;
         for (i, f) in files.iter().enumerate().take(files_shown) {

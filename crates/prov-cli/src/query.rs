@@ -8,9 +8,9 @@ use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use prov_export::lineage::{Direction, Lookup, MatchKind, Matched, Target, WalkOptions};
 use prov_model::config::QueryConfig;
 use prov_model::escape::escape;
-use prov_model::hash::hash_path;
 use prov_model::Access;
 use prov_store::{FileRow, Selected, Store, StoreError};
 
@@ -102,6 +102,8 @@ pub struct Show {
     pub color: ColorChoice,
     /// Page long output on a terminal.
     pub pager: bool,
+    /// File queries: also prov's own work.
+    pub include_prov: bool,
 }
 
 /// What a query that found nothing says (on standard error), with exit
@@ -111,8 +113,11 @@ pub(crate) fn no_match() -> ExitCode {
     ExitCode::from(1)
 }
 
-/// Commands that wrote (read) FILE, by content and by path, narrowed by the
-/// filters.
+/// Commands that wrote (read) FILE, each with how it matched (see
+/// [`MatchKind`]): the file's own writer (readers) first, then earlier
+/// versions of its path, then identical content elsewhere, each group
+/// newest first and under its own heading. Exit status 1 when no recorded
+/// command wrote (read) the file itself.
 pub fn by_file(
     access: Access,
     file: &OsStr,
@@ -127,18 +132,13 @@ pub fn by_file(
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
-    // By content first: every hash parameter set in use, so files recorded
-    // under an older configuration are still found. Not an empty file:
-    // every empty file has that content, so it is found by path only.
-    let mut keys = Vec::new();
-    if path.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
-        for params in store.hash_params_in_use()? {
-            if let Ok((hash, size)) = hash_path(&path, params) {
-                keys.push((hash, size, params));
-            }
-        }
-    }
-    let mut found = store.find_file_events(access, &keys, Some(path.as_os_str().as_bytes()), None)?;
+    let target = Target::on_disk(&store, path.as_os_str().as_bytes())?;
+    let mut lookup =
+        Lookup::with_options(&store, &WalkOptions { include_own: show.include_prov, ..Default::default() });
+    let mut found = match access {
+        Access::Write => lookup.writers_of_file(target.now.as_ref(), &target.path)?,
+        Access::Read => lookup.classify_readers(target.now.as_ref(), &target.path)?,
+    };
     if !filters.is_empty() {
         let mut selection = filters.selection(None);
         selection.command.ids = Some(found.iter().map(|(c, _)| c.id).collect());
@@ -149,22 +149,86 @@ pub fn by_file(
     if let Some(n) = limit {
         found.truncate(n);
     }
-    // With --stat, a last line on the file asked about, from the newest
-    // command found and its event of that file.
+    let kind_of = |(_, events): &Matched| events[0].1;
+    let answered = found.first().is_some_and(|m| kind_of(m).is_same_file());
+    let verb = if access == Access::Write { "wrote" } else { "read" };
+    if !answered {
+        // Said first, before any content twins are listed.
+        eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
+    }
+    // Exports carry the file's own writers (readers) only.
+    if show.export.is_some() {
+        found.retain(|m| kind_of(m).is_same_file());
+    }
+    // With --stat, a last line on the file asked about, from its writer
+    // (first reader) and its event of that file.
     let summary = match found.first() {
-        Some((command, matched)) if show.stat && !show.json => matched.iter().find(|f| f.access == access).map(|f| {
-            let verb = if access == Access::Write { "wrote" } else { "read" };
-            stat::target_summary(&path, f, command.id, verb)
-        }),
+        Some((command, matched)) if answered && show.stat && !show.json => {
+            let mut lines = stat::target_summary(&path, &matched[0].0, command.id, verb);
+            // A file written: whether what it was made from changed since.
+            if access == Access::Write {
+                let opts = WalkOptions { include_own: show.include_prov, ..Default::default() };
+                let walked = prov_export::lineage::walk_with(&store, target.clone(), Direction::Upstream, &opts)?;
+                lines = format!("{lines}\n{}", stat::staleness(&walked));
+            }
+            Some(lines)
+        }
         _ => None,
     };
-    print_then(&store, &found, &Show { files: true, ..show.clone() }, summary.as_deref())?;
-    if found.is_empty() {
-        let verb = if access == Access::Write { "wrote" } else { "read" };
-        eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
-        return Ok(ExitCode::from(1));
+    let selected: Vec<Selected> =
+        found.iter().map(|(c, events)| (c.clone(), events.iter().map(|(f, _)| f.clone()).collect())).collect();
+    let how: Vec<Vec<(i64, MatchKind)>> =
+        found.iter().map(|(_, events)| events.iter().map(|(f, k)| (f.id, *k)).collect()).collect();
+    let matches = Matches { access, path: path.as_os_str().as_bytes(), how: &how, gone: target.now.is_none() };
+    print_with(&store, &selected, &Show { files: true, ..show.clone() }, summary.as_deref(), Some(&matches))?;
+    Ok(if answered { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// How the commands of a file query matched the file asked about: for
+/// each command listed, its matched events and their kinds, strongest first.
+struct Matches<'a> {
+    access: Access,
+    path: &'a [u8],
+    how: &'a [Vec<(i64, MatchKind)>],
+    /// The file is not on disk now: its last recorded write is its writer.
+    gone: bool,
+}
+
+impl Matches<'_> {
+    /// One line on how the `i`th command matched: "wrote this file", "wrote
+    /// it as OLD (moved since)", ….
+    fn line(&self, i: usize, files: &[FileRow]) -> String {
+        let (event, kind) = self.how[i][0];
+        let other = files.iter().find(|f| f.id == event).map_or(String::from("?"), |f| escape(&f.path));
+        let verb = if self.access == Access::Write { "wrote" } else { "read" };
+        match kind {
+            MatchKind::Path if self.gone && self.access == Access::Write => {
+                "wrote this file last (it is gone now: its content is not compared)".to_string()
+            }
+            MatchKind::Path if self.gone => {
+                "read this path (the file is gone now: its content is not compared)".to_string()
+            }
+            MatchKind::Path => format!("{verb} this file"),
+            MatchKind::Moved => format!("{verb} it as {other} (moved since)"),
+            MatchKind::Earlier => format!("{verb} an earlier version of this path"),
+            MatchKind::Content if self.access == Access::Write => format!("wrote identical content to {other}"),
+            MatchKind::Content => format!("read identical content as {other}"),
+        }
     }
-    Ok(ExitCode::SUCCESS)
+
+    /// The heading before the first command of a weaker kind.
+    fn heading(&self, i: usize) -> Option<String> {
+        let kind = self.how[i][0].1;
+        let previous = i.checked_sub(1).map(|p| self.how[p][0].1);
+        if previous == Some(kind) || kind.is_same_file() {
+            return None;
+        }
+        let path = escape(self.path);
+        Some(match kind {
+            MatchKind::Earlier => format!("Earlier versions of {path}:"),
+            _ => "Identical content elsewhere (a copy or a coincidence, not this file's history):".to_string(),
+        })
+    }
 }
 
 /// The most recent commands passing the filters, newest first.
@@ -251,13 +315,24 @@ fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
 
 /// `print`, and a last line after the commands (human output only).
 fn print_then(store: &Store, found: &[Selected], show: &Show, last: Option<&str>) -> Result<()> {
+    print_with(store, found, show, last, None)
+}
+
+/// `print_then`, with how each command matched a file asked about.
+fn print_with(
+    store: &Store,
+    found: &[Selected],
+    show: &Show,
+    last: Option<&str>,
+    matches: Option<&Matches<'_>>,
+) -> Result<()> {
     if let Some((format, output)) = &show.export {
         return export(store, found, *format, output.as_deref());
     }
     let mut out = Pager::start(show.pager && !show.json);
     let paint = Paint { on: !show.json && show.color.enabled() };
     let home = output::home();
-    for (command, matched) in found {
+    for (i, (command, matched)) in found.iter().enumerate() {
         let listed =
             if show.files || show.stat { Some(files_shown(store, command.id, matched, show.all_files)?) } else { None };
         let now: Vec<FileNow> = match (&listed, show.stat) {
@@ -270,17 +345,35 @@ fn print_then(store: &Store, found: &[Selected], show: &Show, last: Option<&str>
             Some(_) => store.archived_of(command.id)?.into_iter().map(|a| (a.path, a.size, a.mtime_ns)).collect(),
             None => HashSet::new(),
         };
+        let how = matches.map_or(&[][..], |m| &m.how[i][..]);
         let listing = listed.as_ref().map(|(files, total)| output::Listing {
             files,
             matched: &matched_ids,
+            how,
             total: *total,
             now: &now,
             archived: &archived,
         });
         if show.json {
-            output::write_json(&mut out, &output::command_json(command, listing))?;
+            let mut json = output::command_json(command, listing);
+            if let (Some(&(_, kind)), Some(o)) = (how.first(), json.as_object_mut()) {
+                o.insert("match".into(), kind.as_str().into());
+            }
+            output::write_json(&mut out, &json)?;
         } else {
-            output::write_command(&mut out, command, listing, show.files_shown, paint, home.as_deref())?;
+            if let Some(heading) = matches.and_then(|m| m.heading(i)) {
+                writeln!(out, "{heading}")?;
+            }
+            let how = matches.map(|m| m.line(i, matched));
+            output::write_command(
+                &mut out,
+                command,
+                how.as_deref(),
+                listing,
+                show.files_shown,
+                paint,
+                home.as_deref(),
+            )?;
         }
     }
     if let Some(line) = last {

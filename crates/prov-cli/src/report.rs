@@ -22,7 +22,7 @@ pub const DEFAULT_OUTPUT: &str = "prov-report.html";
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).
-pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Result<ExitCode> {
+pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: &FilterArgs) -> Result<ExitCode> {
     let setup = UserSetup::load_for_reading()?;
     let Some(store) = open_store_of(&setup)? else {
         eprintln!("prov: no records yet");
@@ -82,6 +82,7 @@ pub fn report(output: &Path, limit: Option<usize>, filters: &FilterArgs) -> Resu
         archived,
         files_per_access: Some(setup.config.report.files_per_command.0 as usize),
         processes,
+        include_prov,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());

@@ -4,7 +4,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -95,5 +95,89 @@ pub fn target_summary(asked: &Path, recorded: &FileRow, command: i64, verb: &str
         }
         FileNow::Missing => format!("{name} is missing now"),
         FileNow::Unreadable(why) => format!("{name} cannot be checked: {why}"),
+    }
+}
+
+/// Where the system's own files live: a changed library or config there
+/// is not a change of the user's inputs.
+const SYSTEM_DIRS: [&[u8]; 10] =
+    [b"/usr/", b"/lib/", b"/lib32/", b"/lib64/", b"/bin/", b"/sbin/", b"/etc/", b"/proc/", b"/sys/", b"/dev/"];
+
+/// The read events of an upstream lineage whose file a later step of the
+/// same lineage rewrote (an intermediate file `sed -i` replaced, a temp
+/// file moved into place), each with the command that did: such a file is
+/// expected to differ from what was read.
+pub fn rewritten_later(lineage: &prov_export::lineage::Lineage) -> std::collections::HashMap<i64, i64> {
+    use prov_export::lineage::MatchKind;
+    use prov_model::Access;
+    // Where each write of the lineage ended up: its own path, or the name
+    // it was moved to; with its command's start.
+    let mut destinations: Vec<((i64, i64), i64, &[u8])> = Vec::new();
+    for step in lineage.steps.values() {
+        let at = (step.command.start_ns, step.command.id);
+        destinations.extend(step.files.iter().filter(|f| f.access == Access::Write).map(|f| (at, f.id, &f.path[..])));
+    }
+    let at_of = |command: i64| lineage.steps.get(&command).map(|s| (s.command.start_ns, s.command.id));
+    for fl in lineage.flows.iter().filter(|fl| fl.by == MatchKind::Moved) {
+        if let (Some(r), Some(at)) = (lineage.file(fl.reader, fl.read), at_of(fl.writer)) {
+            destinations.push((at, fl.written, &r.path));
+        }
+    }
+    for (&(c, event), &kind) in lineage.start.iter().zip(&lineage.start_kinds) {
+        if let (MatchKind::Moved, Some(at)) = (kind, at_of(c)) {
+            destinations.push((at, event, &lineage.target.path));
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for step in lineage.steps.values() {
+        let here = (step.command.start_ns, step.command.id);
+        for f in step.files.iter().filter(|f| f.access == Access::Read) {
+            let later =
+                destinations.iter().find(|&&(at, w, path)| path == f.path && (at > here || (at == here && w > f.id)));
+            if let Some(&(at, _, _)) = later {
+                out.insert(f.id, at.1);
+            }
+        }
+    }
+    out
+}
+
+/// One line on whether the file an upstream `lineage` leads to is stale:
+/// any file its commands read (outside the system's directories) whose
+/// content (size or partial hash) differs now, other than the ones a later
+/// step rewrote ([`rewritten_later`]). A file that is gone is said apart.
+pub fn staleness(lineage: &prov_export::lineage::Lineage) -> String {
+    use prov_model::Access;
+    let rewritten = rewritten_later(lineage);
+    let cwd = std::env::current_dir().ok().map(|d| d.into_os_string().into_vec());
+    let shown = |p: &[u8]| {
+        let rel = cwd.as_deref().and_then(|d| p.strip_prefix(d)).and_then(|r| r.strip_prefix(b"/"));
+        prov_model::escape::escape(rel.filter(|r| !r.is_empty()).unwrap_or(p))
+    };
+    let (mut changed, mut gone, mut checked) = (Vec::new(), Vec::new(), 0usize);
+    let mut seen = std::collections::HashSet::new();
+    for step in lineage.steps.values() {
+        for f in step.files.iter().filter(|f| f.access == Access::Read) {
+            let skipped = lineage.own_reads.contains(&f.id)
+                || rewritten.contains_key(&f.id)
+                || SYSTEM_DIRS.iter().any(|d| f.path.starts_with(d));
+            if skipped || !seen.insert(f.path.clone()) {
+                continue;
+            }
+            checked += 1;
+            match file_now(f) {
+                FileNow::Modified(what) if what.iter().any(|w| *w != "mtime") => changed.push(shown(&f.path)),
+                FileNow::Missing => gone.push(shown(&f.path)),
+                _ => {}
+            }
+        }
+    }
+    let gone_note =
+        if gone.is_empty() { String::new() } else { format!(" ({} gone since: {})", gone.len(), gone.join(", ")) };
+    if changed.is_empty() {
+        format!("up to date: no input upstream changed since it was read ({checked} checked){gone_note}")
+    } else {
+        let s = if changed.len() == 1 { "" } else { "s" };
+        format!("stale: {} input{s} upstream changed since: {}{gone_note}", changed.len(), changed.join(", "))
     }
 }

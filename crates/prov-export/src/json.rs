@@ -8,7 +8,11 @@
 //! `start`, `end_ns`, `end`, `exit_status`, `complete`, `incomplete`,
 //! `incomplete_reason`, `untraced`, `files`) plus `depth` (1 = touched the target). A flow is a file passed from a writer
 //! to a reader: `writer`, `written_file` (event id), `reader`, `read_file`,
-//! `path`, `hash`, `linked_by` ("content" or "path").
+//! `path`, `hash`, `match` ("path": the write at this path with this
+//! content; "moved": the same content, size and mtime written under another
+//! name; "content": identical content at another path, only with
+//! `--by-content`) and `linked_by` (the same value, its older name).
+//! `start_match` gives the `match` of each of `start`.
 
 use std::io::Write;
 
@@ -92,6 +96,7 @@ pub fn write_lineage(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
                 put_bytes(&mut o, "path", &f.path);
                 o.insert("hash".into(), f.hash.map(hash_hex).into());
             }
+            o.insert("match".into(), fl.by.as_str().into());
             o.insert("linked_by".into(), fl.by.as_str().into());
             Value::Object(o)
         })
@@ -102,6 +107,7 @@ pub fn write_lineage(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
     doc.insert("direction".into(), lineage.direction.as_str().into());
     doc.insert("truncated".into(), lineage.truncated().into());
     doc.insert("start".into(), json!(lineage.start.iter().map(|(c, _)| c).collect::<Vec<_>>()));
+    doc.insert("start_match".into(), json!(lineage.start_kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>()));
     doc.insert("commands".into(), commands.into());
     doc.insert("flows".into(), flows.into());
     serde_json::to_writer(&mut *out, &Value::Object(doc))?;

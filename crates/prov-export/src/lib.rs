@@ -12,7 +12,7 @@ mod error;
 pub mod json;
 pub mod lineage;
 pub mod makefile;
-mod plan;
+pub mod plan;
 pub mod process_lineage;
 pub mod process_tree;
 pub mod prov_json;
@@ -113,6 +113,11 @@ pub struct ExportOptions {
     pub title: Option<String>,
     /// Where archived scripts are kept (shournal-json's `pathToReadFiles`).
     pub read_files_dir: Option<String>,
+    /// How the records are tied, when they come from a lineage
+    /// ([`lineage::Lineage::plan_links`]): moves and in-place edits
+    /// included. None: each read tied to the last earlier writer of its
+    /// path, and `targets` to theirs.
+    pub links: Option<Vec<plan::PlanLink>>,
 }
 
 /// Writes `records` (commands with all their files, oldest first) as
@@ -125,20 +130,20 @@ pub fn export(
     opts: &ExportOptions,
     out: Output<'_>,
 ) -> Result<()> {
-    let targets = opts.targets.as_deref();
+    let links = || opts.links.clone().unwrap_or_else(|| plan::path_links(records, opts.targets.as_deref()));
     match (format, out) {
         (Format::RoCrate, Output::Directory(dir)) => {
             let title = opts.title.clone().unwrap_or_else(|| "prov: recorded commands".into());
-            ro_crate::write_ro_crate(records, &title, dir)
+            ro_crate::write_ro_crate(records, &links(), &title, dir)
         }
         (Format::RoCrate, Output::Stream(_)) => Err(ExportError::NeedsDirectory(format)),
         (_, Output::Directory(dir)) => Err(ExportError::NeedsStream(dir.to_path_buf())),
         (Format::ShournalJson, Output::Stream(w)) => {
             shournal::write_shournal(records, opts.read_files_dir.as_deref(), w)
         }
-        (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, w),
-        (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, targets, w),
-        (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, targets, w),
+        (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, &links(), w),
+        (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, &links(), w),
+        (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, &links(), w),
         (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w),
     }
 }

@@ -10,7 +10,7 @@ use std::io::Write;
 use crate::{ExportError, Result};
 use prov_store::{CommandRow, FileRow};
 
-use crate::plan::{plan, rerun_line};
+use crate::plan::{plan, rule_lines, PlanLink};
 use crate::text::{local, lossy};
 
 /// A path as one word of a target or prerequisite list.
@@ -70,13 +70,10 @@ fn comment(text: &str) -> String {
     text.replace('\n', "\n# ")
 }
 
-/// `targets`: what `all` builds (`None`: the final products).
-pub fn write_makefile(
-    records: &[(CommandRow, Vec<FileRow>)],
-    targets: Option<&[Vec<u8>]>,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let plan = plan(records, targets);
+/// `links`: how the records are tied (see [`crate::plan`]); the links to no
+/// reader are what `all` builds.
+pub fn write_makefile(records: &[(CommandRow, Vec<FileRow>)], links: &[PlanLink], out: &mut dyn Write) -> Result<()> {
+    let plan = plan(records, links);
     let mut m: Vec<u8> = Vec::new();
     writeln!(m, "# Written by prov: re-runs recorded commands to rebuild their files.")?;
     writeln!(m, "# Run with GNU make 4.3 or newer: make -f THIS_FILE")?;
@@ -87,11 +84,16 @@ pub fn write_makefile(
     m.extend_from_slice(b"all:");
     m.extend(words(&plan.targets)?);
     m.push(b'\n');
+    for line in &plan.refused {
+        writeln!(m, "# cannot rebuild faithfully: {}", comment(line))?;
+    }
     for rule in &plan.rules {
-        let c = rule.command;
-        let status = c.exit_status.map_or("exit status unknown".into(), |s| format!("exit status {s}"));
         writeln!(m)?;
-        writeln!(m, "# {} on {} by {}@{}, {status}", step_title(c), local(c.start_ns), c.user, c.host)?;
+        for step in &rule.steps {
+            let c = step.command;
+            let status = c.exit_status.map_or("exit status unknown".into(), |s| format!("exit status {s}"));
+            writeln!(m, "# {} on {} by {}@{}, {status}", step_title(c), local(c.start_ns), c.user, c.host)?;
+        }
         for p in &rule.missing {
             writeln!(m, "# read {}, which no rule makes and which is gone now", comment(&lossy(p)))?;
         }
@@ -99,7 +101,14 @@ pub fn write_makefile(
         m.extend_from_slice(if rule.outputs.len() > 1 { b" &:" } else { b":" });
         m.extend(words(&rule.inputs)?);
         m.push(b'\n');
-        m.extend(recipe(&rerun_line(c)));
+        let lines = rule_lines(rule);
+        if lines.len() > 1 {
+            // One shell runs the whole recipe (.ONESHELL): stop at the first failure.
+            m.extend(recipe(b"set -e"));
+        }
+        for line in lines {
+            m.extend(recipe(&line));
+        }
     }
     out.write_all(&m)?;
     Ok(())

@@ -12,7 +12,7 @@ use prov_model::escape::escape;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, ProcessRow, Store};
 
-use crate::lineage::{Direction, LinkedBy, Lookup, Target};
+use crate::lineage::{Direction, Lookup, Target, Version, WalkOptions};
 use crate::Result;
 
 /// One step: a process of a command, or the whole command when the event
@@ -58,13 +58,18 @@ struct Walk<'s> {
 }
 
 /// Walks upstream from `target`, at most `max_depth` steps deep.
-pub fn walk_processes(store: &Store, target: Target, max_depth: Option<usize>) -> Result<ProcessLineage> {
+pub fn walk_processes(store: &Store, target: Target, opts: &WalkOptions) -> Result<ProcessLineage> {
+    let max_depth = opts.max_depth;
     let path = target.path.clone();
     // The writer of the file as it is now, as the command lineage finds it.
-    let start = crate::lineage::walk(store, target, Direction::Upstream, Some(1))?.start.first().copied();
+    let start =
+        crate::lineage::walk_with(store, target, Direction::Upstream, &WalkOptions { max_depth: Some(1), ..*opts })?
+            .start
+            .first()
+            .copied();
     let mut walk = Walk {
         store,
-        lookup: Lookup::new(store),
+        lookup: Lookup::with_options(store, opts),
         commands: HashMap::new(),
         index: HashMap::new(),
         steps: Vec::new(),
@@ -144,35 +149,24 @@ impl Walk<'_> {
         Ok(i)
     }
 
-    /// Who wrote what the step (command, process) read as `read`: another
-    /// process of the same command that wrote that path (with that
-    /// content, when both are known) before, else an earlier command.
+    /// Who wrote what the step (command, process) read as `read`, by the
+    /// command lineage's rule (the same file only): another process of the
+    /// same command that wrote it before, or an earlier command. A process
+    /// reading back its own output adds nothing.
     fn writer_of(&mut self, command: i64, process: Option<i64>, read: &FileRow) -> Result<Option<(i64, i64)>> {
-        let data = &self.commands[&command];
-        let same_command = data
-            .files
-            .iter()
-            .zip(&data.owners)
-            .filter(|(w, _)| {
-                w.access == Access::Write
-                    && w.id < read.id
-                    && w.path == read.path
-                    && (w.hash.is_none() || read.hash.is_none() || (w.hash == read.hash && w.size == read.size))
-            })
-            .max_by_key(|(w, _)| w.id);
-        if let Some((w, owner)) = same_command {
-            let writer_process = owner.map(|o| data.processes[o].id);
-            // A process reading back its own output adds nothing.
-            if process.is_some() && writer_process == process {
+        let reader = self.commands[&command].command.clone();
+        let version = Version::of_event(read);
+        let Some(link) = self.lookup.writer_of(Some(&version), &read.path, Some((&reader, read.id)))? else {
+            return Ok(None);
+        };
+        if link.command == command {
+            let data = &self.commands[&command];
+            let owner = data.files.iter().position(|f| f.id == link.event).and_then(|i| data.owners[i]);
+            if process.is_some() && owner.map(|o| data.processes[o].id) == process {
                 return Ok(None);
             }
-            return Ok(Some((command, w.id)));
         }
-        let reader = data.command.clone();
-        Ok(self.lookup.writer_of(&reader, read)?.and_then(|(c, e, by)| {
-            // A path-only link to the same command is the case above.
-            (c != command || by == LinkedBy::Content).then_some((c, e))
-        }))
+        Ok(Some((link.command, link.event)))
     }
 }
 

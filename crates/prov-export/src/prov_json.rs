@@ -11,7 +11,10 @@
 //!   UTF-8;
 //! - one `agent` per user and host (`prov:type` `prov:Person`);
 //! - `used` for reads, `wasGeneratedBy` for writes, `wasAssociatedWith`
-//!   linking each command to its user.
+//!   linking each command to its user;
+//! - `wasDerivedFrom` (`prov:type` `shell:Moved`) from a file version read
+//!   (or wanted) under another name to the version written under the old
+//!   one: the same content, moved since.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -29,7 +32,13 @@ const NS: &str = "urn:x-prov-shell:";
 
 type FileKey = (Vec<u8>, Option<u64>, u64);
 
-pub fn write_prov_json(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Write) -> Result<()> {
+/// `links`: how the records are tied (see [`crate::plan`]); moves among
+/// them become `wasDerivedFrom`.
+pub fn write_prov_json(
+    records: &[(CommandRow, Vec<FileRow>)],
+    links: &[crate::plan::PlanLink],
+    out: &mut dyn Write,
+) -> Result<()> {
     let mut entities = Map::new();
     let mut activities = Map::new();
     let mut agents = Map::new();
@@ -96,6 +105,26 @@ pub fn write_prov_json(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Wri
         }
     }
 
+    let mut derived = Map::new();
+    for (w, new) in crate::plan::moved_versions(records, links) {
+        let (Some(old), n) = (entity_ids.get(&(w.path.clone(), w.hash, w.size)).cloned(), entity_ids.len()) else {
+            continue;
+        };
+        let moved = entity_ids
+            .entry((new.clone(), w.hash, w.size))
+            .or_insert_with(|| {
+                let id = format!("file:v{n}");
+                entities.insert(id.clone(), entity(&FileRow { path: new.clone(), ..w.clone() }));
+                id
+            })
+            .clone();
+        derived.insert(
+            format!("_:derived{}", derived.len()),
+            json!({"prov:generatedEntity": moved, "prov:usedEntity": old,
+                   "prov:type": {"$": "shell:Moved", "type": "prov:QUALIFIED_NAME"}}),
+        );
+    }
+
     let mut doc = Map::new();
     doc.insert(
         "prefix".into(),
@@ -113,6 +142,7 @@ pub fn write_prov_json(records: &[(CommandRow, Vec<FileRow>)], out: &mut dyn Wri
         ("used", used),
         ("wasGeneratedBy", generated),
         ("wasAssociatedWith", associated),
+        ("wasDerivedFrom", derived),
     ] {
         if !map.is_empty() {
             doc.insert(key.into(), map.into());

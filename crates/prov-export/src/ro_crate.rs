@@ -14,7 +14,9 @@
 //! partial hash (`xxh3PartialHash`, with `xxh3PartialHashChunkSize` and
 //! `xxh3PartialHashChunks`: terms the crate's context defines). When the
 //! crate holds several versions of one path, each version's URI gets
-//! `#<hash>-<size>` appended.
+//! `#<hash>-<size>` appended. A version read (or wanted) under another
+//! name than it was written as has `movedFrom` (a term the crate's context
+//! defines) naming the version written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -47,12 +49,18 @@ fn refs(ids: &[String]) -> Value {
 }
 
 /// The crate's id of each file version.
-fn file_ids(records: &[(CommandRow, Vec<FileRow>)]) -> HashMap<(Vec<u8>, Option<u64>, u64), String> {
+fn file_ids(
+    records: &[(CommandRow, Vec<FileRow>)],
+    moved: &[(&FileRow, Vec<u8>)],
+) -> HashMap<(Vec<u8>, Option<u64>, u64), String> {
     let mut versions: BTreeMap<&[u8], BTreeSet<(Option<u64>, u64)>> = BTreeMap::new();
     for (_, files) in records {
         for f in files {
             versions.entry(&f.path).or_default().insert((f.hash, f.size));
         }
+    }
+    for (w, new) in moved {
+        versions.entry(new).or_default().insert((w.hash, w.size));
     }
     let mut ids = HashMap::new();
     for (path, vs) in versions {
@@ -71,7 +79,14 @@ fn file_ids(records: &[(CommandRow, Vec<FileRow>)]) -> HashMap<(Vec<u8>, Option<
 
 /// Writes the crate into `dir` (created if needed; an existing crate
 /// there is not overwritten). `title` names the crate.
-pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: &Path) -> Result<()> {
+/// `links`: how the records are tied (see [`crate::plan`]); moves among
+/// them become `movedFrom`.
+pub fn write_ro_crate(
+    records: &[(CommandRow, Vec<FileRow>)],
+    links: &[crate::plan::PlanLink],
+    title: &str,
+    dir: &Path,
+) -> Result<()> {
     let metadata = dir.join(METADATA);
     std::fs::create_dir_all(dir).map_err(|source| ExportError::Create { path: dir.to_path_buf(), source })?;
     let mut file = match std::fs::File::create_new(&metadata) {
@@ -80,7 +95,8 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
         Err(source) => return Err(ExportError::Create { path: metadata, source }),
     };
 
-    let ids = file_ids(records);
+    let moved = crate::plan::moved_versions(records, links);
+    let ids = file_ids(records, &moved);
     let mut graph: Vec<Value> = Vec::new();
     let mut files: BTreeMap<String, Value> = BTreeMap::new();
     let mut actions = Vec::new();
@@ -146,6 +162,14 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
         graph.push(Value::Object(a));
     }
 
+    for (w, new) in &moved {
+        let old = ids[&(w.path.clone(), w.hash, w.size)].clone();
+        let id = ids[&(new.clone(), w.hash, w.size)].clone();
+        let entity =
+            files.entry(id.clone()).or_insert_with(|| file_entity(&id, &FileRow { path: new.clone(), ..(*w).clone() }));
+        entity["movedFrom"] = json!({ "@id": old });
+    }
+
     let now = iso(Utc::now().timestamp_nanos_opt().unwrap_or(0));
     let file_list: Vec<String> = files.keys().cloned().collect();
     let mut root = json!({
@@ -193,6 +217,7 @@ pub fn write_ro_crate(records: &[(CommandRow, Vec<FileRow>)], title: &str, dir: 
                 "xxh3PartialHash": format!("{TERMS}xxh3PartialHash"),
                 "xxh3PartialHashChunkSize": format!("{TERMS}xxh3PartialHashChunkSize"),
                 "xxh3PartialHashChunks": format!("{TERMS}xxh3PartialHashChunks"),
+                "movedFrom": { "@id": format!("{TERMS}movedFrom"), "@type": "@id" },
             }
         ],
         "@graph": all,
@@ -258,9 +283,9 @@ mod tests {
         ];
         let dir = std::env::temp_dir().join(format!("prov-export-crate-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        write_ro_crate(&records, "t", &dir).unwrap();
+        write_ro_crate(&records, &[], "t", &dir).unwrap();
         let meta: Value = serde_json::from_slice(&std::fs::read(dir.join(METADATA)).unwrap()).unwrap();
-        assert!(write_ro_crate(&records, "t", &dir).is_err(), "an existing crate is kept");
+        assert!(write_ro_crate(&records, &[], "t", &dir).is_err(), "an existing crate is kept");
         let _ = std::fs::remove_dir_all(&dir);
 
         let graph = meta["@graph"].as_array().unwrap();

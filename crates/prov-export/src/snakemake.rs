@@ -13,7 +13,7 @@ use std::io::Write;
 use crate::Result;
 use prov_store::{CommandRow, FileRow};
 
-use crate::plan::{plan, rerun_line};
+use crate::plan::{plan, rule_lines, PlanLink};
 use crate::text::{local, lossy};
 
 /// A Python string literal of `bytes`, braces doubled.
@@ -44,32 +44,35 @@ fn list(paths: &[Vec<u8>]) -> String {
     paths.iter().map(|p| py_str(p)).collect::<Vec<_>>().join(", ")
 }
 
-/// `targets`: what `rule all` wants (`None`: the final products).
-pub fn write_snakemake(
-    records: &[(CommandRow, Vec<FileRow>)],
-    targets: Option<&[Vec<u8>]>,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let plan = plan(records, targets);
+/// `links`: how the records are tied (see [`crate::plan`]); the links to no
+/// reader are what `rule all` wants.
+pub fn write_snakemake(records: &[(CommandRow, Vec<FileRow>)], links: &[PlanLink], out: &mut dyn Write) -> Result<()> {
+    let plan = plan(records, links);
     writeln!(out, "# Written by prov: re-runs recorded commands to rebuild their files.")?;
     writeln!(out, "# Run with: snakemake -s THIS_FILE --cores 1")?;
     writeln!(out)?;
     writeln!(out, "rule all:")?;
     writeln!(out, "    input: {}", list(&plan.targets))?;
+    for line in &plan.refused {
+        writeln!(out, "# cannot rebuild faithfully: {}", lossy(line.as_bytes()).replace('\n', "\\n"))?;
+    }
     for rule in &plan.rules {
-        let c = rule.command;
-        let status = c.exit_status.map_or("exit status unknown".into(), |s| format!("exit status {s}"));
         writeln!(out)?;
-        writeln!(out, "# #{} on {} by {}@{}, {status}", c.id, local(c.start_ns), c.user, c.host)?;
+        for step in &rule.steps {
+            let c = step.command;
+            let status = c.exit_status.map_or("exit status unknown".into(), |s| format!("exit status {s}"));
+            writeln!(out, "# #{} on {} by {}@{}, {status}", c.id, local(c.start_ns), c.user, c.host)?;
+        }
         for p in &rule.missing {
             writeln!(out, "# read {}, which no rule makes and which is gone now", lossy(p).replace('\n', "\\n"))?;
         }
-        writeln!(out, "rule {}:", crate::steps::rule_name(c))?;
+        writeln!(out, "rule {}:", crate::steps::rule_name(rule.command()))?;
         if !rule.inputs.is_empty() {
             writeln!(out, "    input: {}", list(&rule.inputs))?;
         }
         writeln!(out, "    output: {}", list(&rule.outputs))?;
-        writeln!(out, "    shell: {}", py_str(&rerun_line(c)))?;
+        // Snakemake's shell runs in strict mode: the first failing line stops it.
+        writeln!(out, "    shell: {}", py_str(&rule_lines(rule).join(&b'\n')))?;
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::Result;
 use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
 
-use crate::lineage::{Direction, Lineage, Step};
+use crate::lineage::{Direction, Lineage, MatchKind, Step};
 use crate::text::{hash_hex, local};
 
 /// How the tree is drawn.
@@ -38,7 +38,19 @@ pub fn write_tree(lineage: &Lineage, out: &mut dyn Write) -> Result<()> {
 }
 
 pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "{}", escape(&lineage.target.path))?;
+    // How the file as it is now was tied to its writer, when not by its path.
+    let how = match (lineage.direction, lineage.start.first(), lineage.start_kinds.first()) {
+        (Direction::Upstream, Some(&(c, f)), Some(&kind)) if kind != MatchKind::Path => {
+            let other = lineage.file(c, f).map_or(String::from("?"), |o| escape(&o.path));
+            if kind == MatchKind::Moved {
+                format!("  (written as {other}, moved since)")
+            } else {
+                format!("  (identical content, written to {other}: a copy or a coincidence)")
+            }
+        }
+        _ => String::new(),
+    };
+    writeln!(out, "{}{how}", escape(&lineage.target.path))?;
     let mut shown = HashSet::new();
     let starts: Vec<i64> = lineage.start.iter().map(|&(c, _)| c).collect();
     if starts.is_empty() {
@@ -158,18 +170,35 @@ impl Tree<'_> {
         match lineage.direction {
             Direction::Upstream => {
                 // `make all` writes results/x.csv, then reads it back.
-                let own = step.files.iter().any(|w| {
-                    w.access == prov_model::Access::Write
-                        && w.id < f.id
-                        && (w.path == f.path || (w.hash.is_some() && w.hash == f.hash && w.size == f.size))
-                });
-                if own {
+                if lineage.own_reads.contains(&f.id) {
                     "  (written earlier by this command)"
                 } else {
                     "  (no recorded writer)"
                 }
             }
             Direction::Downstream => "  (no recorded reader)",
+        }
+    }
+
+    /// How a file is tied to the next command when not by its path: the
+    /// other name it had (moved), or the other file with the same content.
+    fn how(&self, step: &Step, f: &FileRow) -> String {
+        let lineage = self.lineage;
+        let flow = lineage.flows.iter().find(|fl| match lineage.direction {
+            Direction::Upstream => fl.reader == step.command.id && fl.read == f.id,
+            Direction::Downstream => fl.writer == step.command.id && fl.written == f.id,
+        });
+        let Some(fl) = flow.filter(|fl| fl.by != MatchKind::Path) else { return String::new() };
+        let other = match lineage.direction {
+            Direction::Upstream => lineage.file(fl.writer, fl.written),
+            Direction::Downstream => lineage.file(fl.reader, fl.read),
+        };
+        let other = other.map_or(String::from("?"), |o| escape(&o.path));
+        match (fl.by, lineage.direction) {
+            (MatchKind::Moved, Direction::Upstream) => format!("  (written as {other}, moved since)"),
+            (MatchKind::Moved, Direction::Downstream) => format!("  (moved, read as {other})"),
+            (_, Direction::Upstream) => format!("  (identical content, written to {other}: a copy or a coincidence)"),
+            (_, Direction::Downstream) => format!("  (identical content, read as {other}: a copy or a coincidence)"),
         }
     }
 
@@ -190,7 +219,7 @@ impl Tree<'_> {
         let next = self.next(step.command.id, f);
         let verb = if self.lineage.direction == Direction::Upstream { "" } else { "wrote " };
         let hash = f.hash.map_or("unreadable".into(), hash_hex);
-        let note = if next.is_empty() { self.dead_end(step, f) } else { "" };
+        let note = if next.is_empty() { self.dead_end(step, f).to_owned() } else { self.how(step, f) };
         writeln!(out, "{here}{verb}{}  {hash}{note}{}", escape(&f.path), self.state(f))?;
         for (i, &c) in next.iter().enumerate() {
             self.command(c, &below, i + 1 == next.len(), shown, out)?;

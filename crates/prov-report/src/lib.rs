@@ -43,6 +43,9 @@ pub struct ReportInput {
     /// Each command's process tree, by command id (may be empty): one line
     /// per process, in tree order, with its depth.
     pub processes: BTreeMap<i64, Vec<ProcessLine>>,
+    /// Count prov's own work (`CommandRow::is_prov_own_work`) in the
+    /// charts; it is listed either way.
+    pub include_prov: bool,
 }
 
 /// A process of a command's tree as the report lists it.

@@ -241,7 +241,7 @@ pub fn build(input: &ReportInput) -> Data {
     let mut slots: Vec<Option<Session>> = sessions.into_iter().map(Some).collect();
     let sessions: Vec<Session> = order.iter().map(|&i| slots[i].take().expect("each session once")).collect();
 
-    let charts = stats::charts(&input.records, &commands, &sessions);
+    let charts = stats::charts(&input.records, &commands, &sessions, input.include_prov);
     Data {
         title: input.title.clone(),
         description: input.description.clone(),

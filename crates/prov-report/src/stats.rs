@@ -41,8 +41,16 @@ fn top<T>(items: impl Iterator<Item = (u64, T)>) -> Vec<(u64, T)> {
     v
 }
 
-pub fn charts(records: &[(CommandRow, Vec<FileRow>)], commands: &[Command], sessions: &[Session]) -> Charts {
-    let writes = top(commands.iter().enumerate().map(|(i, c)| (c.n_w, i)))
+/// `commands` are `records`' in the same order. prov's own work (a query
+/// hashing files, the pager's history) counts only with `include_prov`.
+pub fn charts(
+    records: &[(CommandRow, Vec<FileRow>)],
+    commands: &[Command],
+    sessions: &[Session],
+    include_prov: bool,
+) -> Charts {
+    let counted = |i: usize| include_prov || !records[i].0.is_prov_own_work();
+    let writes = top(commands.iter().enumerate().filter(|&(i, _)| counted(i)).map(|(i, c)| (c.n_w, i)))
         .into_iter()
         .map(|(count, i)| Bar {
             label: Cut::new(&commands[i].text.0, LABEL_BYTES).0,
@@ -66,7 +74,7 @@ pub fn charts(records: &[(CommandRow, Vec<FileRow>)], commands: &[Command], sess
         .collect();
 
     let mut by_dir: HashMap<&[u8], u64> = HashMap::new();
-    for f in records.iter().flat_map(|(_, files)| files) {
+    for f in records.iter().enumerate().filter(|&(i, _)| counted(i)).flat_map(|(_, (_, files))| files) {
         *by_dir.entry(parent(&f.path)).or_default() += 1;
     }
     let mut dirs: Vec<(&[u8], u64)> = by_dir.into_iter().collect();

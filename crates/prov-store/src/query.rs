@@ -52,6 +52,27 @@ impl CommandRow {
     }
 }
 
+impl CommandRow {
+    /// prov's own work: a line that runs `prov` for anything but `run` and
+    /// `restore` (queries, reports, the browser, doctor, sync…). Stored like
+    /// any command, but its reads (the files a query hashed, the pager's
+    /// history file) are nobody's lineage: answers leave it out by default.
+    pub fn is_prov_own_work(&self) -> bool {
+        let mut words = self.text.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
+        // Leading `NAME=value` assignments and `command`/`exec` do not change the program.
+        let program = words.find(|w| {
+            let assignment = w.iter().position(|&b| b == b'=').is_some_and(|i| i > 0 && !w[..i].contains(&b'/'));
+            !assignment && !matches!(*w, b"command" | b"exec" | b"env")
+        });
+        let Some(program) = program else { return false };
+        let base = program.rsplit(|&b| b == b'/').next().unwrap_or(program);
+        if base != b"prov" {
+            return false;
+        }
+        !matches!(words.next(), Some(b"run" | b"restore"))
+    }
+}
+
 /// The one test fixture of a command row (prov-export and prov-report use
 /// it through the `fixtures` feature): finished, exit 0, complete. A test
 /// sets the fields it is about: `CommandRow { text, ..CommandRow::fixture(1) }`.
@@ -525,6 +546,21 @@ mod tests {
         // Access is respected.
         let found = s.find_file_events(Access::Read, &[(0xAA, 100, p)], None, None).unwrap();
         assert_eq!(ids(found), vec![(c3, vec![b"/w/report.csv".to_vec()])]);
+    }
+
+    #[test]
+    fn prov_own_work_is_told_apart_from_the_users_commands() {
+        let own = |text: &str| {
+            crate::CommandRow { text: text.as_bytes().to_vec(), ..crate::CommandRow::fixture(1) }.is_prov_own_work()
+        };
+        assert!(own("prov query lineage out.csv | less"));
+        assert!(own("PAGER=cat /usr/local/bin/prov report -o r.html"));
+        assert!(own("prov"));
+        assert!(!own("prov run -- make all"));
+        assert!(!own("prov restore 12 --in-place"));
+        assert!(!own("provision.sh"));
+        assert!(!own("cat prov query"));
+        assert!(!own(""));
     }
 
     #[test]

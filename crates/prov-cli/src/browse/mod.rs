@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use prov_export::lineage::{Lookup, MatchKind, Version};
 use prov_model::Access;
 use prov_store::Store;
 use ratatui::backend::CrosstermBackend;
@@ -212,15 +213,24 @@ fn on_key(app: &mut App, store: &Store, key: KeyEvent) -> Result<Option<Option<V
     Ok(None)
 }
 
-/// r: the commands that read the selected file; w: those that wrote it;
-/// l: its lineage, as `prov query lineage` prints it.
+/// r: the commands that read the selected file version (at its path or
+/// moved); w: those that wrote its path (this version, under an old name,
+/// or an earlier version), never commands that only wrote the same content
+/// elsewhere; l: its lineage, as `prov query lineage` prints it.
 fn file_key(app: &mut App, store: &Store, c: char) -> Result<()> {
-    let Some(path) = app.current_file().map(|f| f.path.to_vec()) else { return Ok(()) };
+    let Some(file) = app.current_file().cloned() else { return Ok(()) };
+    let path = file.path.to_vec();
     match c {
         'r' | 'w' => {
-            let access = if c == 'r' { Access::Read } else { Access::Write };
-            let found = store.find_file_events(access, &[], Some(&path), None)?;
-            let commands = found.into_iter().map(|(c, _)| c).collect();
+            let version = Version::of_event(&file);
+            let mut lookup = Lookup::new(store);
+            let found = if c == 'r' {
+                lookup.classify_readers(Some(&version), &path)?
+            } else {
+                lookup.writers_of_file(Some(&version), &path)?
+            };
+            let commands =
+                found.into_iter().filter(|(_, events)| events[0].1 != MatchKind::Content).map(|(c, _)| c).collect();
             let source = if c == 'r' { Source::Readers(path) } else { Source::Writers(path) };
             app.show_related(source, commands);
         }
