@@ -211,3 +211,24 @@ fn xdg_directories_are_honoured() {
         assert!(!case.home.join(default).exists(), "nothing in ~/{default}");
     }
 }
+
+/// With RLIMIT_NPROC at 0 the user may start no process or thread: the
+/// command still runs with its output and status, and no part of prov
+/// aborts (a collector that cannot start a thread says so and goes on).
+#[test]
+fn no_thread_allowed_runs_the_command_without_an_abort() {
+    let case = Case::new("nproc0");
+    let out = case
+        .command("prlimit")
+        .args(["--nproc=0", "--"])
+        .arg(case.inst.prov())
+        .args(["run", "--", "sh", "-c", "echo still runs; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", describe(&out));
+    assert_eq!(out.stdout, b"still runs\n");
+    let log = std::fs::read_to_string(case.home.join(".local/state/prov/collector.log")).unwrap_or_default();
+    for said in [String::from_utf8_lossy(&out.stderr).into_owned(), log] {
+        assert!(!said.contains("panicked") && !said.contains("abort"), "{said}");
+    }
+}
