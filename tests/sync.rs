@@ -905,7 +905,7 @@ fn a_forged_record_shows_who_pushed_it_and_stays_data_in_exports() {
     ]);
     assert!(out.status.success(), "{}", describe(&out));
     let text = std::fs::read_to_string(&mk).unwrap();
-    let by: Vec<&str> = text.lines().filter(|l| l.contains(" by ")).collect();
+    let by: Vec<&str> = text.lines().filter(|l| l.starts_with("# #")).collect();
     assert_eq!(by.len(), 1, "{text}");
     assert!(by[0].contains("by bob@node1\\n.PHONY: all\\nall: pwn"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("pwn:")), "{text}");

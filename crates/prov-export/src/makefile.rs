@@ -180,4 +180,29 @@ mod tests {
             b"\teval \"$$(printf '\\342\\200\\256\\047\\045\\044')\"\n".to_vec()
         );
     }
+
+    #[test]
+    fn a_hostile_host_stays_in_its_comment() {
+        use prov_model::{Access, HashParams};
+        let host = "h\n.PHONY: all\nall: pwn\npwn:\n\ttouch PWNED\r\\";
+        let c = CommandRow { host: host.into(), user: "u\n#".into(), ..CommandRow::fixture(1) };
+        let out = FileRow {
+            id: 1,
+            command_id: 1,
+            access: Access::Write,
+            path: b"/w/out".to_vec(),
+            size: 1,
+            mtime_ns: 0,
+            hash: Some(1),
+            hash_params: HashParams::default(),
+            pid: None,
+        };
+        let mut m = Vec::new();
+        write_makefile(&[(c, vec![out])], None, &mut m).unwrap();
+        let m = String::from_utf8(m).unwrap();
+        let header: Vec<&str> = m.lines().filter(|l| l.starts_with("# #")).collect();
+        assert_eq!(header.len(), 1, "{m}");
+        assert!(header[0].contains(r"by u\n#@h\n.PHONY: all\nall: pwn\npwn:\n\ttouch PWNED\r\\, exit status 0"), "{m}");
+        assert!(!m.lines().any(|l| l.starts_with("pwn") || l.starts_with("all: pwn")), "{m}");
+    }
 }
