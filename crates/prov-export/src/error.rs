@@ -25,9 +25,9 @@ pub enum ExportError {
     /// escaped, one line).
     #[error("cannot write a Makefile rule for {path}: make has no quoting for {what} in a file name")]
     UnquotableInMakefile { path: String, what: &'static str },
-    /// A file name Snakemake would read as a wildcard pattern.
-    #[error("cannot write a Snakemake rule for {path}: Snakemake reads {what} in a file name as a wildcard")]
-    UnquotableInSnakefile { path: String, what: &'static str },
+    /// A file name Snakemake cannot take as it is (shown escaped).
+    #[error("cannot write a Snakemake rule for {path}: {why}")]
+    UnquotableInSnakefile { path: String, why: &'static str },
     #[error("{} writes a directory, not a stream", .0.name())]
     NeedsDirectory(Format),
     #[error("{} is a directory; this format writes a file", .0.display())]

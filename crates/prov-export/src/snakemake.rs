@@ -8,8 +8,8 @@
 //! `\udcXX`, which Python's file-system encoding turns back into the
 //! original byte; control characters and bidirectional controls are
 //! escaped, so the literal reads as it runs. Braces are doubled in the
-//! shell command, which Snakemake formats; a file name with a brace is
-//! refused, as Snakemake reads it as a wildcard pattern. Comments show
+//! shell command, which Snakemake formats; a file name with a brace or
+//! that is not UTF-8 is refused (see [`py_path`]). Comments show
 //! recorded names escaped to one line: Python ends a comment at `\n` and
 //! at `\r`, and the rest would be code.
 //!
@@ -31,9 +31,16 @@ fn py_str(bytes: &[u8]) -> String {
 }
 
 /// A file name as a Python string literal that Snakemake takes as it is.
+/// Refused: braces (a wildcard pattern to Snakemake, and doubling them does
+/// not help in `input` and `output`) and bytes that are not UTF-8 (Snakemake
+/// 9 fails writing such a name to its lock file).
 fn py_path(path: &[u8]) -> Result<String> {
+    let refuse = |why| Err(ExportError::UnquotableInSnakefile { path: escape(path), why });
     if path.contains(&b'{') || path.contains(&b'}') {
-        return Err(ExportError::UnquotableInSnakefile { path: escape(path), what: "braces" });
+        return refuse("Snakemake reads braces in a file name as a wildcard");
+    }
+    if std::str::from_utf8(path).is_err() {
+        return refuse("Snakemake cannot lock a file whose name is not UTF-8");
     }
     Ok(py_literal(path, false))
 }
