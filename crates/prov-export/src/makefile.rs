@@ -93,9 +93,8 @@ fn recipe(line: &[u8]) -> Vec<u8> {
         r.extend_from_slice(b"eval \"$$(printf '");
         for &b in line {
             match b {
-                b'\\' | b'%' | b'\'' | b'$' => r.extend(format!("\\{b:03o}").bytes()),
-                0x20..=0x7e => r.push(b),
-                _ => r.extend(format!("\\{b:03o}").bytes()),
+                b'\\' | b'%' | b'\'' | b'$' | ..=0x1f | 0x7f.. => r.extend(format!("\\{b:03o}").bytes()),
+                _ => r.push(b),
             }
         }
         r.extend_from_slice(b"')\"");
