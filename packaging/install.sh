@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs prov on this machine. Run as root from a checkout:
 #
-#     sudo ./packaging/install.sh [--prefix DIR]      (default DIR: /usr/local)
+#     sudo ./packaging/install.sh [--prefix DIR] [--queue-events N|kernel]
+#                                                     (default DIR: /usr/local)
 #     ./packaging/install.sh --stage DIR              (build only, see below)
 #
 # Builds release binaries (as the invoking user when run through sudo),
@@ -17,6 +18,9 @@
 #   DIR/share/bash-completion/completions/prov, DIR/share/zsh/site-functions/_prov,
 #   DIR/share/fish/vendor_completions.d/prov.fish   shell completions
 #   DIR/share/doc/prov/README.md, DIR/share/doc/prov/docs/*.md   the documentation
+# and sets fs.fanotify.max_queued_events to N (default 131072; `kernel`
+# leaves the machine's value): a machine-wide bound that every user may
+# fill in each of fs.fanotify.max_user_groups groups (see below).
 # Safe to run again: it rebuilds and replaces the files.
 # With --stage DIR it only builds and copies the same files into DIR, in the
 # same layout, owned by the caller, without setuid, group or sysctl: the
@@ -25,6 +29,7 @@ set -euo pipefail
 
 prefix=/usr/local
 stage=
+queue=131072
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) [ $# -ge 2 ] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }
@@ -32,11 +37,15 @@ while [ $# -gt 0 ]; do
         --prefix=*) prefix=${1#--prefix=}; shift ;;
         --stage) [ $# -ge 2 ] || { echo "install.sh: --stage needs a directory" >&2; exit 2; }
                  stage=$2; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --queue-events) [ $# -ge 2 ] || { echo "install.sh: --queue-events needs a number or 'kernel'" >&2; exit 2; }
+                        queue=$2; shift 2 ;;
+        --queue-events=*) queue=${1#--queue-events=}; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$prefix" in /*) ;; *) prefix=$(pwd)/$prefix ;; esac
+case "$queue" in kernel) ;; ''|*[!0-9]*) echo "install.sh: --queue-events takes a number or 'kernel', not '$queue'" >&2; exit 2 ;; esac
 case "$stage" in ""|/*) ;; *) stage=$(pwd)/$stage ;; esac
 [ -n "$stage" ] || [ "$(id -u)" = 0 ] || { echo "install.sh: must run as root (the helper is installed setuid root)" >&2; exit 1; }
 
@@ -220,18 +229,28 @@ install -m 0644 -o root -g root "$src"/docs/*.md "$prefix/share/doc/prov/docs/"
 # and pin kernel memory without end). The collector empties the queue into a
 # backlog of at most its descriptor limit, so a burst beyond both is lost and
 # the record says so. The kernel's 16384 lost events of `xargs touch` of
-# 100 000 files here; 131072 (at most ~10 MB of queued events per
-# observation, charged to the user's memory cgroup) lost none in the
-# benchmarks (benches/README.md). An administrator's higher value is kept.
-queue=131072
-queue_conf=/etc/sysctl.d/60-prov.conf
-have_queue=$(cat /proc/sys/fs/fanotify/max_queued_events 2>/dev/null || echo 0)
-if [ "$have_queue" -lt "$queue" ]; then
-    if [ -d /etc/sysctl.d ] && ! grep -qs max_queued_events "$queue_conf"; then
-        echo "fs.fanotify.max_queued_events = $queue" > "$queue_conf"
+# 100 000 files here; 131072 lost none in the benchmarks (benches/README.md).
+# The setting is machine-wide: it bounds every fanotify group, prov's or not,
+# and any user may create fs.fanotify.max_user_groups groups (128 by default)
+# and fill them, at roughly 96 bytes of kernel memory per queued event
+# (charged to the user's memory cgroup): 131072 lets each user pin about
+# 1.6 GB, the kernel's 16384 about 200 MB. The administrator chooses
+# (--queue-events; `prov doctor` shows the figure); the value is said here,
+# and an administrator's higher value is kept.
+if [ "$queue" != kernel ]; then
+    queue_conf=/etc/sysctl.d/60-prov.conf
+    have_queue=$(cat /proc/sys/fs/fanotify/max_queued_events 2>/dev/null || echo 0)
+    groups=$(cat /proc/sys/fs/fanotify/max_user_groups 2>/dev/null || echo 128)
+    if [ "$have_queue" -lt "$queue" ]; then
+        if [ -d /etc/sysctl.d ] && ! grep -qs max_queued_events "$queue_conf"; then
+            echo "fs.fanotify.max_queued_events = $queue" > "$queue_conf"
+        fi
+        if sysctl -q -w fs.fanotify.max_queued_events="$queue" 2>/dev/null; then
+            echo "install.sh: fs.fanotify.max_queued_events is now $queue: each user may queue up to $((groups * queue * 96 / 1000000)) MB of kernel memory in fanotify events ($groups groups); --queue-events N or 'kernel' chooses otherwise"
+        else
+            echo "install.sh: warning: cannot raise fs.fanotify.max_queued_events to $queue (it is $have_queue): bulk commands may lose events, and their records will say so" >&2
+        fi
     fi
-    sysctl -q -w fs.fanotify.max_queued_events="$queue" 2>/dev/null \
-        || echo "install.sh: warning: cannot raise fs.fanotify.max_queued_events to $queue (it is $have_queue): bulk commands may lose events, and their records will say so" >&2
 fi
 
 if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | grep -qx nosuid; then

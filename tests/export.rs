@@ -502,3 +502,175 @@ fn process_steps_are_activities_in_prov_json_and_actions_in_a_valid_ro_crate() {
     std::fs::write(&path, &dot).unwrap();
     ok(Command::new("dot").arg("-Tsvg").arg(&path).output().unwrap(), "dot -Tsvg");
 }
+
+/// Hostile file names a user could plant in a shared directory, and
+/// whether each format can carry them (else the export is refused):
+/// (name, Makefile, Snakefile).
+const HOSTILE_NAMES: &[(&[u8], bool, bool)] = &[
+    // Python ends a comment at \r: the rest would be code in the Snakefile.
+    (b"data\r__import__(\"os\").system(\"touch PWNED\")#", false, true),
+    // make splits a prerequisite list at `;`, escaped or not, and runs the rest.
+    (b"c;touch$${IFS}PWNED;#", false, false),
+    (b"c;touch$IFS'PWNED';#", false, true),
+    (b"x\n.PHONY: all\nall: pwn\npwn:\n\ttouch PWNED\n", false, true),
+    (b"a=b", false, true),
+    (b"a+=b", false, true),
+    (b"a?=b", false, true),
+    (b"lib(m)", false, true),
+    (b"p%q", false, true),
+    (b"t\\", false, true),
+    (b"p|q", false, true),
+    (b"$(touch PWNED)", false, true),
+    (b"\x01ctl\x1b[2J", false, true),
+    (b"amp&", false, true),
+    // Snakemake reads braces in a file name as a wildcard.
+    (b"{m}", true, false),
+    (b"`touch PWNED`", true, true),
+    ("\u{202e}txt.sh".as_bytes(), true, true),
+    (b"sp ace #hash :colon *star ?q [b] ~t", true, true),
+    ("café 'q\" $HOME -EOF @x +y".as_bytes(), true, true),
+    // Snakemake cannot lock a name that is not UTF-8.
+    (b"caf\xe9 'q\" $HOME", true, false),
+];
+
+/// Files named PWNED anywhere in the case's home.
+fn pwned(case: &Case) -> Vec<PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if e.file_name() == "PWNED" {
+                found.push(path.clone());
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&path, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&case.home, &mut found);
+    found
+}
+
+/// `make -f FILE` and `snakemake -s FILE`, as the user, with `extra` (`-n`).
+fn rebuild_command(case: &Case, format: &str, file: &Path, extra: &[&str]) -> Command {
+    let mut cmd = if format == "makefile" {
+        let mut make = case.command("make");
+        make.arg("-f").arg(file);
+        make
+    } else {
+        let mut snakemake = case.command(format!("{VENV}/snakemake"));
+        snakemake.arg("-s").arg(file).args(["--cores", "1"]).env("XDG_CACHE_HOME", case.home.join(".cache"));
+        snakemake
+    };
+    cmd.args(extra);
+    cmd
+}
+
+/// Exports `target`'s lineage as `format` to `file`: `Ok` when written,
+/// `Err(stderr)` when prov refused.
+fn try_export(case: &Case, target: &Path, format: &str, file: &Path) -> Result<(), String> {
+    let out = case.prov([
+        "query".as_ref(),
+        "lineage".as_ref(),
+        target.as_os_str(),
+        "--format".as_ref(),
+        format.as_ref(),
+        "--output".as_ref(),
+        file.as_os_str(),
+    ]);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn hostile_file_names_never_become_make_or_python_code() {
+    use std::os::unix::ffi::OsStrExt;
+    let case = Case::new("hostile-names");
+    let shared = case.work.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    case.chown_tree(&shared);
+    for (i, &(name, make_ok, snakemake_ok)) in HOSTILE_NAMES.iter().enumerate() {
+        let shown = String::from_utf8_lossy(name).escape_debug().to_string();
+        let input = shared.join(std::ffi::OsStr::from_bytes(name));
+        std::fs::write(&input, format!("data {i}\n")).unwrap();
+        case.chown_tree(&input);
+        let output = case.work.join(format!("out{i}.txt"));
+        // The victim's command reads the planted file.
+        let out = case.run([
+            "sh".as_ref(),
+            "-c".as_ref(),
+            "cat -- \"$1\" > \"$2\"".as_ref(),
+            "sh".as_ref(),
+            input.as_os_str(),
+            output.as_os_str(),
+        ]);
+        assert!(out.status.success(), "{shown}: {}", describe(&out));
+        let recorded = std::fs::read(&output).unwrap();
+        for (format, expect_ok) in [("makefile", make_ok), ("snakemake", snakemake_ok)] {
+            let file = case.work.join(format!("rebuild{i}.{format}"));
+            match try_export(&case, &output, format, &file) {
+                Err(stderr) => {
+                    assert!(!expect_ok, "{format} refused {shown}: {stderr}");
+                    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+                    let dir = format!("{}/shared/", case.work.display());
+                    assert!(stderr.starts_with("prov: cannot write a ") && stderr.contains(&dir), "{stderr}");
+                    assert!(!file.exists(), "a refused export leaves no file: {shown}");
+                }
+                Ok(()) => {
+                    assert!(expect_ok, "{format} of {shown} was written, not refused");
+                    std::fs::remove_file(&output).unwrap();
+                    ok(rebuild_command(&case, format, &file, &["-n"]).output().unwrap(), "a dry run");
+                    assert!(!output.exists(), "{format} -n of {shown} ran the command");
+                    let run = rebuild_command(&case, format, &file, &[]).output().unwrap();
+                    assert!(run.status.success(), "{format} of {shown}: {}", describe(&run));
+                    assert_eq!(std::fs::read(&output).unwrap(), recorded, "{format} of {shown} rebuilt something else");
+                }
+            }
+            assert_eq!(pwned(&case), Vec::<PathBuf>::new(), "{format} of {shown} ran planted code");
+        }
+    }
+}
+
+#[test]
+fn a_name_gone_since_is_a_comment_that_stays_one() {
+    let case = Case::new("hostile-gone");
+    // Read, then removed: the exports name it in a comment.
+    let names: [&str; 2] = ["gone\r__import__(\"os\").system(\"touch PWNED\")#", "gone\nall:\n\ttouch PWNED\n"];
+    for (i, name) in names.iter().enumerate() {
+        case.write(name, b"once\n");
+        let step = format!("{{ cat -- \"$1\" || echo gone; }} > out{i}.txt 2>/dev/null");
+        let out = case.run(["sh", "-c", &step, "sh", name]);
+        assert!(out.status.success(), "{}", describe(&out));
+        std::fs::remove_file(case.work.join(name)).unwrap();
+        for format in ["makefile", "snakemake"] {
+            let file = case.work.join(format!("gone{i}.{format}"));
+            try_export(&case, &case.work.join(format!("out{i}.txt")), format, &file).unwrap();
+            let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+            assert!(text.contains("# read "), "{text}");
+            ok(rebuild_command(&case, format, &file, &["-n"]).output().unwrap(), "a dry run");
+            ok(rebuild_command(&case, format, &file, &[]).output().unwrap(), "the rebuild");
+            assert_eq!(pwned(&case), Vec::<PathBuf>::new(), "{format}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn multi_line_commands_rerun_byte_for_byte() {
+    let case = Case::new("multi-line");
+    // Lines make would strip under .ONESHELL (`-`, `+`, `@`), a tab, a
+    // trailing backslash and `$` inside a quoted here-document.
+    let script = "cat > here.txt <<'EOF'\n-minus\n+plus\n@at\n\tindented \\\n$HOME %s {x}\nEOF";
+    case.run_sh(script);
+    let recorded = std::fs::read(case.work.join("here.txt")).unwrap();
+    assert_eq!(recorded, b"-minus\n+plus\n@at\n\tindented \\\n$HOME %s {x}\n");
+    for format in ["makefile", "snakemake"] {
+        let file = case.work.join(format!("here.{format}"));
+        try_export(&case, &case.work.join("here.txt"), format, &file).unwrap();
+        std::fs::remove_file(case.work.join("here.txt")).unwrap();
+        ok(rebuild_command(&case, format, &file, &[]).output().unwrap(), format);
+        assert_eq!(std::fs::read(case.work.join("here.txt")).unwrap(), recorded, "{format}");
+    }
+}

@@ -211,3 +211,38 @@ fn xdg_directories_are_honoured() {
         assert!(!case.home.join(default).exists(), "nothing in ~/{default}");
     }
 }
+
+/// With RLIMIT_NPROC at 0 the user may start no process or thread, but
+/// the helper, privileged, still forks the holder and execs the collector,
+/// which runs as the user: it can start neither prov-writer nor its
+/// threads. It says so and goes on observing, and ends when its caller
+/// hangs up, without an abort (the collector used to panic, SIGABRT).
+#[test]
+fn a_collector_without_threads_does_not_abort() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let case = Case::new("nproc0");
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors socketpair writes.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    assert_eq!(r, 0, "socketpair");
+    let (ours, theirs) = (fds[0], fds[1]);
+    let mut cmd = case.command("prlimit");
+    cmd.args(["--nproc=0", "--"]).arg(case.inst.helper()).args(["observe", "3"]);
+    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; the copy at 3 is inheritable.
+    unsafe {
+        cmd.pre_exec(move || if libc::dup2(theirs, 3) == 3 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+    }
+    let child = cmd.spawn().unwrap();
+    // SAFETY: closing our copy of the helper's end.
+    unsafe { libc::close(theirs) };
+    // Time to start (and, before, to abort), then hang up: the collector ends.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: closing our end of the control socket.
+    unsafe { libc::close(ours) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), None, "the collector was killed by a signal: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("cannot start"), "it says what it could not start: {err}");
+}

@@ -149,3 +149,26 @@ fn typed_secrets_are_redacted_bash() {
 fn typed_secrets_are_redacted_zsh() {
     typed_secrets_are_redacted("zsh");
 }
+
+/// A kept script (`[archive]`) is scanned like a command text: the token
+/// in deploy.sh is not in what `prov restore` gives back, nor in prov's
+/// files; with `redact = false` the script comes back byte for byte.
+#[test]
+fn archived_scripts_are_kept_without_their_secrets_unless_opted_out() {
+    let script = format!("#!/bin/sh\nexport GITHUB_TOKEN={GITHUB}\necho deployed > deployed.txt\n");
+    for (name, config, want) in [
+        ("secrets-archive", "", script.replace(GITHUB, "[REDACTED]")),
+        ("secrets-archive-verbatim", "[archive]\nredact = false\n", script.clone()),
+    ] {
+        let case = Case::new(name);
+        case.write_config(config);
+        case.write("deploy.sh", script.as_bytes());
+        case.run_sh("sh deploy.sh");
+        let out = case.prov(["restore", "--file", "deploy.sh", "--stdout"]);
+        assert!(out.status.success(), "{name}: {}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{name}");
+        if config.is_empty() {
+            assert!(!contains(&stored_bytes(&case), GITHUB), "the token is in prov's files");
+        }
+    }
+}

@@ -838,3 +838,86 @@ fn processes_stored_after_their_record_was_pushed_reach_the_central_store() {
     // Nothing more to do: not stored a third time.
     assert!(node.sync().contains("pushed 0 record"));
 }
+
+/// A member of a project group pushes, through the push functions, a
+/// record claiming to be a colleague's: user name "alice", a host whose
+/// line breaks would be Makefile rules, a file the project has. Pulled,
+/// it is the role the server stamped it with ("bob"), not the claim:
+/// `--user alice` does not find it, `--user bob` does, and the Makefile
+/// of its lineage names bob on one comment line and runs nothing else.
+#[test]
+fn a_forged_record_shows_who_pushed_it_and_stays_data_in_exports() {
+    let pg = cluster("sync-forged");
+    let project = shared_dir("sync-forged");
+    pg.admin("prov", "CREATE ROLE proj_f NOLOGIN");
+    pg.admin("prov", "GRANT proj_f TO alice, bob");
+    pg.admin("prov", &format!("INSERT INTO prov.read_grants VALUES ('proj_f', '{}'::bytea)", project.display()));
+    let alice = Node::new("sync-forged-alice", "node1", &pg, "alice", "alice-pw");
+    alice.run_in(&project, "echo mine > alice.txt");
+    alice.sync();
+
+    let content = b"forged\n";
+    std::fs::write(project.join("result.txt"), content).unwrap();
+    let hash = u64::from_str_radix(&expected_hash_of(content), 16).unwrap() as i64;
+    let dir = project.display().to_string();
+    let host = "node1\n.PHONY: all\nall: pwn\npwn:\n\ttouch PWNED";
+    let forge = format!(
+        "WITH c AS (SELECT prov.push_command(gen_random_uuid(), 'forged-session', 1,
+             convert_to('echo forged > result.txt', 'UTF8'), convert_to('{dir}', 'UTF8'), E'{host}', 'alice', 'bash',
+             (extract(epoch FROM now()) * 1e9)::bigint - 2000000000, (extract(epoch FROM now()) * 1e9)::bigint - 1000000000,
+             0, '{{0,0,0,0,0,0,0}}', NULL, NULL, '{{256,3}}', ARRAY[convert_to('{dir}', 'UTF8')]) AS id)
+         SELECT prov.push_events((SELECT id FROM c), '{{0}}', ARRAY[convert_to('result.txt', 'UTF8')], '{{1}}',
+             '{{{size}}}', '{{0}}', '{{{hash}}}', '{{0}}', '{{NULL}}')",
+        host = host.replace('\n', "\\n").replace('\t', "\\t"),
+        size = content.len(),
+    );
+    pg.psql("bob", "bob-pw", "prov", &forge).unwrap();
+    assert_eq!(
+        pg.admin("prov", "SELECT owner || ' ' || user_name FROM prov.commands WHERE session = 'forged-session'"),
+        "bob alice"
+    );
+
+    let users = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["query", "history", "--everywhere"];
+        args.extend_from_slice(extra);
+        alice
+            .json(&args)
+            .iter()
+            .map(|c| format!("{} {}", c["user"].as_str().unwrap(), c["text"].as_str().unwrap()))
+            .collect()
+    };
+    let all = users(&[]);
+    assert!(all.contains(&"bob echo forged > result.txt".to_string()), "{all:?}");
+    assert!(!all.iter().any(|u| u.starts_with("alice echo forged")), "shown as the claimed user: {all:?}");
+    assert_eq!(users(&["--user", "alice"]), ["alice sh -c 'echo mine > alice.txt'"]);
+    assert_eq!(users(&["--user", "bob"]), ["bob echo forged > result.txt"]);
+
+    let mk = alice.case.work.join("forged.mk");
+    let out = alice.prov([
+        OsStr::new("query"),
+        OsStr::new("lineage"),
+        project.join("result.txt").as_os_str(),
+        OsStr::new("--everywhere"),
+        OsStr::new("--format"),
+        OsStr::new("makefile"),
+        OsStr::new("-o"),
+        mk.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = std::fs::read_to_string(&mk).unwrap();
+    let by: Vec<&str> = text.lines().filter(|l| l.starts_with("# #")).collect();
+    assert_eq!(by.len(), 1, "{text}");
+    assert!(by[0].contains("by bob@node1\\n.PHONY: all\\nall: pwn"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("pwn:")), "{text}");
+    let dry = alice
+        .command_in(&alice.case.work, "make", [OsStr::new("-n"), OsStr::new("-f"), mk.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(dry.status.success(), "{}", describe(&dry));
+    assert!(!String::from_utf8_lossy(&dry.stdout).contains("PWNED"), "{}", describe(&dry));
+}
+
+/// The content hash prov records with its default hash parameters.
+fn expected_hash_of(content: &[u8]) -> String {
+    prov_e2e::expected_hash(content, 256, 3)
+}

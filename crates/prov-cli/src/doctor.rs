@@ -294,20 +294,38 @@ fn apparmor_probe(ctx: &Context) -> Option<String> {
 
 /// The kernel queue of each observation holds at most
 /// fs.fanotify.max_queued_events events (see packaging/install.sh, which
-/// raises it to this): below it, bulk commands may lose events, marked.
+/// sets it to this unless told otherwise): below it, bulk commands may lose
+/// events, marked.
 const ADVISED_QUEUE: u64 = 131_072;
 
+/// Kernel memory of one queued fanotify event, roughly (the event with its
+/// file handle, from the kernel's slab).
+const BYTES_PER_QUEUED_EVENT: u64 = 96;
+
+/// The setting is machine-wide: it bounds every fanotify group, and any user
+/// may hold fs.fanotify.max_user_groups of them, so doctor always says what
+/// it lets each user pin, for the administrator who chose it.
 fn event_queue(_: &Context) -> Vec<Finding> {
-    let Ok(text) = std::fs::read_to_string("/proc/sys/fs/fanotify/max_queued_events") else { return Vec::new() };
-    let Ok(queue) = text.trim().parse::<u64>() else { return Vec::new() };
+    let read =
+        |name: &str| std::fs::read_to_string(format!("/proc/sys/fs/fanotify/{name}")).ok()?.trim().parse::<u64>().ok();
+    let Some(queue) = read("max_queued_events") else { return Vec::new() };
+    let cost = match read("max_user_groups") {
+        Some(groups) => format!(
+            "; each user may hold {groups} fanotify groups, so queue up to {} MB of kernel memory",
+            groups * queue * BYTES_PER_QUEUED_EVENT / 1_000_000
+        ),
+        None => String::new(),
+    };
     if queue >= ADVISED_QUEUE {
-        return Vec::new();
+        return vec![Finding::ok(format!("fs.fanotify.max_queued_events is {queue}{cost}"))];
     }
     vec![Finding::note(
         format!(
-            "fs.fanotify.max_queued_events is {queue}: commands writing many files at once may lose events (their records say so)"
+            "fs.fanotify.max_queued_events is {queue}{cost}: commands writing many files at once may lose events (their records say so)"
         ),
-        format!("sysctl fs.fanotify.max_queued_events={ADVISED_QUEUE} as root (packaging/install.sh does)"),
+        format!(
+            "sysctl fs.fanotify.max_queued_events={ADVISED_QUEUE} as root (packaging/install.sh does unless --queue-events says otherwise), weighing what it lets each user pin"
+        ),
     )]
 }
 

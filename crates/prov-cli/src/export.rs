@@ -60,7 +60,15 @@ pub fn write(
         Some(dir) if format.writes_directory() => prov_export::export(format, records, opts, Output::Directory(dir)),
         _ => {
             let mut out = output_stream(output)?;
-            prov_export::export(format, records, opts, Output::Stream(&mut out)).and_then(|()| Ok(out.flush()?))
+            let written =
+                prov_export::export(format, records, opts, Output::Stream(&mut out)).and_then(|()| Ok(out.flush()?));
+            // A refused export leaves no file behind (this run created it):
+            // a half-written Makefile must not be taken for the whole.
+            if let (Err(_), Some(path)) = (&written, output) {
+                drop(out);
+                let _ = std::fs::remove_file(path);
+            }
+            written
         }
     };
     written.map_err(|e| match e {

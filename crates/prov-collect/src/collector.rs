@@ -113,6 +113,8 @@ struct State {
     /// From `Prepare`: takes secrets out of the texts of `Begin` and `End`,
     /// before the writer stores or spools them.
     redactor: Option<Redactor>,
+    /// From `Prepare`: archived scripts go through the redactor too.
+    redact_archived: bool,
     /// The command's last process is gone: every process record is final.
     processes_over: bool,
     /// The caller can hand the observation back for another record.
@@ -387,6 +389,7 @@ impl Observation<'_> {
                 // shell sends Prepare and Begin and runs the command without
                 // waiting, so its first events can be read before Prepare.
                 st.redactor = Some(Redactor::new(&settings.redact));
+                st.redact_archived = settings.archive.redact;
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
                 st.identity = Some(identity);
             }
@@ -648,6 +651,7 @@ impl State {
             unmarked_mounts,
             writer,
             redactor: None,
+            redact_archived: false,
             processes_over: false,
             reuse_asked: false,
             unmarked_at_start: unmarked_mounts,
@@ -741,7 +745,12 @@ impl State {
         let events = std::mem::replace(&mut self.batch, Vec::with_capacity(capacity));
         self.batch_since = None;
         self.writer.send(ToWriter::Events(events));
-        let archived = self.resolver.as_mut().map(Resolver::take_archived).unwrap_or_default();
+        let mut archived = self.resolver.as_mut().map(Resolver::take_archived).unwrap_or_default();
+        // A script is synced and shown like a command text: a token in
+        // deploy.sh goes as it would from the line that ran it.
+        if let Some(r) = self.redactor.as_ref().filter(|_| self.redact_archived) {
+            archived.iter_mut().for_each(|a| a.content = r.redact(&a.content));
+        }
         self.writer.send_archived(archived);
         let processes = self.resolver.as_mut().map(|r| r.processes.take_done()).unwrap_or_default();
         self.send_processes(processes);

@@ -117,9 +117,14 @@ fn parse_line(line: &[u8]) -> Option<(MountKey, &[u8])> {
 /// mounts appeared meanwhile (a storm of mounts costs one run per run's
 /// time). It may block on a FUSE server that does not answer: then only
 /// this thread waits, never the collector's loop.
+///
+/// Where no thread can be started (RLIMIT_NPROC), new mounts go unmarked and
+/// the failure is reported as a marking failure: the record says which
+/// mounts it missed, and the collector goes on.
 fn start_marker(holder_pid: i32, group: Arc<OwnedFd>, failed: Sender<String>) -> Sender<()> {
     let (ask, asked) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
+    let report = failed.clone();
+    let started = std::thread::Builder::new().name("mount-marker".into()).spawn(move || {
         while asked.recv().is_ok() {
             while asked.try_recv().is_ok() {}
             if let Err(why) = run_marker(holder_pid, group.as_fd()) {
@@ -127,6 +132,9 @@ fn start_marker(holder_pid: i32, group: Arc<OwnedFd>, failed: Sender<String>) ->
             }
         }
     });
+    if let Err(e) = started {
+        let _ = report.send(format!("cannot start the thread that marks new mounts: {e}"));
+    }
     ask
 }
 

@@ -58,8 +58,15 @@ impl WriterLink {
             eprintln!("prov-collector: {e}; this record is lost");
         }
         let (tx, rx) = mpsc::channel();
-        let sender = std::thread::spawn(move || pump(rx, pipe));
-        WriterLink { tx: Some(tx), sender: Some(sender) }
+        // Where no thread can be started (RLIMIT_NPROC), the record is lost
+        // as when the writer cannot start: said once, and no abort.
+        match std::thread::Builder::new().name("writer-link".into()).spawn(move || pump(rx, pipe)) {
+            Ok(sender) => WriterLink { tx: Some(tx), sender: Some(sender) },
+            Err(e) => {
+                eprintln!("prov-collector: cannot start the thread that feeds prov-writer: {e}; this record is lost");
+                WriterLink { tx: None, sender: None }
+            }
+        }
     }
 
     pub fn send(&self, msg: ToWriter) {

@@ -21,9 +21,13 @@ pub enum ExportError {
     /// An RO-Crate is never written over an existing one.
     #[error("{} already exists", .0.display())]
     CrateExists(PathBuf),
-    /// Make has no quoting for a line break in a file name.
-    #[error("cannot write a Makefile rule for a file whose name has a line break: {0:?}")]
-    LineBreakInMakeWord(String),
+    /// A file name with a character make has no quoting for (shown
+    /// escaped, one line).
+    #[error("cannot write a Makefile rule for {path}: make has no quoting for {what} in a file name")]
+    UnquotableInMakefile { path: String, what: &'static str },
+    /// A file name Snakemake cannot take as it is (shown escaped).
+    #[error("cannot write a Snakemake rule for {path}: {why}")]
+    UnquotableInSnakefile { path: String, why: &'static str },
     #[error("{} writes a directory, not a stream", .0.name())]
     NeedsDirectory(Format),
     #[error("{} is a directory; this format writes a file", .0.display())]

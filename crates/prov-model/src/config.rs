@@ -282,6 +282,8 @@ pub struct ArchiveConfig {
     pub shebang: bool,
     pub max_size: u64,
     pub max_per_command: u32,
+    /// Secrets taken out of a kept script as out of a command's text.
+    pub redact: bool,
 }
 
 impl Default for ArchiveConfig {
@@ -304,6 +306,7 @@ impl Default for ArchiveConfig {
             // The predecessor's limit: any hand-written script fits.
             max_size: 500 * 1024,
             max_per_command: 8,
+            redact: true,
         }
     }
 }

@@ -39,8 +39,9 @@ const SHAPES: &[Shape] = &[
     // are references, not secrets).
     Shape {
         name: "secret-variable",
-        regex: r"\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|secret|password|passwd|token|api_key|access_key)[A-Za-z0-9_]*\s*=\s*['\x22]?(?P<s>[^\s'\x22$`][^\s'\x22]*)",
+        regex: r"\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|MYSQL_PWD|secret|password|passwd|token|api_key|access_key)[A-Za-z0-9_]*\s*=\s*['\x22]?(?P<s>[^\s'\x22$`][^\s'\x22]*)",
         needles: &[
+            "MYSQL_PWD",
             "SECRET",
             "PASSWORD",
             "PASSWD",
@@ -56,6 +57,12 @@ const SHAPES: &[Shape] = &[
             "api_key",
             "access_key",
         ],
+    },
+    // The same variable assigned an ANSI-C quoted value: TOKEN=$'…'.
+    Shape {
+        name: "secret-variable-ansi-c",
+        regex: r"\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|MYSQL_PWD|secret|password|passwd|token|api_key|access_key)[A-Za-z0-9_]*\s*=\s*\$'(?P<s>(?:[^'\\]|\\.)+)'",
+        needles: &["=$'", "= $'"],
     },
     // GitHub: classic (ghp_ personal, gho_ OAuth, ghu_/ghs_ app, ghr_ refresh) and fine-grained.
     Shape {
@@ -97,11 +104,34 @@ const SHAPES: &[Shape] = &[
         regex: r"(?i)\bauthorization:\s*(?:bearer|basic|token|digest)?\s*(?P<s>[^\s'\x22]+)",
         needles: &["authorization:"],
     },
+    // Other headers that carry a credential: API keys, tokens, cookies
+    // (the value up to the closing quote or the end of the line).
+    Shape {
+        name: "credential-header",
+        regex: r"(?i)(?:^|[\s'\x22])(?:x-api-key|api-key|x-auth-token|x-access-token|x-goog-api-key|private-token|proxy-authorization|cookie|set-cookie):[ \t]*(?P<s>[^\s'\x22][^'\x22\n]*?)[ \t]*(?:['\x22\n]|$)",
+        needles: &["api-key:", "-token:", "proxy-authorization:", "cookie:"],
+    },
+    // Azure storage connection strings: AccountKey=…, SharedAccessKey=….
+    Shape {
+        name: "connection-string-key",
+        regex: r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)=(?P<s>[^;\s'\x22]+)(?:;|['\x22]|\s|$)",
+        needles: &["accountkey=", "sharedaccesskey=", "sharedaccesssignature=", ";password=", ";pwd="],
+    },
+    // A signed URL's signature or token: ?sig=…, &X-Amz-Signature=….
+    Shape {
+        name: "url-signature",
+        regex: r"(?i)[?&](?:sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature|access_token|auth_token)=(?P<s>[^&#\s'\x22]+)",
+        needles: &["sig=", "signature=", "security-token=", "access_token=", "auth_token="],
+    },
     // A password option with its value: --password=…, --passwd …, --token=….
     Shape {
         name: "password-option",
-        regex: r"(?:^|\s)--?(?:password|passwd|pass|token|secret|api-key|apikey|access-token|auth-token|client-secret)(?:=|\s+)['\x22]?(?P<s>[^\s'\x22=-][^\s'\x22]*)",
+        regex: r"(?:^|\s)--?(?:password|passwd|pass|token|secret|api-key|apikey|access-token|auth-token|client-secret|sas-token|account-key|secret-key|secret-access-key|access-key|storage-key)(?:=|\s+)['\x22]?(?P<s>[^\s'\x22=-][^\s'\x22]*)",
         needles: &[
+            "-sas-token",
+            "-account-key",
+            "-access-key",
+            "-storage-key",
             "-pass",
             "-token",
             "-secret",
@@ -123,9 +153,71 @@ const SHAPES: &[Shape] = &[
     // (curl only: `-u` of other programs is anything, socat -u udp-recvfrom:1234).
     Shape {
         name: "curl-user-password",
-        regex: r"\bcurl\b[^|;&\n]*?\s(?:-u|--user)(?:=|\s+)?['\x22]?[^\s:'\x22/]+:(?P<s>[^\s'\x22@]+)",
+        regex: r"\bcurl\b[^|;&\n]*?\s(?:-u|--user)(?:=|\s+)?['\x22]?[^\s:'\x22/]*:(?P<s>[^\s'\x22@]+)",
         needles: &["curl"],
     },
+    // openssl's password arguments: -passin pass:SECRET, -passout, -pass.
+    Shape { name: "openssl-pass", regex: r"\s-pass(?:in|out)?\s+['\x22]?pass:(?P<s>[^\s'\x22]+)", needles: &["pass:"] },
+    // Registry and cloud logins with the password as -p: docker login -p, az login -p.
+    Shape {
+        name: "login-password",
+        regex: r"\b(?:docker|podman|buildah|skopeo|nerdctl|helm|oras|az)\b[^|;&\n]*?\blogin\b[^|;&\n]*?\s-p(?:=|\s+)['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["login"],
+    },
+    // LDAP tools' bind password: ldapsearch -w SECRET (-W prompts).
+    Shape {
+        name: "ldap-bind-password",
+        regex: r"\bldap[a-z]+\b[^|;&\n]*?\s-w\s*['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["ldap"],
+    },
+    // Samba's user%password: smbclient -U user%SECRET.
+    Shape {
+        name: "samba-user-password",
+        regex: r"\b(?:smbclient|rpcclient|smbcacls|smbget|smbmap|smbpasswd|net|mount\.cifs)\b[^|;&\n]*?\s(?:-U|--user(?:name)?)(?:=|\s*)['\x22]?[^\s%'\x22]+%(?P<s>[^\s'\x22]+)",
+        needles: &["%"],
+    },
+    // aws configure set aws_secret_access_key SECRET (and the session token).
+    Shape {
+        name: "aws-configure-set",
+        regex: r"\baws\s+configure\s+set\s+(?:[A-Za-z0-9_\-]+\.)?(?:aws_secret_access_key|aws_session_token)\s+['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["configure"],
+    },
+    // A JSON key named like a secret: {"password": "…"}, also with escaped quotes.
+    Shape {
+        name: "json-secret",
+        regex: r#"(?i)\\?"[A-Za-z0-9_\-]*(?:password|passwd|secret|token|api_?key|access_?key|private_?key)[A-Za-z0-9_\-]*\\?"\s*:\s*\\?"(?P<s>[^"\\]+)\\?""#,
+        needles: &[
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "apikey",
+            "api_key",
+            "accesskey",
+            "access_key",
+            "privatekey",
+            "private_key",
+        ],
+    },
+    // A .netrc line: machine HOST login USER password SECRET.
+    Shape {
+        name: "netrc-password",
+        regex: r"\b(?:machine\s+\S+|default|login\s+\S+)\s+password\s+['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["password"],
+    },
+    // htpasswd -b FILE USER SECRET, htpasswd -nb USER SECRET.
+    Shape {
+        name: "htpasswd-batch",
+        regex: r"\bhtpasswd\s+(?:-[A-Za-z]+\s+)*-[A-Za-mo-z]*b[A-Za-mo-z]*\s+(?:-[A-Za-z]+\s+)*\S+\s+\S+\s+['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["htpasswd"],
+    },
+    Shape {
+        name: "htpasswd-batch-stdout",
+        regex: r"\bhtpasswd\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*(?:nb|bn)[A-Za-z]*\s+(?:-[A-Za-z]+\s+)*\S+\s+['\x22]?(?P<s>[^\s'\x22]+)",
+        needles: &["htpasswd"],
+    },
+    // A token as a URL's user name: https://TOKEN@host (long, so not a login name).
+    Shape { name: "url-token-user", regex: r"\bhttps?://(?P<s>[A-Za-z0-9_\-.~]{20,})@", needles: &["://"] },
     // URL credentials: scheme://user:PASSWORD@host.
     Shape {
         name: "url-credentials",
@@ -389,6 +481,7 @@ mod tests {
         let samples = [
             ("aws-access-key-id", "echo ASIAIOSFODNN7EXAMPLE"),
             ("secret-variable", "export my_api_key=abc"),
+            ("secret-variable-ansi-c", "export TOKEN=$'abc\\'d'"),
             ("github-token", "echo ghs_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8"),
             ("github-fine-grained-token", "x github_pat_11ABCDEFG0123456789_abc"),
             ("gitlab-token", "x glrt-xYz12AbC34dEf56GhI78j"),
@@ -400,10 +493,23 @@ mod tests {
             ("pypi-token", "twine upload -p pypi-AgEIcHlwaS5vcmcCJGE4ZjY3ZDA1LWVhYjctNDY0Yy1hYjE3MmQ0ZjU2"),
             ("openai-key", "x sk-proj-abcdefghijklmnopqrstuvwxyz012345"),
             ("authorization-header", "curl -H 'AUTHORIZATION: token abc' x"),
+            ("credential-header", "curl -H 'X-Api-Key: abc' x"),
+            ("connection-string-key", "x 'AccountName=a;AccountKey=abc=='"),
+            ("url-signature", "curl 'https://a.blob.core.windows.net/c/b?sv=1&sig=abc%3D'"),
             ("password-option", "tool --client-secret abc"),
             ("mysql-password", "mariadb -u u -pS3cr3t db"),
             ("sshpass", "sshpass -p hunter2 ssh h"),
             ("curl-user-password", "curl --user=a:hunter2 x"),
+            ("openssl-pass", "openssl rsa -in k.pem -passin pass:hunter2"),
+            ("login-password", "docker login -u me -p hunter2 reg.io"),
+            ("ldap-bind-password", "ldapsearch -x -D cn=admin -w hunter2"),
+            ("samba-user-password", "smbclient //h/s -U alice%hunter2"),
+            ("aws-configure-set", "aws configure set aws_secret_access_key abc"),
+            ("json-secret", "curl -d '{\"password\": \"hunter2\"}' x"),
+            ("netrc-password", "echo machine h login u password hunter2 >> ~/.netrc"),
+            ("htpasswd-batch", "htpasswd -b .htpasswd alice hunter2"),
+            ("htpasswd-batch-stdout", "htpasswd -nbB alice hunter2"),
+            ("url-token-user", "git clone https://abcdefghijklmnopqrstuvwxyz0123@h/r.git"),
             ("url-credentials", "git clone ftp://a:hunter2@h/x"),
             ("private-key", "echo '-----BEGIN RSA PRIVATE KEY-----abc'"),
         ];

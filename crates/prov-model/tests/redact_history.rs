@@ -17,6 +17,9 @@ const WITH_CREDENTIALS: &[&str] = &[
     "mysqldump -uusername -ppassword the-database > db.sql",
     "mysqldump -uusername -ppassword the-database | gzip -9 > db.sql",
     "mysqldump -uusername -ppassword --all-databases > all-databases.sql",
+    // A cookie is a session's credential; Samba's user%password its password.
+    "http example.org  User-Agent:Bacon/1.0  'Cookie:valued-visitor=yes;foo=bar' X-Foo:Bar  Referer:http://httpie.org/",
+    "smbclient //<hostname>/<share> -U<username>%<password>",
 ];
 
 #[test]

@@ -121,8 +121,27 @@ impl Cut {
     }
 }
 
+/// Recorded bytes as page text: lossy UTF-8, and the bidirectional
+/// overrides and isolates shown as `\u{202e}`: on the page they would
+/// reorder the text around them, so a command would read as another
+/// ("Trojan Source"). Markup needs nothing here: the page sets text only.
 pub fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    let text = String::from_utf8_lossy(bytes);
+    if !text.chars().any(reorders) {
+        return text.into_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for ch in text.chars() {
+        match reorders(ch) {
+            true => out.push_str(&format!("\\u{{{:x}}}", ch as u32)),
+            false => out.push(ch),
+        }
+    }
+    out
+}
+
+fn reorders(ch: char) -> bool {
+    matches!(ch, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 fn us(ns: i64) -> i64 {
@@ -178,8 +197,8 @@ pub fn build(input: &ReportInput) -> Data {
             sessions.push(Session {
                 id: c.session.clone(),
                 label: prov_store::short_session(&c.session).to_owned(),
-                host: c.host.clone(),
-                user: c.user.clone(),
+                host: lossy(c.host.as_bytes()),
+                user: lossy(c.user.as_bytes()),
                 shell: c.shell.clone(),
                 start_us: us(c.start_ns),
                 commands: 0,
@@ -197,7 +216,7 @@ pub fn build(input: &ReportInput) -> Data {
             .iter()
             .map(|a| {
                 let i = *script_index.entry(&a.text).or_insert_with(|| {
-                    scripts.push(Cut::new(&a.text, SCRIPT_BYTES));
+                    scripts.push(Cut::new(&lossy(a.text.as_bytes()), SCRIPT_BYTES));
                     scripts.len() - 1
                 });
                 (lossy(&a.path), i)
@@ -207,13 +226,13 @@ pub fn build(input: &ReportInput) -> Data {
         let p = processes
             .iter()
             .take(PROCESSES_PER_COMMAND)
-            .map(|l| (l.depth, l.pid, Cut::new(&l.label, PROCESS_LINE_BYTES).0, l.writes))
+            .map(|l| (l.depth, l.pid, Cut::new(&lossy(l.label.as_bytes()), PROCESS_LINE_BYTES).0, l.writes))
             .collect();
         commands.push(Command {
             id: c.id,
             s,
             seq: c.seq,
-            text: Cut::new(&String::from_utf8_lossy(&c.text), TEXT_BYTES),
+            text: Cut::new(&lossy(&c.text), TEXT_BYTES),
             cwd: lossy(&c.cwd),
             start_us: us(c.start_ns),
             end_us: c.end_ns.map(us),

@@ -146,6 +146,19 @@ fn non_utf8_bytes_are_shown_lossily() {
 }
 
 #[test]
+fn bidi_controls_are_shown_escaped_in_texts_and_paths() {
+    let mut c = command(1, "s", 1, "cat notes\u{202e}hs.txt\u{2066}".as_bytes());
+    c.cwd = "/w\u{202e}d".as_bytes().to_vec();
+    let data = build(&input(vec![(c, vec![file(1, Access::Read, "/w/a\u{202e}b".as_bytes())])]));
+    let c = &data.commands[0];
+    assert_eq!(c.text.0, "cat notes\\u{202e}hs.txt\\u{2066}");
+    assert_eq!(c.cwd, "/w\\u{202e}d");
+    assert_eq!(c.r[0].1, "a\\u{202e}b");
+    let page = page(&input(vec![(command(2, "s", 1, "x\u{202e}y".as_bytes()), vec![])]));
+    assert!(!page.contains('\u{202e}'), "no raw override anywhere in the page");
+}
+
+#[test]
 fn sessions_are_lanes_in_order_of_their_first_command() {
     // "a" comes first in the input, but "b" started first: "b" is lane 0.
     let records = vec![

@@ -163,7 +163,7 @@ fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store,
     let commands = tx
         .prepare(
             "SELECT id, uuid::text, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
-                    exit_status, counters, incomplete, untraced, hash_params
+                    exit_status, counters, incomplete, untraced, hash_params, owner
              FROM prov.commands WHERE id = ANY($1) ORDER BY id",
         )
         .map_err(fail("reading records"))?;
@@ -258,7 +258,12 @@ fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store,
             text: row.get(4),
             cwd: row.get(5),
             host: row.get(6),
-            user: row.get(7),
+            // Who it is by is the server's word: the role it stamped the
+            // record with (`owner`), never the `user_name` the client sent,
+            // which anyone who may push can set to a colleague's. So
+            // `--user ROLE` finds what ROLE pushed, and listings and exports
+            // say `ROLE@HOST`: the host is that role's claim.
+            user: row.get(16),
             shell: row.get(8),
             start_ns: row.get(9),
         };
