@@ -357,8 +357,9 @@ fn a_rebuild_that_cannot_be_faithful_names_the_file() {
     assert!(err.contains("cannot rebuild faithfully") && err.contains("raw/regions.csv"), "{err}");
     std::fs::remove_file(case.work.join("out/top3.csv")).unwrap();
     std::fs::remove_file(case.work.join("out/summary.csv")).unwrap();
+    // The step runs without it and fails, naming it: never a result from nothing.
     let out = rebuild(&case, "make", &file);
-    assert!(!out.status.success(), "make must not rebuild without its input");
+    assert!(!out.status.success(), "the rebuild cannot succeed without its input");
     assert!(String::from_utf8_lossy(&out.stderr).contains("raw/regions.csv"), "{}", describe(&out));
 }
 
