@@ -254,7 +254,11 @@ fn stat_says_whether_the_asked_file_is_up_to_date() {
     assert!(text.contains("result.csv is up to date"), "{text}");
     assert!(text.contains("sorted.csv") && text.contains("missing"), "{text}");
     std::fs::write(case.work.join("result.csv"), b"changed\n").unwrap();
-    let text = stdout(&ok(case.prov(["query", "wrote", "result.csv", "--stat"])));
+    // No recorded command wrote it as it is now (exit 1), and --stat says
+    // how it differs from the last recorded write.
+    let out = case.prov(["query", "wrote", "result.csv", "--stat"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = stdout(&out);
     assert!(text.contains("result.csv was modified since"), "{text}");
     // Lineage --stat: the whole tree, each file with its state.
     let tree = stdout(&ok(case.prov(["query", "lineage", "result.csv", "--stat"])));

@@ -173,6 +173,10 @@ pub fn by_file(
             }
             Some(lines)
         }
+        // Changed since its last recorded write: say so, from that write.
+        Some((command, matched)) if show.stat && !show.json && matched[0].1 == MatchKind::Earlier => {
+            Some(stat::target_summary(&path, &matched[0].0, command.id, verb))
+        }
         _ => None,
     };
     let selected: Vec<Selected> =
