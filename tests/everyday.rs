@@ -260,8 +260,12 @@ fn stat_says_whether_the_asked_file_is_up_to_date() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let text = stdout(&out);
     assert!(text.contains("result.csv was modified since"), "{text}");
-    // Lineage --stat: the whole tree, each file with its state.
-    let tree = stdout(&ok(case.prov(["query", "lineage", "result.csv", "--stat"])));
+    // Lineage --stat: the whole tree of its last recorded version, each
+    // file with its state (exit 1: no recorded command wrote it as it is).
+    let out = case.prov(["query", "lineage", "result.csv", "--stat"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let tree = stdout(&out);
+    assert!(tree.lines().next().unwrap_or("").contains("(changed since #"), "{tree}");
     assert!(tree.lines().any(|l| l.contains("in.csv") && l.contains("[up to date]")), "{tree}");
     assert!(tree.lines().any(|l| l.contains("sorted.csv") && l.contains("[missing]")), "{tree}");
 }

@@ -143,6 +143,17 @@ fn a_path_written_again_names_its_last_writer() {
     let (listed, status) = writers(&case, "changed.txt");
     assert_eq!(status, Some(1), "{listed:?}");
     assert_eq!(listed, vec![(old, "earlier".to_string())]);
+    // Its lineage is of the last recorded version, said so, exit 1; never a
+    // Makefile that would put that version back over the edit.
+    let out = prov(&case, &["query", "lineage", "changed.txt", "--no-pager"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stdout(&out)
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(&format!("(changed since #{old} wrote it: the lineage of that version)")));
+    let out = prov(&case, &["query", "lineage", "changed.txt", "--format", "makefile"]);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{}", describe(&out));
 }
 
 #[test]

@@ -150,6 +150,24 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         eprintln!("prov: no recorded command {verb} {}", escape(path.as_os_str().as_bytes()));
         return Ok(ExitCode::from(1));
     }
+    // Changed since by something unrecorded: said first, and the exit
+    // status is the one of "no recorded command wrote it".
+    let status = if walked.changed_since() {
+        let last = walked.start[0].0;
+        eprintln!(
+            "prov: no recorded command wrote {} as it is now; the lineage of its last recorded version (#{last}) follows",
+            escape(path.as_os_str().as_bytes())
+        );
+        if let LineageFormat::Export(format @ (Format::Makefile | Format::Snakemake)) = args.format {
+            anyhow::bail!(
+                "{} was changed since #{last} wrote it: a {format} would replace it with that version; move it aside first",
+                escape(path.as_os_str().as_bytes())
+            );
+        }
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
 
     let records = match args.steps {
         Steps::Commands => walked.records(),
@@ -195,14 +213,14 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                 }
             }
             out.flush()?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(status);
         }
         LineageFormat::Json => prov_export::json::write_lineage,
         LineageFormat::Dot if args.steps == Steps::Processes => {
             let mut out = output_stream(args.output.as_deref())?;
             prov_export::dot::write_steps_dot(&walked, &records, &mut out)?;
             out.flush()?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(status);
         }
         LineageFormat::Dot => prov_export::dot::write_dot,
         LineageFormat::Export(format) => {
@@ -219,11 +237,11 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                 }
             }
             export::write(format, &records, &opts, args.output.as_deref())?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(status);
         }
     };
     let mut out = output_stream(args.output.as_deref())?;
     view(&walked, &mut out)?;
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(status)
 }

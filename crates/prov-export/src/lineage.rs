@@ -229,7 +229,9 @@ pub struct Lineage {
     /// The commands that touched the target (the target's writer upstream,
     /// its readers downstream) and the event of each that did, with how.
     pub start: Vec<(i64, i64)>,
-    /// How each of `start` matched, in the same order.
+    /// How each of `start` matched, in the same order: `Earlier` when no
+    /// recorded command wrote the file as it is now and the walk is of its
+    /// last recorded version.
     pub start_kinds: Vec<MatchKind>,
     /// Every command of the walk, by id.
     pub steps: BTreeMap<i64, Step>,
@@ -261,9 +263,18 @@ pub fn walk_with(store: &Store, target: Target, direction: Direction, opts: &Wal
     };
     let started: Vec<Link> = match direction {
         // The file as it is now was made by one write.
-        Direction::Upstream => {
-            lookup.writer_of(lineage.target.now.as_ref(), &lineage.target.path, None)?.into_iter().collect()
-        }
+        // When something unrecorded changed it since, the walk is of its last
+        // recorded version, labelled `Earlier`.
+        Direction::Upstream => match lookup.writer_of(lineage.target.now.as_ref(), &lineage.target.path, None)? {
+            Some(link) => vec![link],
+            None => lookup
+                .writers_of_file(lineage.target.now.as_ref(), &lineage.target.path)?
+                .into_iter()
+                .find(|(_, events)| events[0].1 == MatchKind::Earlier)
+                .map(|(c, events)| Link { command: c.id, event: events[0].0.id, kind: MatchKind::Earlier })
+                .into_iter()
+                .collect(),
+        },
         // Everyone who read this version of it.
         Direction::Downstream => lookup
             .readers_of_file(lineage.target.now.as_ref(), &lineage.target.path)?
@@ -554,6 +565,12 @@ fn group(kinds: impl Iterator<Item = (CommandRow, FileRow, MatchKind)>) -> Vec<M
 }
 
 impl Lineage {
+    /// The walk is of the file's last recorded version: something
+    /// unrecorded changed it since.
+    pub fn changed_since(&self) -> bool {
+        self.start_kinds.first() == Some(&MatchKind::Earlier)
+    }
+
     /// The depth limit cut the walk short somewhere.
     pub fn truncated(&self) -> bool {
         !self.cut.is_empty()

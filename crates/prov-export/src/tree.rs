@@ -44,6 +44,8 @@ pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn 
             let other = lineage.file(c, f).map_or(String::from("?"), |o| escape(&o.path));
             if kind == MatchKind::Moved {
                 format!("  (written as {other}, moved since)")
+            } else if kind == MatchKind::Earlier {
+                format!("  (changed since #{c} wrote it: the lineage of that version)")
             } else {
                 format!("  (identical content, written to {other}: a copy or a coincidence)")
             }
