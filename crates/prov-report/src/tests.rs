@@ -204,6 +204,24 @@ fn charts_rank_by_count() {
 }
 
 #[test]
+fn provs_own_work_counts_in_the_charts_only_when_asked() {
+    let writes =
+        |id: i64, n: usize| (0..n).map(|k| file(id, Access::Write, format!("/o{id}/f{k}").as_bytes())).collect();
+    let records = vec![
+        (command(1, "s", 1, b"make all"), writes(1, 2)),
+        (command(2, "s", 2, b"prov query lineage out.csv | less"), writes(2, 9)),
+    ];
+    let labels = |include_prov| {
+        let data = build(&ReportInput { include_prov, ..input(records.clone()) });
+        let w: Vec<String> = data.charts.writes.iter().map(|b| b.label.clone()).collect();
+        let d: Vec<String> = data.charts.dirs.iter().map(|b| b.label.clone()).collect();
+        (w, d)
+    };
+    assert_eq!(labels(false), (vec!["make all".to_string()], vec!["/o1".to_string()]));
+    assert_eq!(labels(true).0, ["prov query lineage out.csv | less", "make all"]);
+}
+
+#[test]
 fn file_paths_share_their_directories() {
     let data = build(&input(vec![(
         command(1, "s", 1, b"x"),
