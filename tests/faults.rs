@@ -7,6 +7,8 @@
 #[path = "faults/tally.rs"]
 mod tally;
 
+#[path = "faults/inputs.rs"]
+mod inputs;
 #[path = "faults/lifecycle.rs"]
 mod lifecycle;
 #[path = "faults/membership.rs"]

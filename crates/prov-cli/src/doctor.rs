@@ -195,7 +195,7 @@ fn rc_line(ctx: &Context) -> Vec<Finding> {
     let kind = shell_kind(ctx);
     let rc = rc_file(kind, &user.locations.home);
     let wanted = format!("prov init {kind}");
-    let text = std::fs::read_to_string(&rc).unwrap_or_default();
+    let text = prov_model::small_file::read_to_string(&rc, prov_model::small_file::CONFIG_LIMIT).unwrap_or_default();
     let line = text.lines().position(|l| l.contains(&wanted) && !l.trim_start().starts_with('#'));
     let add = format!("add  eval \"$(prov init {kind})\"  as the last line of {}", shown(&rc));
     match line {
@@ -221,7 +221,7 @@ fn system_rc_with(kind: &str, wanted: &str) -> Option<PathBuf> {
         _ => &["/etc/bash.bashrc", "/etc/bashrc"],
     };
     candidates.iter().map(PathBuf::from).find(|f| {
-        std::fs::read_to_string(f)
+        prov_model::small_file::read_to_string(f, prov_model::small_file::CONFIG_LIMIT)
             .is_ok_and(|t| t.lines().any(|l| l.contains(wanted) && !l.trim_start().starts_with('#')))
     })
 }

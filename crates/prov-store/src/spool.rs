@@ -182,7 +182,9 @@ pub fn await_ended(dir: &Path, limit: Duration) -> bool {
             continue;
         }
         // Gone meanwhile: stored.
-        let Ok(file) = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(entry.path()) else {
+        // O_NONBLOCK: a FIFO given a spool file's name must not stall a query.
+        let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+        let Ok(file) = OpenOptions::new().read(true).custom_flags(flags).open(entry.path()) else {
             continue;
         };
         // Its writer is a few hundred microseconds from done, as a rule.
@@ -369,8 +371,13 @@ impl Store {
 
     fn ingest_file(&mut self, path: &Path) -> Result<Outcome> {
         let io_err = |error| StoreError::SpoolIo { path: path.to_owned(), error };
-        let file = match OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
-            Ok(f) => f,
+        // O_NONBLOCK and the type check: a FIFO or device put there in
+        // place of a record must not stall or flood the ingester. No size
+        // limit: every byte of a spool file is part of a record.
+        let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+        let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
+            Ok(_) => return Ok(Outcome::Skipped),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Skipped),
             Err(e) => return Err(io_err(e)),
         };
