@@ -13,5 +13,7 @@ mod inputs;
 mod lifecycle;
 #[path = "faults/membership.rs"]
 mod membership;
+#[path = "faults/network.rs"]
+mod network;
 #[path = "faults/storage.rs"]
 mod storage;
