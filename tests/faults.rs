@@ -7,6 +7,8 @@
 #[path = "faults/tally.rs"]
 mod tally;
 
+#[path = "faults/ending.rs"]
+mod ending;
 #[path = "faults/inputs.rs"]
 mod inputs;
 #[path = "faults/lifecycle.rs"]

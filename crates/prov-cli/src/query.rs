@@ -60,7 +60,7 @@ pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
             Err(e) => not_ingested = Some(e),
         }
     }
-    crate::record_end::end_abandoned(&db);
+    crate::record_end::end_abandoned(&db, &spool);
     crate::doctor_db::report_set_aside_once(&spool);
     let asked = EVERYWHERE.get().copied().flatten();
     if asked.unwrap_or(setup.config.sync.everywhere) {

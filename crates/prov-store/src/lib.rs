@@ -36,6 +36,7 @@ pub use select::{short_session, SHORT_SESSION};
 pub use select::{CmpOp, CommandFilter, FileFilter, NamePattern, Selected, Selection, SessionRow, Stats};
 pub use spool::{SpoolEntry, SpoolWriter};
 pub use sync::PushCounts;
+pub use write::{Unended, ABANDONED};
 
 use error::Context;
 
