@@ -109,3 +109,66 @@ fn a_spooled_end_is_the_end_the_record_keeps() {
     assert!(!file.exists(), "moved in: {}", case.collector_state());
 }
 
+/// The run preparers of this case (their HOME), by pid.
+fn preparers(case: &Case) -> Vec<u32> {
+    let home = format!("HOME={}", case.home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            cmdline.split(|&b| b == 0).any(|a| a == b"__run-preparer")
+                && environ.split(|&b| b == 0).any(|v| v == home.as_bytes())
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+/// The writer of an observation kept ready is killed while it waits: that
+/// observation is not handed out, and the next command's record is stored
+/// whole rather than saying "the database writer stopped".
+#[test]
+fn a_ready_observation_whose_writer_died_is_not_handed_out() {
+    use prov_e2e::processes::children_of;
+    let mut tally = Tally::new("writer of a ready observation killed");
+    let case = Case::new("faults-ready-writer");
+    case.run_sh("true");
+    let mut ready = 0;
+    wait_until("a preparer keeps an observation ready", || {
+        ready = preparers(&case)
+            .into_iter()
+            .find_map(|p| children_of(p).into_iter().find(|(_, n)| n == "prov-collector").map(|(c, _)| c))
+            .unwrap_or(0);
+        ready != 0
+    });
+    let writer = children_of(ready).into_iter().find(|(_, n)| n == "prov-writer").map(|(p, _)| p).expect("a writer");
+    pty::nix_kill(writer);
+    // Its collector ends rather than wait for a record it cannot store.
+    wait_until("the collector of the dead writer ends", || !alive(ready));
+
+    let script = "echo after > after.txt; exit 4";
+    let out = case.run(["sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    tally.run = 1;
+    let history = case.query(["history"]);
+    let record = record_with_text(&history, &format!("sh -c '{script}'"));
+    tally.found = record.is_some() as usize;
+    tally.status_right = record.is_some_and(|r| r["exit_status"] == 4) as usize;
+    tally.print_row();
+    let record = record.unwrap_or_else(|| panic!("{history:#?}; {}", case.collector_state()));
+    assert!(record["incomplete_reason"].is_null(), "{record:#}");
+    assert_eq!(case.writer_of("after.txt")["exit_status"], 4);
+}

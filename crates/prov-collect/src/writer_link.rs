@@ -11,6 +11,7 @@
 //! dropped and every `sync` answers why.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -43,6 +44,9 @@ enum Outgoing {
 pub struct WriterLink {
     tx: Option<mpsc::Sender<Outgoing>>,
     sender: Option<JoinHandle<()>>,
+    /// Our copy of the writer's reply pipe: it hangs up when the writer
+    /// exits (see [`WriterLink::exit_watch`]).
+    exit_watch: Option<OwnedFd>,
 }
 
 impl WriterLink {
@@ -57,9 +61,16 @@ impl WriterLink {
         if let Err(e) = &pipe {
             eprintln!("prov-collector: {e}; this record is lost");
         }
+        let exit_watch = pipe.as_ref().ok().and_then(|(_, _, stdout)| stdout.as_fd().try_clone_to_owned().ok());
         let (tx, rx) = mpsc::channel();
         let sender = std::thread::spawn(move || pump(rx, pipe));
-        WriterLink { tx: Some(tx), sender: Some(sender) }
+        WriterLink { tx: Some(tx), sender: Some(sender), exit_watch }
+    }
+
+    /// A descriptor that polls as hung up (POLLHUP, with no events asked
+    /// for) once the writer has exited; None if it never started.
+    pub fn exit_watch(&self) -> Option<BorrowedFd<'_>> {
+        self.exit_watch.as_ref().map(|fd| fd.as_fd())
     }
 
     pub fn send(&self, msg: ToWriter) {
