@@ -390,3 +390,38 @@ fn a_query_that_could_not_ingest_says_so() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("1 record(s)") && err.contains("not shown"), "{err}");
 }
+
+/// A database cut short (`truncate -s -40960`: a copy that stopped, a full
+/// disk): `prov doctor --repair` gives back the commands on the pages that
+/// are left, says what it recovered, and never sends the user round to
+/// itself again.
+#[test]
+fn a_truncated_database_is_repaired_with_what_it_still_holds() {
+    let mut tally = Tally::new("database truncated by 40 KiB, repaired");
+    let case = Case::new("faults-truncated");
+    let texts: Vec<String> = (0..6).map(|i| format!("echo {i} > small{i}.txt")).collect();
+    case.run_sh(MANY);
+    for t in &texts {
+        case.run_sh(t);
+    }
+    tally.run = 1 + texts.len();
+    let db = case.database();
+    case.wait_until_closed();
+    let len = std::fs::metadata(&db).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(len - 40960).unwrap();
+
+    let repair = case.prov(["doctor", "--repair"]);
+    let said = stdout_of(&repair) + &stderr_of(&repair);
+    assert!(repair.status.success(), "{}", describe(&repair));
+    assert!(!said.contains("prov doctor --repair"), "no loop: {said}");
+    assert!(said.contains("commands:") && said.contains("row(s) copied"), "says what it recovered: {said}");
+    let history = case.query(["history"]);
+    tally.found = texts.iter().filter(|t| record_with_text(&history, &sh_text(t)).is_some()).count()
+        + record_with_text(&history, &sh_text(MANY)).is_some() as usize;
+    tally.status_right = history.iter().filter(|r| r["exit_status"] == 0).count().min(tally.found);
+    tally.print_row();
+    assert!(tally.found > 0, "commands recovered: {said}");
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check").trim(), "ok");
+    let again = case.prov(["doctor", "--repair"]);
+    assert!(stdout_of(&again).contains("nothing to repair"), "{}", describe(&again));
+}

@@ -350,16 +350,29 @@ fn database(ctx: &Context) -> Vec<Finding> {
     let db = user.database();
     match crate::doctor_db::database_problem(&db) {
         None => vec![Finding::ok(format!("database {} opens for writing and is intact", shown(&db)))],
-        Some(problem) => vec![Finding::fail(
-            format!("database {}: {problem}", shown(&db)),
-            "records wait in the spool meanwhile; do what the line says (corrupt: `prov doctor --repair`), fix the file's permissions or free the disk, or set [database] path",
-        )],
+        // The problem names the database itself.
+        Some(problem) => {
+            let meanwhile = match crate::doctor_db::spool_unwritable(&user.locations.spool_dir()) {
+                None => "records wait in the spool meanwhile",
+                Some(_) => "records are LOST meanwhile: the spool cannot be written either (see the spool line)",
+            };
+            vec![Finding::fail(
+                problem,
+                format!("{meanwhile}; do what the line says (corrupt: `prov doctor --repair`), fix the file's permissions or free the disk, or set [database] path"),
+            )]
+        }
     }
 }
 
 fn spool(ctx: &Context) -> Vec<Finding> {
     let Ok(user) = &ctx.user else { return Vec::new() };
     let dir = user.locations.spool_dir();
+    if let Some(why) = crate::doctor_db::spool_unwritable(&dir) {
+        return vec![Finding::fail(
+            format!("spool {} cannot be written: {why}", shown(&dir)),
+            "make it writable or free space: while the database cannot take a record, the spool is where it waits",
+        )];
+    }
     let mut found = match crate::doctor_db::spool_problem(&dir) {
         None => vec![Finding::ok(format!("spool {} is empty: records reach the database", shown(&dir)))],
         Some(problem) => vec![Finding::warn(

@@ -23,6 +23,24 @@ pub fn database_problem(db: &Path) -> Option<String> {
     store.check_writable().and_then(|()| store.check_intact()).err().map(|e| e.to_string())
 }
 
+/// Why records could not be kept in the spool `dir`, if they could not:
+/// the directory (or the nearest one that exists above it) is not
+/// writable for the user, or its filesystem is full.
+pub fn spool_unwritable(dir: &Path) -> Option<String> {
+    use nix::unistd::{access, AccessFlags};
+    let existing = dir.ancestors().find(|d| d.exists())?;
+    if !existing.is_dir() {
+        return Some(format!("{} is not a directory", shown(existing)));
+    }
+    if access(existing, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        return Some(format!("directory {} is read-only for prov", shown(existing)));
+    }
+    match nix::sys::statvfs::statvfs(existing) {
+        Ok(stat) if stat.blocks_available() == 0 => Some(format!("the filesystem holding {} is full", shown(existing))),
+        _ => None,
+    }
+}
+
 /// Records waiting in the spool: a problem while they wait (the database
 /// could not take them, or their command still runs).
 pub fn spool_problem(dir: &Path) -> Option<String> {
@@ -73,7 +91,8 @@ pub fn repair() -> Result<ExitCode> {
         println!("ok    database {}: not damaged, nothing to repair", shown(&db));
         return Ok(ExitCode::SUCCESS);
     };
-    println!("found {problem}");
+    // Without the advice to run what runs now.
+    println!("found {}", problem.without_repair_advice());
     let repair = prov_store::repair(&db)?;
     println!("moved the damaged database to {}", shown(&repair.moved_to));
     for t in &repair.tables {
