@@ -76,6 +76,7 @@ fn a_config_that_is_no_regular_file_is_named_and_nothing_hangs() {
         let said = stderr_of(&run);
         assert_eq!(said.lines().count(), 1, "one line: {said:?}");
         assert!(said.contains("config.toml") && said.contains(what), "{said}");
+        assert_eq!(said.matches(what).count(), 1, "said once: {said}");
 
         let query = prov_or_hang(&case, &[], &["query", "history"]);
         let said = stderr_of(&query);

@@ -465,8 +465,10 @@ fn at_most<'de, const MAX: u32, D: Deserializer<'de>>(d: D) -> Result<Positive, 
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// Not a `source`: the message has its words already, and a chain
+    /// would repeat them ("a FIFO, not a regular file: a FIFO, not …").
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Invalid { path: PathBuf, line: usize, message: String },
 }
@@ -477,7 +479,7 @@ impl Config {
         match crate::small_file::read_to_string(path, crate::small_file::CONFIG_LIMIT) {
             Ok(text) => Config::parse(&text, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(ConfigError::Read { path: path.to_owned(), source }),
+            Err(error) => Err(ConfigError::Read { path: path.to_owned(), error }),
         }
     }
 
@@ -489,7 +491,7 @@ impl Config {
         let text = match crate::small_file::read_to_string(path, crate::small_file::CONFIG_LIMIT) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Config::default(), None)),
-            Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+            Err(error) => return Err(ConfigError::Read { path: path.to_owned(), error }),
         };
         match Config::parse(&text, path) {
             Ok(c) => Ok((c, None)),
