@@ -163,3 +163,27 @@ fn a_config_number_out_of_range_names_its_line() {
     assert_eq!(said.lines().count(), 1, "one line: {said:?}");
     assert!(said.contains("config.toml:2:") && said.contains("60000"), "{said}");
 }
+
+/// Under a tight `ulimit -u` the user's own forks fail first (bash
+/// retried a failed fork for 30 s with 14 allowed): `prov doctor` says the
+/// limit is near and what an idle traced shell takes of it.
+#[test]
+fn doctor_says_when_the_process_limit_is_near() {
+    let case = Case::new("faults-nproc");
+    let doctor = |limit: &str| {
+        let script = format!("ulimit -Su {limit}; exec {} doctor", case.inst.prov().display());
+        let out = prov_or_hang_program(&case, "bash", &["-c", &script]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tight = doctor("8");
+    let line = tight.lines().find(|l| l.contains("ulimit -u")).unwrap_or_default();
+    assert!(line.starts_with("WARN") && line.contains("of the 8 processes"), "{tight}");
+    assert!(line.contains("each idle traced shell keeps 4"), "{tight}");
+    assert!(!doctor("hard").contains("ulimit -u"), "no warning under the usual limit");
+}
+
+/// `program ARGS…` as the user, failing the test if it hangs.
+fn prov_or_hang_program(case: &Case, program: &str, args: &[&str]) -> Output {
+    let child = case.command(program).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_or_hang(child, HANG, program)
+}

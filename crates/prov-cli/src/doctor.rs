@@ -98,6 +98,7 @@ const CHECKS: &[Check] = &[
     builds,
     environment,
     event_queue,
+    process_limit,
     configuration,
     excludes_replaced,
     database,
@@ -308,6 +309,28 @@ fn event_queue(_: &Context) -> Vec<Finding> {
             "fs.fanotify.max_queued_events is {queue}: commands writing many files at once may lose events (their records say so)"
         ),
         format!("sysctl fs.fanotify.max_queued_events={ADVISED_QUEUE} as root (packaging/install.sh does)"),
+    )]
+}
+
+/// Processes each idle traced shell keeps: its preparer and the observation
+/// it holds ready (holder, collector, writer).
+const IDLE_SHELL_PROCESSES: u64 = 4;
+
+/// A `ulimit -u` that the user's processes come near: the user's own forks
+/// fail first (bash retries a failed fork for up to 30 s), and each idle
+/// traced shell counts four.
+fn process_limit(_: &Context) -> Vec<Finding> {
+    let Some(limit) = crate::doctor_db::process_limit() else { return Vec::new() };
+    let (running, provs) = crate::doctor_db::own_processes();
+    // Near: fewer free than two idle shells would take, or a tenth left.
+    if limit.saturating_sub(running) > (2 * IDLE_SHELL_PROCESSES).max(limit / 10) {
+        return Vec::new();
+    }
+    vec![Finding::warn(
+        format!(
+            "{running} of the {limit} processes `ulimit -u` allows are running ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES}"
+        ),
+        "raise the limit (ulimit -u, /etc/security/limits.conf) or close idle shells",
     )]
 }
 
