@@ -425,3 +425,27 @@ fn a_truncated_database_is_repaired_with_what_it_still_holds() {
     let again = case.prov(["doctor", "--repair"]);
     assert!(stdout_of(&again).contains("nothing to repair"), "{}", describe(&again));
 }
+
+/// Neither the database nor the spool can be written (a read-only home,
+/// as on many clusters' compute nodes): `prov doctor` says records are
+/// lost meanwhile and fails the spool line, naming the directory, instead
+/// of "records wait in the spool" beside "ok spool … is empty".
+#[test]
+fn doctor_says_records_are_lost_when_no_place_takes_them() {
+    let case = Case::new("faults-nowhere");
+    case.run_sh("echo first > first.txt");
+    case.wait_until_closed();
+    let state = case.home.join(".local/state/prov");
+    std::fs::create_dir_all(case.spool_dir()).unwrap();
+    case.chown_tree(&case.home);
+    data_dir_read_only(&case, true);
+    set_modes_in(&state, 0o500, 0o400);
+    let doctor = stdout_of(&case.prov(["doctor"]));
+    data_dir_read_only(&case, false);
+    set_modes_in(&state, 0o700, 0o600);
+    assert!(doctor.contains("records are LOST meanwhile"), "{doctor}");
+    assert!(!doctor.contains("records wait in the spool meanwhile"), "{doctor}");
+    assert!(!doctor.contains("ok    spool"), "{doctor}");
+    let spool_line = doctor.lines().find(|l| l.contains("spool") && l.starts_with("FAIL")).unwrap_or_default();
+    assert!(spool_line.contains("cannot be written") && spool_line.contains("read-only"), "{doctor}");
+}
