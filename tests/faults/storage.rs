@@ -449,3 +449,32 @@ fn doctor_says_records_are_lost_when_no_place_takes_them() {
     let spool_line = doctor.lines().find(|l| l.contains("spool") && l.starts_with("FAIL")).unwrap_or_default();
     assert!(spool_line.contains("cannot be written") && spool_line.contains("read-only"), "{doctor}");
 }
+
+/// Neither the database nor the spool can be written (a read-only home):
+/// an interactive bash and zsh say once, in one line naming both, that
+/// records are lost; the commands run with their status.
+#[test]
+fn a_shell_says_once_that_records_are_lost() {
+    for shell in ["bash", "zsh"] {
+        let case = Case::new(&format!("faults-lost-{shell}"));
+        case.run_sh("echo first > first.txt");
+        case.wait_until_closed();
+        let state = case.home.join(".local/state/prov");
+        std::fs::create_dir_all(case.spool_dir()).unwrap();
+        case.chown_tree(&case.home);
+        data_dir_read_only(&case, true);
+        set_modes_in(&state, 0o500, 0o400);
+        let mut sh = pty::Shell::start(&case, shell);
+        let mut said = sh.run("echo a > a.txt; (exit 7); echo status=$?");
+        assert!(said.contains("status=7"), "{shell}: {said}");
+        for _ in 0..4 {
+            said += &sh.run("true");
+        }
+        sh.exit();
+        data_dir_read_only(&case, false);
+        set_modes_in(&state, 0o700, 0o600);
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov: records are lost")).collect();
+        assert_eq!(lines.len(), 1, "{shell}: said once: {said}");
+        assert!(lines[0].contains("prov.db") && lines[0].contains("spool"), "{shell}: names both: {}", lines[0]);
+    }
+}
