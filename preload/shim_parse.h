@@ -38,6 +38,30 @@ static __attribute__((unused)) int stored_reusable(const char *msg, size_t len)
         && memmem(msg, len, flag, sizeof flag - 1) != NULL;
 }
 
+/* Why a Stored answer's record could not be kept at all ("lost":"…"),
+ * copied into out (its JSON escapes left as they are, cut to fit); 1 when
+ * it gives one, 0 when the record was kept (out is then left as it is). */
+static __attribute__((unused)) int stored_lost(const char *msg, size_t len, char *out, size_t out_len)
+{
+    static const char head[] = "{\"Stored\":{", key[] = "\"lost\":\"";
+    if (out_len < 2 || len <= sizeof head - 1 || memcmp(msg, head, sizeof head - 1)) return 0;
+    /* An unescaped key: inside a JSON string every quote is escaped. */
+    const char *at = memmem(msg, len, key, sizeof key - 1);
+    if (!at) return 0;
+    const char *p = at + sizeof key - 1, *end = msg + len;
+    size_t n = 0;
+    while (p < end && *p != '"') {
+        size_t step = (*p == '\\' && p + 1 < end) ? 2 : 1;
+        if (n + step < out_len) {
+            memcpy(out + n, p, step);
+            n += step;
+        }
+        p += step;
+    }
+    out[n] = 0;
+    return 1;
+}
+
 /* A number the preparer adds to its R answer as " NAME=<digits>" (NAME
  * given with its "="): took= (how long preparing took, ms), wait= (the
  * configured [shell] prepare_wait_ms). -1 when absent or not a number that

@@ -7,9 +7,15 @@
 #[path = "faults/tally.rs"]
 mod tally;
 
+#[path = "faults/ending.rs"]
+mod ending;
+#[path = "faults/inputs.rs"]
+mod inputs;
 #[path = "faults/lifecycle.rs"]
 mod lifecycle;
 #[path = "faults/membership.rs"]
 mod membership;
+#[path = "faults/network.rs"]
+mod network;
 #[path = "faults/storage.rs"]
 mod storage;

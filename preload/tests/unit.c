@@ -144,6 +144,13 @@ static void test_prepared(void)
     CHECK(!stored_reusable("{\"Begun\":{\"reusable\":true}}", 29));
     CHECK(!stored_reusable(reusable, 20));
     CHECK(!stored_reusable("", 0));
+    char why[16] = "kept";
+    CHECK(!stored_lost(reusable, strlen(reusable), why, sizeof why) && !strcmp(why, "kept"));
+    const char *lost = "{\"Stored\":{\"events\":1,\"spooled\":null,\"lost\":\"no \\\"db\\\" here\",\"reusable\":false}}";
+    CHECK(stored_lost(lost, strlen(lost), why, sizeof why) && !strcmp(why, "no \\\"db\\\" here"));
+    char tiny[6];
+    CHECK(stored_lost(lost, strlen(lost), tiny, sizeof tiny) && !strcmp(tiny, "no \\\""));
+    CHECK(!stored_lost("{\"Begun\":{\"lost\":\"x\"}}", 24, why, sizeof why));
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "took=") == 350);
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "wait=") == 2000);
     CHECK(prepared_number("R42 took=350", "wait=") == -1);

@@ -390,3 +390,93 @@ fn a_query_that_could_not_ingest_says_so() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("1 record(s)") && err.contains("not shown"), "{err}");
 }
+
+/// A database cut short (`truncate -s -40960`: a copy that stopped, a full
+/// disk): `prov doctor --repair` gives back the commands on the pages that
+/// are left, says what it recovered, and never sends the user round to
+/// itself again.
+#[test]
+fn a_truncated_database_is_repaired_with_what_it_still_holds() {
+    let mut tally = Tally::new("database truncated by 40 KiB, repaired");
+    let case = Case::new("faults-truncated");
+    let texts: Vec<String> = (0..6).map(|i| format!("echo {i} > small{i}.txt")).collect();
+    case.run_sh(MANY);
+    for t in &texts {
+        case.run_sh(t);
+    }
+    tally.run = 1 + texts.len();
+    let db = case.database();
+    case.wait_until_closed();
+    let len = std::fs::metadata(&db).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(len - 40960).unwrap();
+
+    let repair = case.prov(["doctor", "--repair"]);
+    let said = stdout_of(&repair) + &stderr_of(&repair);
+    assert!(repair.status.success(), "{}", describe(&repair));
+    assert!(!said.contains("prov doctor --repair"), "no loop: {said}");
+    assert!(said.contains("commands:") && said.contains("row(s) copied"), "says what it recovered: {said}");
+    let history = case.query(["history"]);
+    tally.found = texts.iter().filter(|t| record_with_text(&history, &sh_text(t)).is_some()).count()
+        + record_with_text(&history, &sh_text(MANY)).is_some() as usize;
+    tally.status_right = history.iter().filter(|r| r["exit_status"] == 0).count().min(tally.found);
+    // Those that lost events on the cut pages say so.
+    tally.marked_incomplete = history.iter().filter(|r| r["complete"] == false).count();
+    tally.print_row();
+    assert!(tally.found > 0, "commands recovered: {said}");
+    assert_eq!(sqlite3(&db, "PRAGMA integrity_check").trim(), "ok");
+    let again = case.prov(["doctor", "--repair"]);
+    assert!(stdout_of(&again).contains("nothing to repair"), "{}", describe(&again));
+}
+
+/// Neither the database nor the spool can be written (a read-only home,
+/// as on many clusters' compute nodes): `prov doctor` says records are
+/// lost meanwhile and fails the spool line, naming the directory, instead
+/// of "records wait in the spool" beside "ok spool … is empty".
+#[test]
+fn doctor_says_records_are_lost_when_no_place_takes_them() {
+    let case = Case::new("faults-nowhere");
+    case.run_sh("echo first > first.txt");
+    case.wait_until_closed();
+    let state = case.home.join(".local/state/prov");
+    std::fs::create_dir_all(case.spool_dir()).unwrap();
+    case.chown_tree(&case.home);
+    data_dir_read_only(&case, true);
+    set_modes_in(&state, 0o500, 0o400);
+    let doctor = stdout_of(&case.prov(["doctor"]));
+    data_dir_read_only(&case, false);
+    set_modes_in(&state, 0o700, 0o600);
+    assert!(doctor.contains("records are LOST meanwhile"), "{doctor}");
+    assert!(!doctor.contains("records wait in the spool meanwhile"), "{doctor}");
+    assert!(!doctor.contains("ok    spool"), "{doctor}");
+    let spool_line = doctor.lines().find(|l| l.contains("spool") && l.starts_with("FAIL")).unwrap_or_default();
+    assert!(spool_line.contains("cannot be written") && spool_line.contains("read-only"), "{doctor}");
+}
+
+/// Neither the database nor the spool can be written (a read-only home):
+/// an interactive bash and zsh say once, in one line naming both, that
+/// records are lost; the commands run with their status.
+#[test]
+fn a_shell_says_once_that_records_are_lost() {
+    for shell in ["bash", "zsh"] {
+        let case = Case::new(&format!("faults-lost-{shell}"));
+        case.run_sh("echo first > first.txt");
+        case.wait_until_closed();
+        let state = case.home.join(".local/state/prov");
+        std::fs::create_dir_all(case.spool_dir()).unwrap();
+        case.chown_tree(&case.home);
+        data_dir_read_only(&case, true);
+        set_modes_in(&state, 0o500, 0o400);
+        let mut sh = pty::Shell::start(&case, shell);
+        let mut said = sh.run("echo a > a.txt; (exit 7); echo status=$?");
+        assert!(said.contains("status=7"), "{shell}: {said}");
+        for _ in 0..4 {
+            said += &sh.run("true");
+        }
+        sh.exit();
+        data_dir_read_only(&case, false);
+        set_modes_in(&state, 0o700, 0o600);
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov: records are lost")).collect();
+        assert_eq!(lines.len(), 1, "{shell}: said once: {said}");
+        assert!(lines[0].contains("prov.db") && lines[0].contains("spool"), "{shell}: names both: {}", lines[0]);
+    }
+}

@@ -30,7 +30,7 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     }
-    crate::record_end::end_abandoned(&db);
+    crate::record_end::end_abandoned(&db, &setup.locations.spool_dir());
     let mut store = Store::open(&db, prov_store::READ_BUSY_TIMEOUT)?;
     // Only the command ids are needed, not every matching event.
     selection.events_per_command = Some(1);

@@ -23,7 +23,7 @@ pub fn config(default: bool) -> Result<ExitCode> {
     let user = UserSetup::load()?;
     let path = user.locations.config_file();
     let shown = escape(path.as_os_str().as_bytes());
-    let text = std::fs::read_to_string(&path).ok();
+    let text = prov_model::small_file::read_to_string(&path, prov_model::small_file::CONFIG_LIMIT).ok();
     let mut out = std::io::stdout().lock();
     match &text {
         Some(_) => writeln!(out, "# {shown}: valid; each value says where it comes from")?,
@@ -84,7 +84,9 @@ fn key_lines(text: &str) -> Vec<(String, String, usize)> {
 /// default entries: the list replaced the defaults, which is rarely meant.
 /// Returns (section, the default entries it left out).
 pub fn replaced_defaults(file: &Path) -> Vec<(&'static str, Vec<String>)> {
-    let Ok(text) = std::fs::read_to_string(file) else { return Vec::new() };
+    let Ok(text) = prov_model::small_file::read_to_string(file, prov_model::small_file::CONFIG_LIMIT) else {
+        return Vec::new();
+    };
     let Ok(config) = prov_model::Config::parse(&text, file) else { return Vec::new() };
     let lines = key_lines(&text);
     let mut found = Vec::new();

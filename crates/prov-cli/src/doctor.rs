@@ -98,6 +98,7 @@ const CHECKS: &[Check] = &[
     builds,
     environment,
     event_queue,
+    process_limit,
     configuration,
     excludes_replaced,
     database,
@@ -195,7 +196,7 @@ fn rc_line(ctx: &Context) -> Vec<Finding> {
     let kind = shell_kind(ctx);
     let rc = rc_file(kind, &user.locations.home);
     let wanted = format!("prov init {kind}");
-    let text = std::fs::read_to_string(&rc).unwrap_or_default();
+    let text = prov_model::small_file::read_to_string(&rc, prov_model::small_file::CONFIG_LIMIT).unwrap_or_default();
     let line = text.lines().position(|l| l.contains(&wanted) && !l.trim_start().starts_with('#'));
     let add = format!("add  eval \"$(prov init {kind})\"  as the last line of {}", shown(&rc));
     match line {
@@ -221,7 +222,7 @@ fn system_rc_with(kind: &str, wanted: &str) -> Option<PathBuf> {
         _ => &["/etc/bash.bashrc", "/etc/bashrc"],
     };
     candidates.iter().map(PathBuf::from).find(|f| {
-        std::fs::read_to_string(f)
+        prov_model::small_file::read_to_string(f, prov_model::small_file::CONFIG_LIMIT)
             .is_ok_and(|t| t.lines().any(|l| l.contains(wanted) && !l.trim_start().starts_with('#')))
     })
 }
@@ -329,6 +330,28 @@ fn event_queue(_: &Context) -> Vec<Finding> {
     )]
 }
 
+/// Processes each idle traced shell keeps: its preparer and the observation
+/// it holds ready (holder, collector, writer).
+const IDLE_SHELL_PROCESSES: u64 = 4;
+
+/// A `ulimit -u` that the user's processes come near: the user's own forks
+/// fail first (bash retries a failed fork for up to 30 s), and each idle
+/// traced shell counts four.
+fn process_limit(_: &Context) -> Vec<Finding> {
+    let Some(limit) = crate::doctor_db::process_limit() else { return Vec::new() };
+    let (running, provs) = crate::doctor_db::own_processes();
+    // Near: fewer free than two idle shells would take, or a tenth left.
+    if limit.saturating_sub(running) > (2 * IDLE_SHELL_PROCESSES).max(limit / 10) {
+        return Vec::new();
+    }
+    vec![Finding::warn(
+        format!(
+            "{running} of the {limit} processes `ulimit -u` allows are running ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES}"
+        ),
+        "raise the limit (ulimit -u, /etc/security/limits.conf) or close idle shells",
+    )]
+}
+
 fn configuration(ctx: &Context) -> Vec<Finding> {
     match &ctx.user {
         Ok(user) => {
@@ -368,16 +391,29 @@ fn database(ctx: &Context) -> Vec<Finding> {
     let db = user.database();
     match crate::doctor_db::database_problem(&db) {
         None => vec![Finding::ok(format!("database {} opens for writing and is intact", shown(&db)))],
-        Some(problem) => vec![Finding::fail(
-            format!("database {}: {problem}", shown(&db)),
-            "records wait in the spool meanwhile; do what the line says (corrupt: `prov doctor --repair`), fix the file's permissions or free the disk, or set [database] path",
-        )],
+        // The problem names the database itself.
+        Some(problem) => {
+            let meanwhile = match crate::doctor_db::spool_unwritable(&user.locations.spool_dir()) {
+                None => "records wait in the spool meanwhile",
+                Some(_) => "records are LOST meanwhile: the spool cannot be written either (see the spool line)",
+            };
+            vec![Finding::fail(
+                problem,
+                format!("{meanwhile}; do what the line says (corrupt: `prov doctor --repair`), fix the file's permissions or free the disk, or set [database] path"),
+            )]
+        }
     }
 }
 
 fn spool(ctx: &Context) -> Vec<Finding> {
     let Ok(user) = &ctx.user else { return Vec::new() };
     let dir = user.locations.spool_dir();
+    if let Some(why) = crate::doctor_db::spool_unwritable(&dir) {
+        return vec![Finding::fail(
+            format!("spool {} cannot be written: {why}", shown(&dir)),
+            "make it writable or free space: while the database cannot take a record, the spool is where it waits",
+        )];
+    }
     let mut found = match crate::doctor_db::spool_problem(&dir) {
         None => vec![Finding::ok(format!("spool {} is empty: records reach the database", shown(&dir)))],
         Some(problem) => vec![Finding::warn(

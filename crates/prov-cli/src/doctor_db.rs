@@ -23,6 +23,54 @@ pub fn database_problem(db: &Path) -> Option<String> {
     store.check_writable().and_then(|()| store.check_intact()).err().map(|e| e.to_string())
 }
 
+/// Why records could not be kept in the spool `dir`, if they could not:
+/// the directory (or the nearest one that exists above it) is not
+/// writable for the user, or its filesystem is full.
+pub fn spool_unwritable(dir: &Path) -> Option<String> {
+    use nix::unistd::{access, AccessFlags};
+    let existing = dir.ancestors().find(|d| d.exists())?;
+    if !existing.is_dir() {
+        return Some(format!("{} is not a directory", shown(existing)));
+    }
+    if access(existing, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        return Some(format!("directory {} is read-only for prov", shown(existing)));
+    }
+    match nix::sys::statvfs::statvfs(existing) {
+        Ok(stat) if stat.blocks_available() == 0 => Some(format!("the filesystem holding {} is full", shown(existing))),
+        _ => None,
+    }
+}
+
+/// `ulimit -u` (RLIMIT_NPROC) of this process; None when unlimited or
+/// unknown.
+pub fn process_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max processes"))?;
+    line["Max processes".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The processes (threads count too, for the kernel's limit) of this
+/// user, and how many of them are prov's own (collectors, writers,
+/// preparers, holders).
+pub fn own_processes() -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let (mut running, mut provs) = (0, 0);
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if entry.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+        running += field("Threads:").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1);
+        if field("Name:").is_some_and(|n| n.starts_with("prov")) {
+            provs += 1;
+        }
+    }
+    (running, provs)
+}
+
 /// Records waiting in the spool: a problem while they wait (the database
 /// could not take them, or their command still runs).
 pub fn spool_problem(dir: &Path) -> Option<String> {
@@ -73,7 +121,8 @@ pub fn repair() -> Result<ExitCode> {
         println!("ok    database {}: not damaged, nothing to repair", shown(&db));
         return Ok(ExitCode::SUCCESS);
     };
-    println!("found {problem}");
+    // Without the advice to run what runs now.
+    println!("found {}", problem.without_repair_advice());
     let repair = prov_store::repair(&db)?;
     println!("moved the damaged database to {}", shown(&repair.moved_to));
     for t in &repair.tables {

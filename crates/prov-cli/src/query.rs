@@ -60,10 +60,11 @@ pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
             Err(e) => not_ingested = Some(e),
         }
     }
-    crate::record_end::end_abandoned(&db);
+    crate::record_end::end_abandoned(&db, &spool);
     crate::doctor_db::report_set_aside_once(&spool);
-    if EVERYWHERE.get().copied().flatten().unwrap_or(setup.config.sync.everywhere) {
-        return crate::sync::open_central(setup);
+    let asked = EVERYWHERE.get().copied().flatten();
+    if asked.unwrap_or(setup.config.sync.everywhere) {
+        return crate::sync::open_central(setup, asked == Some(true));
     }
     let store = match Store::open_read_only(&db) {
         Ok(s) => s,

@@ -13,9 +13,6 @@ use prov_store::{SpoolEntry, SpoolWriter, Store};
 
 use crate::setup::{self, UserSetup};
 
-/// The reason kept with a record ended by `end_abandoned`.
-const ABANDONED: &str = "its collector was gone before the record was ended: end time and exit status unknown";
-
 /// As long as a collector's writer would wait for a busy database.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -44,21 +41,84 @@ pub fn store(user: &UserSetup, begin: &CommandBegin, end: &CommandEnd) -> Result
 
 /// Ends the records of this host whose collector is gone without having
 /// ended them (killed while the shell's command ran): the next `prov`
-/// notices. Costs one read of the few records without an end; any failure
-/// leaves them for the next one.
-pub fn end_abandoned(database: &Path) {
+/// notices. A record with parts waiting in `spool` is left to them: its
+/// end may be there. Costs one read of the few records without an end; any
+/// failure leaves them for the next one.
+pub fn end_abandoned(database: &Path, spool: &Path) {
     let Ok(store) = Store::open_read_only(database) else { return };
-    let Ok(unended) = store.unended_observed(&setup::host_name()) else { return };
+    let Ok(unended) = store.unended(&setup::host_name()) else { return };
     drop(store);
-    let gone: Vec<i64> =
-        unended.into_iter().filter(|(_, observer)| prov_model::observer::is_gone(observer)).map(|(id, _)| id).collect();
+    if unended.is_empty() {
+        return;
+    }
+    let waiting = prov_store::spool::waiting_uuids(spool);
+    let mut collectors = None;
+    let gone: Vec<i64> = unended
+        .into_iter()
+        .filter(|r| !waiting.contains(&r.uuid))
+        .filter(|r| match &r.observer {
+            Some(observer) => prov_model::observer::is_gone(observer),
+            None => unobserved_since(r.start_ns, collectors.get_or_insert_with(live_collectors)),
+        })
+        .map(|r| r.id)
+        .collect();
     if gone.is_empty() {
         return;
     }
     let Ok(mut store) = Store::open(database, BUSY_TIMEOUT) else { return };
     for id in gone {
-        let _ = store.end_abandoned(id, crate::run::now_ns(), ABANDONED);
+        let _ = store.end_abandoned(id, crate::run::now_ns());
     }
+}
+
+/// For a record that names no collector (a prov from before collectors
+/// were named started it): whether nothing can be observing it any more.
+/// It started before this boot, or no collector of this user that started
+/// before it is alive (what observes a record starts before it). None
+/// known (no /proc): not gone.
+fn unobserved_since(start_ns: i64, collectors: &Option<Collectors>) -> bool {
+    let Some(c) = collectors else { return false };
+    // btime has whole seconds: a collector within the second is counted.
+    const SLACK_NS: i64 = 2_000_000_000;
+    start_ns < c.boot_ns || c.started_ns.iter().all(|&started| started > start_ns + SLACK_NS)
+}
+
+/// This boot's start and the start times of this user's live collectors
+/// (wall clock, ns).
+struct Collectors {
+    boot_ns: i64,
+    started_ns: Vec<i64>,
+}
+
+fn live_collectors() -> Option<Collectors> {
+    use std::os::unix::fs::MetadataExt;
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: i64 = stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    let boot_ns = btime * 1_000_000_000;
+    let uid = nix::unistd::getuid().as_raw();
+    let mut started_ns = Vec::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if entry.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim_end() != "prov-collector" {
+            continue;
+        }
+        // Unreadable or a zombie (field 3 "Z"): observes nothing.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(fields) = stat.rfind(')').map(|at| stat[at + 1..].split_whitespace().collect::<Vec<_>>()) else {
+            continue;
+        };
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        let Some(start_ticks) = fields.get(19).and_then(|t| t.parse::<i64>().ok()) else { continue };
+        started_ns.push(boot_ns + start_ticks * (1_000_000_000 / ticks as i64));
+    }
+    Some(Collectors { boot_ns, started_ns })
 }
 
 /// The record's start as `prov run` keeps it itself, in the spool, from

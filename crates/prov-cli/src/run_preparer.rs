@@ -81,12 +81,17 @@ const AGAIN_TAG: u8 = b'A';
 /// preparer, collector or writer finds another preparer.
 const PROTOCOL: &str = "prov-run-preparer 4";
 
+/// The longest `PROV_RUN_LINGER` taken: a day.
+const LINGER_MAX: Duration = Duration::from_secs(86_400);
+
+/// `PROV_RUN_LINGER`, or the default; Err with the warning for a value
+/// that is no number of seconds in range.
+fn linger_setting() -> Result<Duration, String> {
+    prov_model::setting::seconds_from_env("PROV_RUN_LINGER", LINGER, LINGER_MAX)
+}
+
 fn linger() -> Duration {
-    std::env::var("PROV_RUN_LINGER")
-        .ok()
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map_or(LINGER, Duration::from_secs_f64)
+    linger_setting().unwrap_or(LINGER)
 }
 
 /// Why no observation was taken from the preparer.
@@ -109,7 +114,12 @@ pub struct Asked {
 
 /// Asks the preparer for a ready observation (`Asked::receive` takes it).
 pub fn ask(helper: &Path) -> Result<Asked, NotTaken> {
-    if linger().is_zero() || inside_observation() {
+    // Said here, in `prov run`: the preparer has no terminal.
+    let linger = linger_setting().unwrap_or_else(|warning| {
+        eprintln!("prov: warning: {warning}");
+        LINGER
+    });
+    if linger.is_zero() || inside_observation() {
         return Err(NotTaken::Other);
     }
     let place = Place::of(helper).ok_or(NotTaken::Other)?;

@@ -200,8 +200,10 @@ fn pull_into_cache(central: &mut Central, cache: &std::path::Path) -> Result<(),
 
 /// The store a query reads with `--everywhere`: pending records pushed,
 /// the cache pulled up to date, then the cache. When the server cannot be
-/// reached, the cache as last pulled, with a note.
-pub fn open_central(setup: &UserSetup) -> Result<Option<Store>> {
+/// reached, the cache as last pulled, with a note; with no cache, an error
+/// if `--everywhere` was `asked` for, else (the configuration's default)
+/// this host's journal, with a note.
+pub fn open_central(setup: &UserSetup, asked: bool) -> Result<Option<Store>> {
     let config = connection(setup)?;
     let cache = cache_path(setup);
     let refreshed = (|| -> Result<(), SyncError> {
@@ -211,16 +213,20 @@ pub fn open_central(setup: &UserSetup) -> Result<Option<Store>> {
         }
         pull_into_cache(&mut central, &cache)
     })();
+    let mut read = cache;
     if let Err(e) = refreshed {
-        if !cache.exists() {
+        let shown = if read.exists() {
+            "the central store as last pulled"
+        } else if asked {
             return Err(e.into());
-        }
-        eprintln!(
-            "prov: note: {}; showing the central store as last pulled",
-            prov_model::escape::escape_controls(&e.to_string())
-        );
+        } else {
+            // Never pulled: this host's own records are still an answer.
+            read = setup.database();
+            "this host's journal only"
+        };
+        eprintln!("prov: note: {}; showing {shown}", prov_model::escape::escape_controls(&e.to_string()));
     }
-    match Store::open_read_only(&cache) {
+    match Store::open_read_only(&read) {
         Ok(s) => Ok(Some(s)),
         Err(prov_store::StoreError::NoDatabase(_)) => Ok(None),
         Err(e) => Err(e.into()),

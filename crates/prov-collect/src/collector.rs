@@ -161,6 +161,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
         mounts_moved: false,
         records_done: 0,
         started,
+        writer_watched: true,
     };
     let result = observation.run(&mut st);
     if let Err(e) = &result {
@@ -225,6 +226,9 @@ struct Observation<'a> {
     /// Records stored by this observation before the current one.
     records_done: u32,
     started: Instant,
+    /// Whether the writer's exit is still looked for (once seen, its
+    /// hang-up would wake every poll).
+    writer_watched: bool,
 }
 
 /// Which sources poll() found ready.
@@ -236,6 +240,8 @@ struct ReadySources {
     member_exited: bool,
     /// A mount came or went in the namespace.
     mounts_changed: bool,
+    /// The writer has exited.
+    writer_gone: bool,
 }
 
 impl Observation<'_> {
@@ -264,6 +270,17 @@ impl Observation<'_> {
             if ready.ctl {
                 self.read_control(st)?;
             }
+            if ready.writer_gone {
+                // Waiting for a record, the observation is of no use
+                // without its writer: ended, so that it is never handed out
+                // (its caller sees the control socket hang up). During a
+                // record, the record says the writer stopped.
+                if !st.begun {
+                    return Ok(());
+                }
+                self.writer_watched = false;
+                st.reuse_asked = false;
+            }
             if st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) {
                 st.flush();
             }
@@ -291,22 +308,32 @@ impl Observation<'_> {
         if let Some(w) = &self.mounts {
             fds.push(PollFd::new(w.fd(), PollFlags::POLLPRI));
         }
+        let writer_watch = fds.len();
+        let watching_writer = self.writer_watched && st.writer.exit_watch().is_some();
+        if let Some(fd) = st.writer.exit_watch().filter(|_| self.writer_watched) {
+            // No events asked for: only its hang-up (the writer's exit) shows.
+            fds.push(PollFd::new(fd, PollFlags::empty()));
+        }
         let first_member = fds.len();
         fds.extend(self.lingering.iter().map(|p| PollFd::new(p.as_fd(), PollFlags::POLLIN)));
-        match poll(&mut fds, timeout) {
-            Ok(0) if !busy && st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) => st.flush(),
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Ok(None),
-            Err(e) => return Err(CollectorError::Poll(e)),
-        }
+        let polled = poll(&mut fds, timeout);
         let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
-        Ok(Some(ReadySources {
+        let sources = ReadySources {
             events: ready(0),
             ctl: self.ctl_open && ready(1),
             tracker: self.tracker_open && ready(if self.ctl_open { 2 } else { 1 }),
             member_exited: (first_member..fds.len()).any(ready),
             mounts_changed: self.mounts.is_some() && ready(mount_watch),
-        }))
+            writer_gone: watching_writer && ready(writer_watch),
+        };
+        drop(fds);
+        match polled {
+            Ok(0) if !busy && st.batch_since.is_some_and(|since| since.elapsed() >= IDLE_FLUSH) => st.flush(),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return Ok(None),
+            Err(e) => return Err(CollectorError::Poll(e)),
+        }
+        Ok(Some(sources))
     }
 
     /// A message on the tracker counts a setuid program that ran unobserved

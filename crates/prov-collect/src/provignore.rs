@@ -57,13 +57,20 @@ impl ProvIgnore {
 
     fn load(&self, dir: &Path) -> Option<Gitignore> {
         let file = dir.join(FILE_NAME);
-        let meta = std::fs::metadata(&file).ok()?;
-        if !meta.is_file() || (meta.uid() != self.uid && meta.uid() != 0) {
+        // A FIFO or a link to a device named .provignore must not stall
+        // the collector: only a regular file of a sane size is read.
+        let opened = prov_model::small_file::open_regular(&file).ok()?;
+        let meta = opened.metadata().ok()?;
+        if meta.uid() != self.uid && meta.uid() != 0 {
             return None;
         }
+        let content = prov_model::small_file::read_opened(&opened, prov_model::small_file::CONFIG_LIMIT).ok()?;
+        let text = prov_model::small_file::text(content).ok()?;
         let mut builder = GitignoreBuilder::new(dir);
-        // A line that does not parse is skipped; the others still apply.
-        let _ = builder.add(&file);
+        for line in text.lines() {
+            // A line that does not parse is skipped; the others still apply.
+            let _ = builder.add_line(Some(file.clone()), line);
+        }
         builder.build().ok()
     }
 }

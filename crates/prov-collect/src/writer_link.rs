@@ -11,6 +11,7 @@
 //! dropped and every `sync` answers why.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -43,6 +44,9 @@ enum Outgoing {
 pub struct WriterLink {
     tx: Option<mpsc::Sender<Outgoing>>,
     sender: Option<JoinHandle<()>>,
+    /// Our copy of the writer's reply pipe: it hangs up when the writer
+    /// exits (see [`WriterLink::exit_watch`]).
+    exit_watch: Option<OwnedFd>,
 }
 
 impl WriterLink {
@@ -57,16 +61,23 @@ impl WriterLink {
         if let Err(e) = &pipe {
             eprintln!("prov-collector: {e}; this record is lost");
         }
+        let exit_watch = pipe.as_ref().ok().and_then(|(_, _, stdout)| stdout.as_fd().try_clone_to_owned().ok());
         let (tx, rx) = mpsc::channel();
         // Where no thread can be started (RLIMIT_NPROC), the record is lost
         // as when the writer cannot start: said once, and no abort.
         match std::thread::Builder::new().name("writer-link".into()).spawn(move || pump(rx, pipe)) {
-            Ok(sender) => WriterLink { tx: Some(tx), sender: Some(sender) },
+            Ok(sender) => WriterLink { tx: Some(tx), sender: Some(sender), exit_watch },
             Err(e) => {
                 eprintln!("prov-collector: cannot start the thread that feeds prov-writer: {e}; this record is lost");
-                WriterLink { tx: None, sender: None }
+                WriterLink { tx: None, sender: None, exit_watch }
             }
         }
+    }
+
+    /// A descriptor that polls as hung up (POLLHUP, with no events asked
+    /// for) once the writer has exited; None if it never started.
+    pub fn exit_watch(&self) -> Option<BorrowedFd<'_>> {
+        self.exit_watch.as_ref().map(|fd| fd.as_fd())
     }
 
     pub fn send(&self, msg: ToWriter) {

@@ -86,6 +86,7 @@ pub struct ShellConfig {
     pub skip_space_prefixed: bool,
     /// Milliseconds a command typed before its observation is ready waits
     /// for it, at least (the shim waits longer where preparing takes longer).
+    #[serde(deserialize_with = "at_most::<60_000, _>")]
     pub prepare_wait_ms: Positive,
 }
 
@@ -134,7 +135,9 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HashConfig {
+    #[serde(deserialize_with = "at_most::<{ 1 << 20 }, _>")]
     pub chunk_size: Positive,
+    #[serde(deserialize_with = "at_most::<1024, _>")]
     pub chunks: Positive,
 }
 
@@ -453,10 +456,22 @@ impl<'de> Deserialize<'de> for Positive {
     }
 }
 
+/// A [`Positive`] of at most `MAX`: numbers that set a wait or how much is
+/// read per file, where a slip of the keyboard would stall every command.
+fn at_most<'de, const MAX: u32, D: Deserializer<'de>>(d: D) -> Result<Positive, D::Error> {
+    let n = i64::deserialize(d)?;
+    match u32::try_from(n) {
+        Ok(v) if v > 0 && v <= MAX => Ok(Positive(v)),
+        _ => Err(de::Error::custom(format!("{n} is not a whole number from 1 to {MAX}"))),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// Not a `source`: the message has its words already, and a chain
+    /// would repeat them ("a FIFO, not a regular file: a FIFO, not …").
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}:{line}: {message}")]
     Invalid { path: PathBuf, line: usize, message: String },
 }
@@ -464,10 +479,10 @@ pub enum ConfigError {
 impl Config {
     /// Loads the file if it exists; a missing file means all defaults.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
+        match crate::small_file::read_to_string(path, crate::small_file::CONFIG_LIMIT) {
             Ok(text) => Config::parse(&text, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(ConfigError::Read { path: path.to_owned(), source }),
+            Err(error) => Err(ConfigError::Read { path: path.to_owned(), error }),
         }
     }
 
@@ -476,10 +491,10 @@ impl Config {
     /// the configuration without the tracing sections, and the error as a
     /// warning to show once.
     pub fn load_for_reading(path: &Path) -> Result<(Config, Option<ConfigError>), ConfigError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::small_file::read_to_string(path, crate::small_file::CONFIG_LIMIT) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Config::default(), None)),
-            Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+            Err(error) => return Err(ConfigError::Read { path: path.to_owned(), error }),
         };
         match Config::parse(&text, path) {
             Ok(c) => Ok((c, None)),
@@ -493,8 +508,9 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| {
             let line = e.span().map_or(1, |span| text[..span.start].matches('\n').count() + 1);
-            // toml's messages can span lines; the user gets one.
-            let message = e.message().trim().replace('\n', " ");
+            // toml's messages can span lines and quote a whole value; the
+            // user gets one line of readable length.
+            let message = crate::setting::shown_text(&e.message().trim().replace('\n', " "), MESSAGE_CHARS);
             ConfigError::Invalid { path: path.to_owned(), line, message }
         })
     }
@@ -522,6 +538,9 @@ impl Config {
         .with_globs(exclude().filter(|p| p.is_glob()).map(|p| p.glob(home)).collect())
     }
 }
+
+/// Longest configuration error shown: toml quotes the bad value whole.
+const MESSAGE_CHARS: usize = 200;
 
 /// `{host}` in a configured database path is this machine's host name: one
 /// journal per host in a shared (NFS) home, each written by one host only.
@@ -764,6 +783,27 @@ mod tests {
         let err = parse("[read]\nmax_events = 3\n[write]\nexclude = [\"/tmp\", \"relative/dir\"]\n").unwrap_err();
         assert!(err.starts_with("config.toml:4: "), "{err}");
         assert!(err.contains("must be absolute"), "{err}");
+    }
+
+    #[test]
+    fn waits_and_read_sizes_have_an_upper_bound() {
+        for (text, max) in [
+            ("[shell]\nprepare_wait_ms = 4000000000\n", "60000"),
+            ("[hash]\nchunk_size = 4294967295\n", "1048576"),
+            ("[hash]\nchunks = 1025\n", "1024"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.starts_with("config.toml:2: ") && err.contains(&format!("from 1 to {max}")), "{err}");
+        }
+        assert_eq!(parse("[shell]\nprepare_wait_ms = 60000\n").unwrap().shell.prepare_wait_ms, Positive(60000));
+    }
+
+    #[test]
+    fn a_long_bad_value_is_not_echoed_whole() {
+        let err = parse(&format!("[sync]\nurl = 7{}\n", "7".repeat(1 << 20))).unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.len() < 300, "{} bytes", err.len());
+        let err = parse(&format!("[shell]\nprepare_wait_ms = \"{}\"\n", "x".repeat(1 << 20))).unwrap_err();
+        assert!(err.starts_with("config.toml:2: ") && err.len() < 300, "{} bytes", err.len());
     }
 
     #[test]

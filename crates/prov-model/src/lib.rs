@@ -11,6 +11,8 @@ pub mod observer;
 pub mod paths;
 pub mod record;
 pub mod redact;
+pub mod setting;
+pub mod small_file;
 pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};

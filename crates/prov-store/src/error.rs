@@ -42,6 +42,17 @@ pub enum StoreError {
     #[error("database {path} cannot be created: {why}")]
     Unreachable { path: PathBuf, why: String },
 
+    /// Something else than a file where the database should be: SQLite
+    /// would only say "disk I/O error" or "unable to open".
+    #[error("database {path} is {what}, not a database file: move it away or set [database] path")]
+    NotAFile { path: PathBuf, what: &'static str },
+
+    /// `prov doctor --repair` moved the damaged database aside but could
+    /// not copy from it: said without the advice to repair (that is what
+    /// failed), with where the old file is.
+    #[error("the damaged database was moved to {moved_to}, but copying from it stopped: {why}")]
+    RepairStopped { moved_to: PathBuf, why: String },
+
     /// The database opens but cannot take a write; `why` names the file to fix.
     #[error("database {path} cannot be written: {why}")]
     Unwritable { path: PathBuf, why: String },
@@ -67,13 +78,41 @@ pub enum StoreError {
 pub const REPAIR_ADVICE: &str =
     "`prov doctor --repair` moves it aside and copies what can still be read into a new database";
 
-fn sqlite_message(path: &Path, what: &str, source: &rusqlite::Error) -> String {
-    let path = path.display();
+fn sqlite_message(path_buf: &Path, what: &str, source: &rusqlite::Error) -> String {
+    let path = path_buf.display();
     let said = sqlite_words(source);
     if is_corrupt(source) {
         return format!("database {path} is corrupt ({what}: {said}): {REPAIR_ADVICE}");
     }
-    format!("database {path}: {what}: {said}")
+    match full_filesystem(source, path_buf) {
+        Some(dir) => format!("database {path}: {what}: {said} (the filesystem holding {} is full)", dir.display()),
+        None => format!("database {path}: {what}: {said}"),
+    }
+}
+
+/// For an I/O error or a full database: the database's directory, when its
+/// filesystem has no space left for the user (SQLite often says only "disk
+/// I/O error" when its -wal or -shm cannot grow).
+fn full_filesystem<'a>(e: &rusqlite::Error, path: &'a Path) -> Option<&'a Path> {
+    let rusqlite::Error::SqliteFailure(f, _) = e else { return None };
+    if !matches!(f.code, ErrorCode::SystemIoFailure | ErrorCode::DiskFull) {
+        return None;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+    (stat.blocks_available() == 0).then_some(dir)
+}
+
+impl StoreError {
+    /// The message without the advice to run the repair.
+    pub fn without_repair_advice(&self) -> String {
+        match self {
+            StoreError::Sqlite { path, what, error } => format!("{what} {}: {}", path.display(), sqlite_words(error)),
+            other => {
+                other.to_string().replace(&format!(": {REPAIR_ADVICE}"), "").replace(&format!("; {REPAIR_ADVICE}"), "")
+            }
+        }
+    }
 }
 
 /// SQLite's message without the statement it was about.

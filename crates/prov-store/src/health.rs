@@ -147,10 +147,14 @@ pub fn repair(db: &Path) -> Result<Repair> {
             std::fs::rename(&side, side_file(&moved_to, suffix)).map_err(|e| io(&side, e))?;
         }
     }
-    let new = Store::open(db, crate::READ_BUSY_TIMEOUT)?;
-    let tables = copy_readable_rows(&new.conn, db, &moved_to)?;
-    let commands_missing_events = mark_lost_events(&new.conn, db)?;
-    Ok(Repair { moved_to, tables, commands_missing_events })
+    let copied = Store::open(db, crate::READ_BUSY_TIMEOUT).and_then(|new| {
+        let tables = copy_readable_rows(&new.conn, db, &moved_to)?;
+        Ok((tables, mark_lost_events(&new.conn, db)?))
+    });
+    match copied {
+        Ok((tables, commands_missing_events)) => Ok(Repair { moved_to, tables, commands_missing_events }),
+        Err(e) => Err(StoreError::RepairStopped { why: e.without_repair_advice(), moved_to }),
+    }
 }
 
 /// A run of events covers ids first_id..=last_id of one command, all of
@@ -177,7 +181,26 @@ fn mark_lost_events(conn: &Connection, db: &Path) -> Result<u64> {
 
 fn copy_readable_rows(conn: &Connection, db: &Path, old: &Path) -> Result<Vec<TableSalvage>> {
     let uri = format!("file:{}?mode=ro", percent_encode(old));
-    conn.execute("ATTACH DATABASE ?1 AS old", [uri]).ctx(db, "attaching the damaged database")?;
+    // A damaged schema (an index whose pages were cut off, a garbled
+    // sqlite_master row) would refuse the whole file: with writable_schema
+    // SQLite reads what parses and the tables behind it.
+    // Defensive mode (set for every connection) forbids it: lifted for
+    // this copy only, on a connection of our own.
+    let defensive = |on: bool| {
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, on)
+            .map(drop)
+            .ctx(db, "reading a damaged schema")
+    };
+    defensive(false)?;
+    conn.execute_batch("PRAGMA writable_schema = ON").ctx(db, "reading a damaged schema")?;
+    let attached = conn.execute("ATTACH DATABASE ?1 AS old", [uri]).ctx(db, "attaching the damaged database");
+    let report = attached.and_then(|_| copy_attached(conn, db, old));
+    conn.execute_batch("PRAGMA writable_schema = OFF").ctx(db, "reading a damaged schema")?;
+    defensive(true)?;
+    report
+}
+
+fn copy_attached(conn: &Connection, db: &Path, old: &Path) -> Result<Vec<TableSalvage>> {
     let names: Vec<String> = conn
         .prepare("SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -261,6 +284,36 @@ mod tests {
 
     use crate::testutil::{begin, event, TempDir, T};
     use crate::{Store, StoreError};
+
+    /// A database cut short (a copy that stopped, a full disk): every row
+    /// on the pages that are left is recovered, whatever the schema pages
+    /// at the end say.
+    #[test]
+    fn a_truncated_database_gives_back_the_rows_it_still_holds() {
+        let dir = TempDir::new("health-truncated");
+        let mut s = Store::open(&dir.db(), T).unwrap();
+        for i in 0..40 {
+            let id = s.begin_command(&begin(&format!("u{i}"), i)).unwrap();
+            let events: Vec<_> =
+                (0..500).map(|j| event(Access::Write, format!("/out/{i}/event-{j}").as_bytes(), j, j)).collect();
+            s.add_events(id, &events).unwrap();
+            s.end_command(id, &CommandEnd::with_status(i + 1, 0)).unwrap();
+        }
+        drop(s);
+        let len = std::fs::metadata(dir.db()).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(dir.db()).unwrap().set_len(len - 40960).unwrap();
+
+        let repair = super::repair(&dir.db()).unwrap();
+        let commands = repair.tables.iter().find(|t| t.table == "commands").unwrap();
+        let events = repair.tables.iter().find(|t| t.table == "file_events").unwrap();
+        assert!(commands.copied > 0 && events.copied > 0, "{repair:?}");
+        let s = Store::open_read_only(&dir.db()).unwrap();
+        s.check_intact().unwrap();
+        assert_eq!(s.history(None).unwrap().len() as u64, commands.copied, "{repair:?}");
+        // Repaired once, the database is whole: no second repair is asked for.
+        drop(s);
+        Store::open(&dir.db(), T).unwrap().check_intact().unwrap();
+    }
 
     #[test]
     fn corrupt_database_is_found_and_repaired() {

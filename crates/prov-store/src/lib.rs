@@ -36,6 +36,7 @@ pub use select::{short_session, SHORT_SESSION};
 pub use select::{CmpOp, CommandFilter, FileFilter, NamePattern, Selected, Selection, SessionRow, Stats};
 pub use spool::{SpoolEntry, SpoolWriter};
 pub use sync::PushCounts;
+pub use write::{Unended, ABANDONED};
 
 use error::Context;
 
@@ -62,6 +63,13 @@ impl Store {
     /// `busy_timeout` for another connection to release it, then fails: the
     /// caller then spools.
     pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
+        refuse_non_file(path)?;
+        if !path.exists() {
+            // Named here: SQLite would say only "unable to open database file".
+            if let Some(why) = fs::cannot_create(path) {
+                return Err(StoreError::Unreachable { path: path.to_owned(), why });
+            }
+        }
         let dir = parent_dir(path);
         fs::create_private_dir(dir).map_err(|error| StoreError::CreateDir { path: dir.to_owned(), error })?;
         if let Some((file, why)) = health::unblock_side_files(path) {
@@ -116,6 +124,7 @@ impl Store {
             }
             _ => {}
         }
+        refuse_non_file(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).ctx(path, "opening read-only")?;
         harden(&conn, path)?;
@@ -219,6 +228,24 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
     }
+}
+
+/// A directory, FIFO or device at the database's path, named as such.
+fn refuse_non_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(kind) = std::fs::metadata(path).map(|m| m.file_type()) else { return Ok(()) };
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "a socket"
+    };
+    Err(StoreError::NotAFile { path: path.to_owned(), what })
 }
 
 fn file_id(path: &Path) -> Option<(u64, u64)> {

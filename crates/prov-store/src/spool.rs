@@ -182,7 +182,9 @@ pub fn await_ended(dir: &Path, limit: Duration) -> bool {
             continue;
         }
         // Gone meanwhile: stored.
-        let Ok(file) = OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(entry.path()) else {
+        // O_NONBLOCK: a FIFO given a spool file's name must not stall a query.
+        let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+        let Ok(file) = OpenOptions::new().read(true).custom_flags(flags).open(entry.path()) else {
             continue;
         };
         // Its writer is a few hundred microseconds from done, as a rule.
@@ -369,8 +371,13 @@ impl Store {
 
     fn ingest_file(&mut self, path: &Path) -> Result<Outcome> {
         let io_err = |error| StoreError::SpoolIo { path: path.to_owned(), error };
-        let file = match OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW).open(path) {
-            Ok(f) => f,
+        // O_NONBLOCK and the type check: a FIFO or device put there in
+        // place of a record must not stall or flood the ingester. No size
+        // limit: every byte of a spool file is part of a record.
+        let flags = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+        let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
+            Ok(_) => return Ok(Outcome::Skipped),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Skipped),
             Err(e) => return Err(io_err(e)),
         };
@@ -454,6 +461,22 @@ pub fn waiting(dir: &Path) -> usize {
         .count()
 }
 
+/// The uuids of the records that have parts waiting in the spool `dir`
+/// (their start, events or end).
+pub fn waiting_uuids(dir: &Path) -> std::collections::HashSet<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(SUFFIX)?;
+            let stem = stem.strip_suffix(ENDED).unwrap_or(stem);
+            Some(stem.strip_suffix(".start").unwrap_or(stem).to_owned())
+        })
+        .collect()
+}
+
 /// Marks a reported set-aside file as reported (`.bad` -> `.set-aside`).
 pub fn mark_reported(path: &Path) -> io::Result<PathBuf> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -516,6 +539,17 @@ mod tests {
             SpoolEntry::Completeness(Completeness { denied: 1, ..Default::default() }),
             SpoolEntry::End(CommandEnd::with_status(900, 1)),
         ]
+    }
+
+    #[test]
+    fn waiting_uuids_name_every_record_with_parts_in_the_spool() {
+        let dir = TempDir::new("spool-waiting-uuids");
+        for name in ["a.jsonl", "b.start.jsonl", "c.ended.jsonl", "d.start.ended.jsonl", "e.jsonl.bad", "f.tmp"] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let mut found: Vec<String> = spool::waiting_uuids(dir.path()).into_iter().collect();
+        found.sort();
+        assert_eq!(found, ["a", "b", "c", "d"]);
     }
 
     fn apply_directly(s: &mut Store, entries: &[SpoolEntry]) -> i64 {

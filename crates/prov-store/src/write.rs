@@ -18,6 +18,22 @@ use crate::{paths, Store};
 /// its cache is reset; bounds memory, costs one lookup per directory after.
 const DIR_CACHE_MAX: usize = 100_000;
 
+/// The reason kept with a record ended because everything observing it was
+/// gone ([`Store::end_abandoned`]). An end that arrives later (from the
+/// spool) is the command's own: it replaces this guess, reason included.
+pub const ABANDONED: &str = "its collector was gone before the record was ended: end time and exit status unknown";
+
+/// A record of this host without an end, as [`Store::unended`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unended {
+    pub id: i64,
+    pub uuid: String,
+    pub start_ns: i64,
+    /// The collector named as observing it (`prov_model::observer`); None
+    /// in records of a prov from before collectors were named.
+    pub observer: Option<String>,
+}
+
 impl Store {
     /// Records a command's start and returns its id. If a command with the
     /// same uuid is already recorded, returns that one's id (re-ingesting a
@@ -41,6 +57,19 @@ impl Store {
         })
     }
 
+    /// Records without an end on `host`.
+    pub fn unended(&self, host: &str) -> Result<Vec<Unended>> {
+        self.conn
+            .prepare_cached("SELECT id, uuid, start_ns, observer FROM commands WHERE end_ns IS NULL AND host = ?1")
+            .and_then(|mut s| {
+                s.query_map([host], |r| {
+                    Ok(Unended { id: r.get(0)?, uuid: r.get(1)?, start_ns: r.get(2)?, observer: r.get(3)? })
+                })?
+                .collect()
+            })
+            .ctx(&self.path, "looking for records without an end")
+    }
+
     /// Records without an end on `host` whose collector was named: (id,
     /// collector).
     pub fn unended_observed(&self, host: &str) -> Result<Vec<(i64, String)>> {
@@ -53,8 +82,9 @@ impl Store {
     }
 
     /// Ends a record its collector left without an end: status unknown,
-    /// `reason` kept. A record ended meanwhile is left as it is.
-    pub fn end_abandoned(&mut self, id: i64, end_ns: i64, reason: &str) -> Result<()> {
+    /// [`ABANDONED`] kept. A record ended meanwhile is left as it is.
+    pub fn end_abandoned(&mut self, id: i64, end_ns: i64) -> Result<()> {
+        let reason = ABANDONED;
         self.write_tx(|w| {
             w.conn
                 .prepare_cached(
@@ -203,10 +233,12 @@ impl Writer<'_> {
             .conn
             .prepare_cached(
                 "UPDATE commands SET end_ns = ?2, exit_status = ?3, text = COALESCE(?4, text),
-                    incomplete = COALESCE(?5, incomplete), untraced = COALESCE(?6, untraced)
+                    incomplete = COALESCE(?5, NULLIF(incomplete, ?7)), untraced = COALESCE(?6, untraced)
                  WHERE id = ?1",
             )
-            .and_then(|mut s| s.execute(params![id, e.end_ns, e.exit_status, e.text, e.incomplete, e.untraced]))
+            .and_then(|mut s| {
+                s.execute(params![id, e.end_ns, e.exit_status, e.text, e.incomplete, e.untraced, ABANDONED])
+            })
             .ctx(self.path, "recording a command's end")?;
         self.require_command(id, n)
     }
@@ -442,6 +474,29 @@ mod tests {
 
     use crate::testutil::{begin, event, event_of, open, TempDir};
     use crate::StoreError;
+
+    /// A record ended as abandoned (its collector gone) whose own end then
+    /// arrives from the spool: the command's end time, status and
+    /// completeness win over the guess.
+    #[test]
+    fn an_end_arriving_after_an_abandoned_end_wins() {
+        let dir = TempDir::new("end-wins");
+        let mut s = open(&dir);
+        let id = s.begin_command(&begin("u-late-end", 1_000)).unwrap();
+        assert_eq!(s.unended("host").unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+        s.end_abandoned(id, 9_999).unwrap();
+        assert!(s.unended("host").unwrap().is_empty());
+        assert_eq!(s.command(id).unwrap().unwrap().incomplete.as_deref(), Some(crate::ABANDONED));
+        s.end_command(id, &CommandEnd::with_status(2_000, 7)).unwrap();
+        let c = s.command(id).unwrap().unwrap();
+        assert_eq!((c.end_ns, c.exit_status, c.incomplete), (Some(2_000), Some(7), None));
+        // An end that says why it is incomplete keeps its own reason.
+        let id = s.begin_command(&begin("u-late-end-2", 1_000)).unwrap();
+        s.end_abandoned(id, 9_999).unwrap();
+        let end = CommandEnd { incomplete: Some("events lost".into()), ..CommandEnd::with_status(2_000, 1) };
+        s.end_command(id, &end).unwrap();
+        assert_eq!(s.command(id).unwrap().unwrap().incomplete.as_deref(), Some("events lost"));
+    }
 
     #[test]
     fn command_round_trip() {

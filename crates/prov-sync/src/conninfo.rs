@@ -252,10 +252,14 @@ fn service_keys(name: &str, env: &Environment) -> Result<BTreeMap<String, String
     let user_file = env.var("PGSERVICEFILE").map(PathBuf::from).unwrap_or_else(|| env.home.join(".pg_service.conf"));
     let system_dir = env.var("PGSYSCONFDIR").unwrap_or("/etc/postgresql-common");
     for file in [user_file, Path::new(system_dir).join("pg_service.conf")] {
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            if let Some(keys) = service_section(&text, name) {
-                return Ok(keys);
+        match prov_model::small_file::read_to_string(&file, prov_model::small_file::CONFIG_LIMIT) {
+            Ok(text) => {
+                if let Some(keys) = service_section(&text, name) {
+                    return Ok(keys);
+                }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SyncError::BadUrl(format!("cannot read {}: {e}", file.display()))),
         }
     }
     Err(SyncError::BadUrl(format!("service {name:?} is not in ~/.pg_service.conf nor the system's pg_service.conf")))
@@ -291,7 +295,7 @@ fn pgpass_password(config: &Config, env: &Environment) -> Option<String> {
     if meta.permissions().mode() & 0o077 != 0 {
         return None;
     }
-    let text = std::fs::read_to_string(&file).ok()?;
+    let text = prov_model::small_file::read_to_string(&file, prov_model::small_file::CONFIG_LIMIT).ok()?;
     let (hosts, port) = match config.get_hosts().first()? {
         Host::Tcp(h) => (vec![h.clone()], config.get_ports().first().copied().unwrap_or(5432)),
         Host::Unix(p) => {

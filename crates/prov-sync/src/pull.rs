@@ -84,6 +84,11 @@ pub struct Pulled {
 
 /// Brings the cache up to date with what this role may read now.
 pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
+    central.watched(|central, progress| pull_watched(central, cache, progress))
+}
+
+/// [`pull`], calling `progress` after each answer of the server.
+fn pull_watched(central: &mut Central, cache: &mut Store, progress: &dyn Fn()) -> Result<Pulled> {
     let server = central.server.clone();
     let fail = |what| crate::error::on(&server, what);
     // What the cache holds depends on the server, the role and the grants
@@ -131,7 +136,8 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let pulled = if ids.is_empty() { Pulled::default() } else { pull_records(&mut tx, &server, cache, &ids)? };
+    let pulled =
+        if ids.is_empty() { Pulled::default() } else { pull_records(&mut tx, &server, cache, &ids, progress)? };
     // Records deleted by their owner since the horizon.
     if horizon.is_some() {
         let gone = tx
@@ -158,7 +164,13 @@ pub fn pull(central: &mut Central, cache: &mut Store) -> Result<Pulled> {
 }
 
 /// The records `ids` (ascending) with everything of them into the cache.
-fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store, ids: &Vec<i64>) -> Result<Pulled> {
+fn pull_records(
+    tx: &mut postgres::Transaction,
+    server: &str,
+    cache: &mut Store,
+    ids: &Vec<i64>,
+    progress: &dyn Fn(),
+) -> Result<Pulled> {
     let fail = |what| crate::error::on(server, what);
     let commands = tx
         .prepare(
@@ -196,6 +208,7 @@ fn pull_records(tx: &mut postgres::Transaction, server: &str, cache: &mut Store,
     let mut processes = Stream::open(tx, &processes, ids).map_err(fail("reading processes"))?;
     let mut pulled = Pulled::default();
     while let Some(row) = commands.next(tx).map_err(fail("reading records"))? {
+        progress();
         let server_id: i64 = row.get(0);
         let uuid: String = row.get(1);
         let dir_rows = dirs.take_for(tx, server_id).map_err(fail("reading directories"))?;

@@ -50,6 +50,11 @@ pub struct Pushed {
 /// Pushes every finished record not yet pushed, oldest first. On an error
 /// the records pushed so far stay pushed (and marked); the rest wait.
 pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> Result<()> {
+    central.watched(|central, progress| push_watched(central, journal, pushed, progress))
+}
+
+/// [`push`], calling `progress` after each answer of the server.
+fn push_watched(central: &mut Central, journal: &mut Store, pushed: &mut Pushed, progress: &dyn Fn()) -> Result<()> {
     let deletions = journal.central_deletions()?;
     if !deletions.is_empty() {
         let uuids: Vec<Uuid> = deletions.iter().map(|u| server_uuid(u)).collect();
@@ -86,11 +91,11 @@ pub fn push(central: &mut Central, journal: &mut Store, pushed: &mut Pushed) -> 
             let processes = processes.into_iter().map(|p| p.record).collect();
             group.records.push(Record { command, files, images, processes, archived });
             if group.events >= EVENTS_PER_TRANSACTION || group.records.len() >= records_limit {
-                push_group(central, journal, std::mem::take(&mut group), pushed)?;
+                push_group(central, journal, std::mem::take(&mut group), pushed, progress)?;
                 records_limit = (records_limit * 2).min(RECORDS_PER_TRANSACTION);
             }
         }
-        push_group(central, journal, group, pushed)?;
+        push_group(central, journal, group, pushed, progress)?;
     }
 }
 
@@ -132,10 +137,17 @@ fn images_of_events(owners: &[Option<usize>], processes: &[ProcessRow]) -> Vec<u
     owners.iter().map(|o| o.map_or(0, |i| number[i])).collect()
 }
 
-fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: &mut Pushed) -> Result<()> {
+fn push_group(
+    central: &mut Central,
+    journal: &mut Store,
+    group: Group,
+    pushed: &mut Pushed,
+    progress: &dyn Fn(),
+) -> Result<()> {
     if group.records.is_empty() {
         return Ok(());
     }
+    progress();
     let server = central.server.clone();
     let fail = |what| crate::error::on(&server, what);
     let mut tx = central.client.transaction().map_err(fail("a transaction"))?;
@@ -162,11 +174,13 @@ fn push_group(central: &mut Central, journal: &mut Store, group: Group, pushed: 
                 }
                 None => renew(&mut tx, &server, record)?,
             };
+            progress();
             count(record, stored);
         }
     }
     for record in big {
         let stored = push_record(&mut tx, &server, record)? || renew(&mut tx, &server, record)?;
+        progress();
         count(record, stored);
     }
     tx.commit().map_err(fail("a commit"))?;

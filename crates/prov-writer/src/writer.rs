@@ -413,14 +413,15 @@ impl Writer {
     fn switch_to_spool(&mut self, why: String) {
         let uuid = self.begin.as_ref().map_or_else(|| "?".to_string(), |b| b.uuid.clone());
         crate::log::line(&format!("record {uuid} goes to the spool: {why}"));
-        self.report.spooled.get_or_insert(why);
+        self.report.spooled.get_or_insert(why.clone());
         let Some(begin) = self.begin.clone() else { return };
         match SpoolWriter::create(&self.spool_dir, &begin.uuid)
             .and_then(|mut s| s.append(&SpoolEntry::Begin(begin)).map(|()| s))
         {
             Ok(spool) => self.sink = Sink::Spool(spool),
             Err(e) => {
-                let why = format!("cannot write spool in {}: {e}", self.spool_dir.display());
+                // Both places named: where the record could not go.
+                let why = format!("{why}; nor the spool {}: {e}", self.spool_dir.display());
                 crate::log::line(&format!("record {uuid} is lost: {why}"));
                 self.report.lost.get_or_insert(why);
                 self.sink = Sink::None;
