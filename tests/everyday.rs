@@ -323,3 +323,29 @@ fn json_stays_the_same() {
     assert_eq!(found.len(), 1);
     assert!(found[0]["session"].is_string() && found[0]["cwd"].is_string());
 }
+
+/// `prov ARGS…` as the user with no locale set at all (as after `su -`):
+/// the C locale, whose character set is ASCII.
+fn prov_in_c_locale(case: &Case, args: &[&str]) -> String {
+    let mut cmd = case.command(case.inst.prov());
+    cmd.env_remove("LANG").args(args);
+    stdout(&ok(cmd.output().unwrap()))
+}
+
+#[test]
+fn a_locale_that_is_not_utf8_gets_ascii_trees_and_marks() {
+    let case = Case::new("everyday-ascii");
+    case.run_sh("printf 'b\\na\\n' > in.csv");
+    case.run_sh("sort in.csv |\nuniq > out.csv");
+    let tree = prov_in_c_locale(&case, &["query", "lineage", "out.csv"]);
+    assert!(tree.is_ascii(), "only ASCII in the C locale:\n{tree}");
+    assert!(tree.contains("`-- "), "the tree drawn in ASCII:\n{tree}");
+    let history = prov_in_c_locale(&case, &["query", "history"]);
+    assert!(history.is_ascii(), "only ASCII in the C locale:\n{history}");
+    assert!(history.contains("sort in.csv | ^J uniq > out.csv"), "the line break marked in ASCII:\n{history}");
+    // The same in a UTF-8 locale draws with lines and arrows.
+    let tree = stdout(&ok(case.prov(["query", "lineage", "out.csv"])));
+    assert!(tree.contains("└── "), "{tree}");
+    let history = stdout(&ok(case.prov(["query", "history"])));
+    assert!(history.contains("sort in.csv | ↵ uniq > out.csv"), "{history}");
+}

@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use prov_export::glyphs::Glyphs;
 use prov_export::lineage::{Direction, Lookup, MatchKind, Matched, Target, WalkOptions};
 use prov_model::config::QueryConfig;
 use prov_model::escape::escape;
@@ -330,7 +331,7 @@ fn print_with(
         return export(store, found, *format, output.as_deref());
     }
     let mut out = Pager::start(show.pager && !show.json);
-    let paint = Paint { on: !show.json && show.color.enabled() };
+    let paint = Paint { on: !show.json && show.color.enabled(), glyphs: Glyphs::for_locale() };
     let home = output::home();
     for (i, (command, matched)) in found.iter().enumerate() {
         let listed =
