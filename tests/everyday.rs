@@ -349,3 +349,22 @@ fn a_locale_that_is_not_utf8_gets_ascii_trees_and_marks() {
     let history = stdout(&ok(case.prov(["query", "history"])));
     assert!(history.contains("sort in.csv | ↵ uniq > out.csv"), "{history}");
 }
+
+#[test]
+fn a_command_typed_on_several_lines_stays_inside_the_tree() {
+    let case = Case::new("everyday-multiline");
+    case.run_sh("printf 'b\\na\\n' |\nsort > in.csv");
+    case.run_sh("uniq in.csv > out.csv");
+    let tree = stdout(&ok(case.prov(["query", "lineage", "out.csv"])));
+    let lines: Vec<&str> = tree.lines().collect();
+    let first = lines.iter().position(|l| l.contains("printf")).unwrap_or_else(|| panic!("{tree}"));
+    let next = lines.get(first + 1).unwrap_or_else(|| panic!("{tree}"));
+    // The second line of the text starts where the first did, after the
+    // tree's own lines.
+    let column = |line: &str, part: &str| line.find(part).map(|at| line[..at].chars().count());
+    let text_at = column(lines[first], "sh -c");
+    assert!(text_at.is_some());
+    assert_eq!(column(next, "sort > in.csv"), text_at, "continued under the text:\n{tree}");
+    let before: String = next.chars().take(text_at.unwrap()).collect();
+    assert!(before.chars().all(|c| c == ' ' || c == '│'), "only the tree's lines before it:\n{tree}");
+}

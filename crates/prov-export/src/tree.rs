@@ -100,7 +100,11 @@ impl Tree<'_> {
             return Ok(());
         }
         let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-        writeln!(out, "{here}{verb}#{id}  $ {}", escape_text(&c.text).replace('\n', "\n    "))?;
+        // A command typed on several lines: its later lines under its first,
+        // inside the tree.
+        let head = format!("{verb}#{id}  $ ");
+        let continued = format!("\n{below}{:width$}", "", width = head.chars().count());
+        writeln!(out, "{here}{head}{}", escape_text(&c.text).replace('\n', &continued))?;
         writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), escape(&c.cwd))?;
         if !c.is_complete() {
             // Its files may be missing from the walk too.
