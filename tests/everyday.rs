@@ -71,6 +71,12 @@ fn history_is_one_line_per_command() {
         "{text}"
     );
     assert!(printf.contains(" ok ") && printf.contains("printf"), "{text}");
+    // A three-digit status leaves the directory column where it was.
+    assert_eq!(in_proj("exit 127").status.code(), Some(127));
+    let text = stdout(&ok(case.prov(["query", "history"])));
+    let columns: Vec<Option<usize>> = text.lines().map(|l| l.find("~/work/proj")).collect();
+    assert_eq!(columns.len(), 3, "{text}");
+    assert!(columns.iter().all(|&c| c.is_some() && c == columns[0]), "one directory column:\n{text}");
     // The time is shown (the order of ids is not the order of starts).
     let hhmm = all[0]["start"].as_str().unwrap();
     assert!(hhmm.len() > 16, "{hhmm}");

@@ -139,6 +139,9 @@ pub fn human_size(n: u64) -> String {
     }
 }
 
+/// The widest status, `exit 255`: the column after it stays in place.
+const STATUS_WIDTH: usize = 8;
+
 /// A command's status in a word or two, and its tone: the one place that
 /// decides how a status reads (`ok`, `exit 3`, `running`, `exit ?`), so a new
 /// state of records is added here once.
@@ -212,7 +215,7 @@ pub fn write_command(
         "{} {}  {}  {}  {text}{incomplete}",
         paint.paint(Tone::Id, &format!("#{:<4}", c.id)),
         paint.paint(Tone::Faint, &local(c.start_ns)),
-        paint.paint(tone, &format!("{status:<7}")),
+        paint.paint(tone, &format!("{status:<STATUS_WIDTH$}")),
         short_dir(&c.cwd, home, paint.glyphs.ellipsis),
     )?;
     if let Some(how) = how {
