@@ -374,3 +374,50 @@ fn a_command_typed_on_several_lines_stays_inside_the_tree() {
     let before: String = next.chars().take(text_at.unwrap()).collect();
     assert!(before.chars().all(|c| c == ' ' || c == '│'), "only the tree's lines before it:\n{tree}");
 }
+
+/// The lines under "Commands:" in `--help`: one per subcommand, each
+/// within an 80-column terminal (there, a longer one wraps).
+fn summaries_are_one_line_each(help: &str) {
+    let listed: Vec<&str> =
+        help.lines().skip_while(|l| !l.starts_with("Commands:")).skip(1).take_while(|l| !l.is_empty()).collect();
+    assert!(listed.len() > 3, "{help}");
+    for line in listed {
+        assert!(line.chars().count() <= 80, "a summary longer than a terminal line: {line:?}");
+    }
+}
+
+#[test]
+fn subcommand_summaries_are_one_line_each() {
+    let case = Case::new("everyday-summaries");
+    summaries_are_one_line_each(&stdout(&ok(case.prov(["--help"]))));
+    summaries_are_one_line_each(&stdout(&ok(case.prov(["query", "--help"]))));
+}
+
+#[test]
+fn man_pages_have_examples_files_environment_and_see_also() {
+    let case = Case::new("everyday-man-sections");
+    let dir = case.work.join("docs");
+    ok(case.prov([std::ffi::OsStr::new("__docs"), dir.as_os_str()]));
+    let page = |name: &str| {
+        let mut man = case.command("man");
+        man.arg("-l").arg(dir.join("man/man1").join(name)).env("MANWIDTH", "100");
+        stdout(&ok(man.output().unwrap()))
+    };
+    let main = page("prov.1");
+    for section in ["EXIT STATUS", "EXAMPLES", "FILES", "ENVIRONMENT", "SEE ALSO"] {
+        assert!(main.lines().any(|l| l == section), "prov(1) has no {section} section:\n{main}");
+    }
+    assert!(main.contains("prov query lineage results.csv") && main.contains("config.toml"), "{main}");
+    let history = page("prov-query-history.1");
+    assert!(history.lines().any(|l| l == "SEE ALSO") && history.contains("prov(1)"), "{history}");
+}
+
+#[test]
+fn no_records_is_one_rule_exit_1_with_a_reason() {
+    let case = Case::new("everyday-no-records");
+    for args in [&["query", "history"][..], &["query", "session"][..], &["report", "-o", "r.html"][..]] {
+        let out = case.prov(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", describe(&out));
+        assert_eq!(stderr(&out), "prov: no records yet\n", "{args:?}");
+    }
+}

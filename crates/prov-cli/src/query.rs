@@ -238,7 +238,7 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Resul
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(1));
     };
     let mut selection = filters.selection(Some(limit.unwrap_or(config.limit.0 as usize)));
     selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
@@ -258,7 +258,7 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(1));
     };
     let selection = filters.selection(None);
     let Some(id) = id else {
