@@ -148,6 +148,20 @@ fn install_runs_again_over_itself_and_tracing_works() {
     assert!(case.work.join("again.txt").exists(), "{}", describe(&out));
 }
 
+/// A build takes minutes: install.sh says each step as it starts and how
+/// long it took.
+#[test]
+fn install_says_what_it_builds_as_it_goes() {
+    let case = Case::new("install-steps");
+    let out = install(&case.inst.root.join("prefix-steps"), &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    for what in ["the collector", "the writer", "prov", "the helper", "the preload shim"] {
+        assert!(said.contains(&format!("] building {what}\n")), "says it builds {what}: {said}");
+    }
+    assert!(said.lines().any(|l| l.contains("] built the collector in ") && l.ends_with(" s")), "{said}");
+}
+
 #[test]
 fn install_refuses_a_toolchain_too_old_for_the_crates() {
     let case = Case::new("install-old-rust");
