@@ -269,5 +269,15 @@ if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | gre
     echo "install.sh: warning: $prefix is on a filesystem mounted nosuid; tracing will not work there" >&2
 fi
 echo "prov installed in $prefix (helper: $prefix/libexec/prov/prov-helper, setuid root, group prov)"
+# A prefix outside the places shells, man and completion look by default:
+# the lines that make prov, its man pages and completions reachable.
+case ":/usr/local/bin:/usr/bin:/bin:" in
+    *":$prefix/bin:"*) ;;
+    *)
+        echo "$prefix/bin is not on the usual PATH: for prov, man prov and completion, add before the line below"
+        echo "  to ~/.bashrc:  export PATH=\"$prefix/bin:\$PATH\" MANPATH=\"$prefix/share/man:\$MANPATH\"; . $prefix/share/bash-completion/completions/prov"
+        echo "  to ~/.zshrc:   export PATH=\"$prefix/bin:\$PATH\" MANPATH=\"$prefix/share/man:\$MANPATH\"; fpath=($prefix/share/zsh/site-functions \$fpath)  (before compinit)"
+        ;;
+esac
 # The one thing left for each user: the shell integration (README.md).
 echo "To trace your shell, add to ~/.bashrc: eval \"\$($prefix/bin/prov init bash)\"  (or to ~/.zshrc: eval \"\$($prefix/bin/prov init zsh)\")"

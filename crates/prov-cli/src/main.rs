@@ -12,6 +12,7 @@ mod docs;
 mod doctor;
 mod doctor_db;
 mod doctor_env;
+mod doctor_reach;
 mod export;
 mod filters;
 #[allow(unsafe_code)]
