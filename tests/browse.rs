@@ -194,3 +194,29 @@ fn ctrl_r_bash_by_option() {
 fn ctrl_r_zsh_by_config_key() {
     ctrl_r_puts_the_command_on_the_line("zsh", true);
 }
+
+/// `l` on a file a command wrote shows where that version came from, even
+/// when a later command wrote the same content to the same path; the file
+/// row `l` applies to is marked as the selected command is.
+#[test]
+fn lineage_starts_at_the_write_of_the_command_it_came_from() {
+    let case = Case::new("browse-lineage");
+    case.run_sh("printf 'b\\na\\n' > data.csv");
+    case.run_sh("sort data.csv > out.csv");
+    case.run_sh("printf 'a\\nb\\n' > out.csv");
+    let t = Tmux::start(&case, "lineage", &browse_command(&case));
+    t.wait("the command list", |s| s.contains("sort data.csv"));
+    t.type_text("sort");
+    t.wait("only the sort", |s| s.contains("[1/3") && s.contains("wrote out.csv"));
+    t.keys(&["Tab"]);
+    t.keys(&["Down"]);
+    let s = t.wait("the written file selected", |s| s.lines().any(|l| l.contains("> wrote out.csv")));
+    assert!(!s.lines().any(|l| l.contains("> read  data.csv")), "one file row marked:\n{s}");
+    t.type_text("l");
+    let popup = t.wait("the lineage", |s| s.contains("lineage of") && s.contains("$ "));
+    let first = popup.lines().find(|l| l.contains("$ ")).unwrap_or_default();
+    assert!(first.contains("sort data.csv > out.csv"), "starts at the sort's write:\n{popup}");
+    // The texts as the tree shows them: `printf '\''a\nb\n'\'' > out.csv`.
+    assert!(!popup.contains(r"a\nb\n"), "not the later writer of the same content:\n{popup}");
+    assert!(popup.contains(r"b\na\n"), "and goes on to data.csv's writer:\n{popup}");
+}

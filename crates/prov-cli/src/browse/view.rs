@@ -130,7 +130,8 @@ fn draw_files(frame: &mut Frame<'_>, app: &App, area: Rect) {
     frame.render_stateful_widget(
         List::new(lines)
             .block(Block::default().borders(Borders::ALL).title(title).border_style(Style::new().fg(border)))
-            .highlight_style(Style::new().add_modifier(Modifier::REVERSED)),
+            .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+            .highlight_symbol("> "),
         area,
         &mut state,
     );
