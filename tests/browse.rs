@@ -220,3 +220,24 @@ fn lineage_starts_at_the_write_of_the_command_it_came_from() {
     assert!(!popup.contains(r"a\nb\n"), "not the later writer of the same content:\n{popup}");
     assert!(popup.contains(r"b\na\n"), "and goes on to data.csv's writer:\n{popup}");
 }
+
+/// Each command in the list says how long ago it started and how long it
+/// ran.
+#[test]
+fn the_list_says_how_long_ago_and_how_long_each_command_ran() {
+    let case = Case::new("browse-durations");
+    case.run_sh("sleep 1.2");
+    let t = Tmux::start(&case, "durations", &browse_command(&case));
+    let s = t.wait("the command list", |s| s.contains("sleep 1.2"));
+    let row = s.lines().find(|l| l.contains("sleep 1.2")).unwrap_or_default();
+    assert!(row.contains(" ago "), "when it started, as an age: {row:?}");
+    let words: Vec<&str> = row.split_whitespace().collect();
+    // Seconds that are not the age ("5s ago").
+    let seconds: Vec<f64> = words
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| words.get(i + 1) != Some(&"ago"))
+        .filter_map(|(_, w)| w.strip_suffix('s')?.parse().ok())
+        .collect();
+    assert!(seconds.iter().any(|&s| s >= 1.2), "how long it ran, at least the 1.2 s it slept: {row:?}");
+}
