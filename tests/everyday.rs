@@ -421,3 +421,13 @@ fn no_records_is_one_rule_exit_1_with_a_reason() {
         assert_eq!(stderr(&out), "prov: no records yet\n", "{args:?}");
     }
 }
+
+#[test]
+fn init_says_how_to_turn_on_the_ctrl_r_binding() {
+    let case = Case::new("everyday-init-ctrl-r");
+    for shell in ["bash", "zsh"] {
+        let init = stdout(&ok(case.prov(["init", shell])));
+        let turn_on = format!("prov init {shell} --bind-ctrl-r");
+        assert!(init.lines().any(|l| l.starts_with('#') && l.contains(&turn_on)), "{init}");
+    }
+}
