@@ -141,20 +141,30 @@ if [ -n "$helper_target" ]; then
         echo "install.sh: prov is built against glibc only; with musl-gcc (Debian's musl-tools) every prov run would start 0.3 ms sooner"
     fi
 fi
-if [ "$builder" != root ]; then
-    install -d -o "$builder" "$target"
-    runuser -u "$builder" -- "${collector[@]}"
-    runuser -u "$builder" -- "${writer[@]}"
-    runuser -u "$builder" -- "${cli[@]}"
-    runuser -u "$builder" -- "${helper[@]}"
-    [ ${#front[@]} -eq 0 ] || runuser -u "$builder" -- "${front[@]}"
-else
-    "${collector[@]}"
-    "${writer[@]}"
-    "${cli[@]}"
-    "${helper[@]}"
-    [ ${#front[@]} -eq 0 ] || "${front[@]}"
-fi
+# A build from scratch takes minutes (about ten on two cores): each step
+# says what it builds and, once done, how long it took.
+steps=5
+[ ${#front[@]} -eq 0 ] || steps=6
+step=0
+build() {
+    local what=$1 started=$SECONDS
+    shift
+    step=$((step + 1))
+    echo "install.sh: [$step/$steps] building $what"
+    if [ "$builder" != root ]; then
+        runuser -u "$builder" -- "$@"
+    else
+        "$@"
+    fi
+    echo "install.sh: [$step/$steps] built $what in $((SECONDS - started)) s"
+}
+[ "$builder" = root ] || install -d -o "$builder" "$target"
+echo "install.sh: building prov in $target (from scratch: about ten minutes on two cores; again: seconds)"
+build "the collector" "${collector[@]}"
+build "the writer" "${writer[@]}"
+build "prov" "${cli[@]}"
+build "the helper" "${helper[@]}"
+[ ${#front[@]} -eq 0 ] || build "prov run's musl build" "${front[@]}"
 # bin/prov, and the full build beside the helper when bin/prov is the musl one.
 if [ ${#front[@]} -gt 0 ]; then
     prov_bin=$target/$helper_target/release/prov
@@ -175,6 +185,8 @@ fi
 #   execve's `!path`, measured in its assembly: this flag is no full guarantee.)
 # - -Wno-nonnull-compare: those tests are deliberate, and GCC warns on each
 #   (execve's path and argv, strftime's format), which -Werror makes fatal.
+step=$((step + 1))
+echo "install.sh: [$step/$steps] building the preload shim"
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
     -Wall -Wextra -Werror -Wmissing-prototypes -Wno-nonnull-compare \
     -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" "$src/preload/bash_trap.c" "$src/preload/bash_prompt.c" -ldl
@@ -257,5 +269,15 @@ if findmnt -n -o OPTIONS -T "$prefix/libexec/prov" 2>/dev/null | tr , '\n' | gre
     echo "install.sh: warning: $prefix is on a filesystem mounted nosuid; tracing will not work there" >&2
 fi
 echo "prov installed in $prefix (helper: $prefix/libexec/prov/prov-helper, setuid root, group prov)"
+# A prefix outside the places shells, man and completion look by default:
+# the lines that make prov, its man pages and completions reachable.
+case ":/usr/local/bin:/usr/bin:/bin:" in
+    *":$prefix/bin:"*) ;;
+    *)
+        echo "$prefix/bin is not on the usual PATH: for prov, man prov and completion, add before the line below"
+        echo "  to ~/.bashrc:  export PATH=\"$prefix/bin:\$PATH\" MANPATH=\"$prefix/share/man:\$MANPATH\"; . $prefix/share/bash-completion/completions/prov"
+        echo "  to ~/.zshrc:   export PATH=\"$prefix/bin:\$PATH\" MANPATH=\"$prefix/share/man:\$MANPATH\"; fpath=($prefix/share/zsh/site-functions \$fpath)  (before compinit)"
+        ;;
+esac
 # The one thing left for each user: the shell integration (README.md).
 echo "To trace your shell, add to ~/.bashrc: eval \"\$($prefix/bin/prov init bash)\"  (or to ~/.zshrc: eval \"\$($prefix/bin/prov init zsh)\")"

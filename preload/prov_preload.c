@@ -121,6 +121,7 @@ static int (*real_dup2)(int, int);
 static size_t (*real_strftime)(char *, size_t, const char *, const struct tm *);
 static ssize_t (*real_read)(int, void *, size_t);
 static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+static void (*real_exit)(int);
 
 static struct {
     int loaded;              /* constructor ran and found its settings */
@@ -170,6 +171,7 @@ static void resolve_real(void)
     if (!real_pselect)
         real_pselect = (int (*)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))
             dlsym(RTLD_NEXT, "pselect");
+    if (!real_exit) real_exit = (void (*)(int))dlsym(RTLD_NEXT, "exit");
 }
 
 /* ------------------------------------------------------------ utilities */
@@ -965,6 +967,35 @@ EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec
     bash_mark_line_start();
     bash_keep_line(0);
     return real_pselect(n, r, w, e, timeout, mask);
+}
+
+/* Whether this exit comes from the handler of a signal that ends the
+ * shell (zsh exits from its SIGHUP handler, which runs with SIGHUP
+ * blocked): the command it interrupted did not end, its status is unknown. */
+static int exiting_on_a_signal(void)
+{
+    sigset_t blocked;
+    if (sigprocmask(SIG_BLOCK, NULL, &blocked) < 0) return 1;
+    return sigismember(&blocked, SIGHUP) == 1 || sigismember(&blocked, SIGTERM) == 1;
+}
+
+/* The shell exiting while a command is observed: that command is the
+ * shell's own `exit` (or a `.bash_logout`, an EXIT trap it ran), and no
+ * prompt hook comes to end it. It ends here with the status the shell
+ * exits with, as at a prompt; prov_shim_fini then waits for it to be
+ * stored. Without this the record had no end, and its collector marked it
+ * as one whose shell went away, which stays true for a shell ended by a
+ * signal. */
+EXPORT void exit(int status)
+{
+    resolve_real();
+    if (S.loaded && shim_in_shell_itself() && (S.active || S.unobserved) && !exiting_on_a_signal()) {
+        char code[16];
+        snprintf(code, sizeof code, "%d", status & 0xff);
+        end_observation(code);
+    }
+    if (real_exit) real_exit(status);
+    _exit(status);
 }
 
 EXPORT size_t strftime(char *s, size_t max, const char *format, const struct tm *tm)

@@ -1,5 +1,7 @@
 # prov shell integration for bash >= 4.4, printed by `prov init bash`.
 # Put this line last in ~/.bashrc:   eval "$(prov init bash)"
+# Ctrl-R opens `prov browse` and puts the command chosen on the prompt line
+# with `prov init bash --bind-ctrl-r` (or [browse] bind_ctrl_r = true).
 #
 # At rc time, the first run re-execs the interactive shell with the preload
 # shim (it must be in the process from the start); the shim drops itself from

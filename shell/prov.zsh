@@ -1,5 +1,7 @@
 # prov shell integration for zsh >= 5.0, printed by `prov init zsh`.
 # Put this line last in ~/.zshrc:   eval "$(prov init zsh)"
+# Ctrl-R opens `prov browse` and puts the command chosen on the prompt line
+# with `prov init zsh --bind-ctrl-r` (or [browse] bind_ctrl_r = true).
 #
 # At rc time, the first run re-execs the interactive shell with the preload
 # shim (it must be in the process from the start); the shim drops itself from

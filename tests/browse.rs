@@ -194,3 +194,50 @@ fn ctrl_r_bash_by_option() {
 fn ctrl_r_zsh_by_config_key() {
     ctrl_r_puts_the_command_on_the_line("zsh", true);
 }
+
+/// `l` on a file a command wrote shows where that version came from, even
+/// when a later command wrote the same content to the same path; the file
+/// row `l` applies to is marked as the selected command is.
+#[test]
+fn lineage_starts_at_the_write_of_the_command_it_came_from() {
+    let case = Case::new("browse-lineage");
+    case.run_sh("printf 'b\\na\\n' > data.csv");
+    case.run_sh("sort data.csv > out.csv");
+    case.run_sh("printf 'a\\nb\\n' > out.csv");
+    let t = Tmux::start(&case, "lineage", &browse_command(&case));
+    t.wait("the command list", |s| s.contains("sort data.csv"));
+    t.type_text("sort");
+    t.wait("only the sort", |s| s.contains("[1/3") && s.contains("wrote out.csv"));
+    t.keys(&["Tab"]);
+    t.keys(&["Down"]);
+    let s = t.wait("the written file selected", |s| s.lines().any(|l| l.contains("> wrote out.csv")));
+    assert!(!s.lines().any(|l| l.contains("> read  data.csv")), "one file row marked:\n{s}");
+    t.type_text("l");
+    let popup = t.wait("the lineage", |s| s.contains("lineage of") && s.contains("$ "));
+    let first = popup.lines().find(|l| l.contains("$ ")).unwrap_or_default();
+    assert!(first.contains("sort data.csv > out.csv"), "starts at the sort's write:\n{popup}");
+    // The texts as the tree shows them: `printf '\''a\nb\n'\'' > out.csv`.
+    assert!(!popup.contains(r"a\nb\n"), "not the later writer of the same content:\n{popup}");
+    assert!(popup.contains(r"b\na\n"), "and goes on to data.csv's writer:\n{popup}");
+}
+
+/// Each command in the list says how long ago it started and how long it
+/// ran.
+#[test]
+fn the_list_says_how_long_ago_and_how_long_each_command_ran() {
+    let case = Case::new("browse-durations");
+    case.run_sh("sleep 1.2");
+    let t = Tmux::start(&case, "durations", &browse_command(&case));
+    let s = t.wait("the command list", |s| s.contains("sleep 1.2"));
+    let row = s.lines().find(|l| l.contains("sleep 1.2")).unwrap_or_default();
+    assert!(row.contains(" ago "), "when it started, as an age: {row:?}");
+    let words: Vec<&str> = row.split_whitespace().collect();
+    // Seconds that are not the age ("5s ago").
+    let seconds: Vec<f64> = words
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| words.get(i + 1) != Some(&"ago"))
+        .filter_map(|(_, w)| w.strip_suffix('s')?.parse().ok())
+        .collect();
+    assert!(seconds.iter().any(|&s| s >= 1.2), "how long it ran, at least the 1.2 s it slept: {row:?}");
+}

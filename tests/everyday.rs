@@ -71,6 +71,12 @@ fn history_is_one_line_per_command() {
         "{text}"
     );
     assert!(printf.contains(" ok ") && printf.contains("printf"), "{text}");
+    // A three-digit status leaves the directory column where it was.
+    assert_eq!(in_proj("exit 127").status.code(), Some(127));
+    let text = stdout(&ok(case.prov(["query", "history"])));
+    let columns: Vec<Option<usize>> = text.lines().map(|l| l.find("~/work/proj")).collect();
+    assert_eq!(columns.len(), 3, "{text}");
+    assert!(columns.iter().all(|&c| c.is_some() && c == columns[0]), "one directory column:\n{text}");
     // The time is shown (the order of ids is not the order of starts).
     let hhmm = all[0]["start"].as_str().unwrap();
     assert!(hhmm.len() > 16, "{hhmm}");
@@ -330,4 +336,106 @@ fn json_stays_the_same() {
     let found: Vec<Value> = case.query(["history"]);
     assert_eq!(found.len(), 1);
     assert!(found[0]["session"].is_string() && found[0]["cwd"].is_string());
+}
+
+/// `prov ARGS…` as the user with no locale set at all (as after `su -`):
+/// the C locale, whose character set is ASCII.
+fn prov_in_c_locale(case: &Case, args: &[&str]) -> String {
+    let mut cmd = case.command(case.inst.prov());
+    cmd.env_remove("LANG").args(args);
+    stdout(&ok(cmd.output().unwrap()))
+}
+
+#[test]
+fn a_locale_that_is_not_utf8_gets_ascii_trees_and_marks() {
+    let case = Case::new("everyday-ascii");
+    case.run_sh("printf 'b\\na\\n' > in.csv");
+    case.run_sh("sort in.csv |\nuniq > out.csv");
+    let tree = prov_in_c_locale(&case, &["query", "lineage", "out.csv"]);
+    assert!(tree.is_ascii(), "only ASCII in the C locale:\n{tree}");
+    assert!(tree.contains("`-- "), "the tree drawn in ASCII:\n{tree}");
+    let history = prov_in_c_locale(&case, &["query", "history"]);
+    assert!(history.is_ascii(), "only ASCII in the C locale:\n{history}");
+    assert!(history.contains("sort in.csv | ^J uniq > out.csv"), "the line break marked in ASCII:\n{history}");
+    // The same in a UTF-8 locale draws with lines and arrows.
+    let tree = stdout(&ok(case.prov(["query", "lineage", "out.csv"])));
+    assert!(tree.contains("└── "), "{tree}");
+    let history = stdout(&ok(case.prov(["query", "history"])));
+    assert!(history.contains("sort in.csv | ↵ uniq > out.csv"), "{history}");
+}
+
+#[test]
+fn a_command_typed_on_several_lines_stays_inside_the_tree() {
+    let case = Case::new("everyday-multiline");
+    case.run_sh("printf 'b\\na\\n' |\nsort > in.csv");
+    case.run_sh("uniq in.csv > out.csv");
+    let tree = stdout(&ok(case.prov(["query", "lineage", "out.csv"])));
+    let lines: Vec<&str> = tree.lines().collect();
+    let first = lines.iter().position(|l| l.contains("printf")).unwrap_or_else(|| panic!("{tree}"));
+    let next = lines.get(first + 1).unwrap_or_else(|| panic!("{tree}"));
+    // The second line of the text starts where the first did, after the
+    // tree's own lines.
+    let column = |line: &str, part: &str| line.find(part).map(|at| line[..at].chars().count());
+    let text_at = column(lines[first], "sh -c");
+    assert!(text_at.is_some());
+    assert_eq!(column(next, "sort > in.csv"), text_at, "continued under the text:\n{tree}");
+    let before: String = next.chars().take(text_at.unwrap()).collect();
+    assert!(before.chars().all(|c| c == ' ' || c == '│'), "only the tree's lines before it:\n{tree}");
+}
+
+/// The lines under "Commands:" in `--help`: one per subcommand, each
+/// within an 80-column terminal (there, a longer one wraps).
+fn summaries_are_one_line_each(help: &str) {
+    let listed: Vec<&str> =
+        help.lines().skip_while(|l| !l.starts_with("Commands:")).skip(1).take_while(|l| !l.is_empty()).collect();
+    assert!(listed.len() > 3, "{help}");
+    for line in listed {
+        assert!(line.chars().count() <= 80, "a summary longer than a terminal line: {line:?}");
+    }
+}
+
+#[test]
+fn subcommand_summaries_are_one_line_each() {
+    let case = Case::new("everyday-summaries");
+    summaries_are_one_line_each(&stdout(&ok(case.prov(["--help"]))));
+    summaries_are_one_line_each(&stdout(&ok(case.prov(["query", "--help"]))));
+}
+
+#[test]
+fn man_pages_have_examples_files_environment_and_see_also() {
+    let case = Case::new("everyday-man-sections");
+    let dir = case.work.join("docs");
+    ok(case.prov([std::ffi::OsStr::new("__docs"), dir.as_os_str()]));
+    let page = |name: &str| {
+        let mut man = case.command("man");
+        man.arg("-l").arg(dir.join("man/man1").join(name)).env("MANWIDTH", "100");
+        stdout(&ok(man.output().unwrap()))
+    };
+    let main = page("prov.1");
+    for section in ["EXIT STATUS", "EXAMPLES", "FILES", "ENVIRONMENT", "SEE ALSO"] {
+        assert!(main.lines().any(|l| l == section), "prov(1) has no {section} section:\n{main}");
+    }
+    assert!(main.contains("prov query lineage results.csv") && main.contains("config.toml"), "{main}");
+    let history = page("prov-query-history.1");
+    assert!(history.lines().any(|l| l == "SEE ALSO") && history.contains("prov(1)"), "{history}");
+}
+
+#[test]
+fn no_records_is_one_rule_exit_1_with_a_reason() {
+    let case = Case::new("everyday-no-records");
+    for args in [&["query", "history"][..], &["query", "session"][..], &["report", "-o", "r.html"][..]] {
+        let out = case.prov(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", describe(&out));
+        assert_eq!(stderr(&out), "prov: no records yet\n", "{args:?}");
+    }
+}
+
+#[test]
+fn init_says_how_to_turn_on_the_ctrl_r_binding() {
+    let case = Case::new("everyday-init-ctrl-r");
+    for shell in ["bash", "zsh"] {
+        let init = stdout(&ok(case.prov(["init", shell])));
+        let turn_on = format!("prov init {shell} --bind-ctrl-r");
+        assert!(init.lines().any(|l| l.starts_with('#') && l.contains(&turn_on)), "{init}");
+    }
 }

@@ -74,12 +74,14 @@ fn bad_config_is_named_with_its_line() {
     let err = one_line(&out.stderr);
     assert!(err.contains("config.toml:4:") && err.contains("max_evnts"), "{err}");
     // Queries do not need the tracing settings: one warning naming the
-    // line, and they go on (the command above ran untraced: no records yet).
+    // line, and they go on to answer (the command above ran untraced: no
+    // records yet, which is exit status 1, as for every query).
     let q = case.prov(["query", "history"]);
-    assert_eq!(q.status.code(), Some(0), "{}", describe(&q));
+    assert_eq!(q.status.code(), Some(1), "{}", describe(&q));
     let warning = String::from_utf8_lossy(&q.stderr);
     assert_eq!(warning.matches("config.toml:4:").count(), 1, "{warning}");
     assert!(warning.starts_with("prov: warning: "), "{warning}");
+    assert!(warning.ends_with("prov: no records yet\n"), "{warning}");
 }
 
 #[test]

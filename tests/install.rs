@@ -148,6 +148,53 @@ fn install_runs_again_over_itself_and_tracing_works() {
     assert!(case.work.join("again.txt").exists(), "{}", describe(&out));
 }
 
+/// A build takes minutes: install.sh says each step as it starts and how
+/// long it took.
+#[test]
+fn install_says_what_it_builds_as_it_goes() {
+    let case = Case::new("install-steps");
+    let out = install(&case.inst.root.join("prefix-steps"), &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    for what in ["the collector", "the writer", "prov", "the helper", "the preload shim"] {
+        assert!(said.contains(&format!("] building {what}\n")), "says it builds {what}: {said}");
+    }
+    assert!(said.lines().any(|l| l.contains("] built the collector in ") && l.ends_with(" s")), "{said}");
+}
+
+/// A `--prefix` outside the usual places: install.sh says which lines
+/// reach prov, its man pages and completion; `prov doctor` says which of
+/// them are missing, and then that they work.
+#[test]
+fn a_prefix_install_says_how_to_reach_prov_and_doctor_checks_it() {
+    let case = Case::new("install-reach");
+    let prefix = case.inst.root.join("prefix-reach");
+    let out = install(&prefix, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bin = prefix.join("bin");
+    let path_line = format!("export PATH=\"{}:$PATH\"", bin.display());
+    let completion = prefix.join("share/bash-completion/completions/prov");
+    assert!(said.contains(&path_line) && said.contains(&completion.display().to_string()), "{said}");
+    assert!(said.contains(&format!("fpath=({}/share/zsh/site-functions $fpath)", prefix.display())), "{said}");
+
+    let doctor = |path: &str| {
+        let mut cmd = case.command(prefix.join("bin/prov"));
+        cmd.arg("doctor").env("PATH", path).env("SHELL", "/bin/bash");
+        String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+    };
+    let before = doctor("/usr/local/bin:/usr/bin:/bin");
+    assert!(before.contains(&format!("{} is not on PATH", bin.display())), "{before}");
+    assert!(before.contains("man prov finds no page"), "{before}");
+    assert!(before.contains("bash does not find prov's completion"), "{before}");
+    // The lines install.sh named, in the user's environment and ~/.bashrc.
+    std::fs::write(case.home.join(".bashrc"), format!(". {}\n", completion.display())).unwrap();
+    let after = doctor(&format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()));
+    assert!(after.contains("prov is on PATH"), "{after}");
+    assert!(after.contains(&format!("man prov shows {}", prefix.join("share/man/man1/prov.1").display())), "{after}");
+    assert!(after.contains("bash completes prov"), "{after}");
+}
+
 #[test]
 fn install_refuses_a_toolchain_too_old_for_the_crates() {
     let case = Case::new("install-old-rust");

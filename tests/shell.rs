@@ -64,6 +64,7 @@ in_both_shells!(
     a_ready_collector_killed_while_the_prompt_idles_is_replaced,
     end_goes_out_once_the_prompt_is_drawn,
     a_lines_environment_reaches_its_programs_whole,
+    typing_exit_ends_the_last_record_with_its_status,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -1306,4 +1307,35 @@ fn end_goes_out_once_the_prompt_is_drawn(shell: &str) {
     assert_eq!(ended.first().map(|c| (&c["text"], &c["exit_status"])), Some((&line.into(), &3.into())), "{ended:#?}");
     sh.run("rm ~/slow");
     sh.exit();
+}
+
+/// The shell's own `exit` is the last command of the session: its record
+/// ends with the status the shell exits with, like any other, rather than
+/// staying without an end (in a container whose first process is the shell,
+/// for ever) or being counted as incomplete.
+fn typing_exit_ends_the_last_record_with_its_status(shell: &str) {
+    let case = Case::new(&format!("{shell}-typed-exit"));
+    let mut sh = Shell::start(&case, leak(shell));
+    sh.run("echo before > before.txt");
+    sh.session.send_line("exit 5").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sh.session.get_process().is_alive().unwrap_or(false) {
+        assert!(Instant::now() < deadline, "{shell} did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = sh.session.get_process_mut().wait();
+    // The record may be stored a moment after the shell is gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let last = loop {
+        let found = case.query(["history", "-n", "1"]);
+        if found.first().is_some_and(|c| !c["exit_status"].is_null()) || Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let record = last.first().expect("the typed exit is recorded");
+    assert_eq!(record["text"], "exit 5", "{last:#?}");
+    assert_eq!(record["exit_status"], 5, "{record:#?}");
+    assert_eq!(record["complete"], true, "{record:#?}");
+    assert!(record["incomplete_reason"].is_null(), "{record:#?}");
 }

@@ -96,6 +96,7 @@ const CHECKS: &[Check] = &[
     space_prefixed_commands,
     helper,
     builds,
+    reachable,
     environment,
     event_queue,
     process_limit,
@@ -255,6 +256,17 @@ fn helper(ctx: &Context) -> Vec<Finding> {
         },
         Err(e) => vec![Finding::fail(format!("{e:#}"), "reinstall prov with packaging/install.sh")],
     }
+}
+
+/// Whether `prov`, `man prov` and completion reach this installation.
+fn reachable(ctx: &Context) -> Vec<Finding> {
+    let (Ok(user), Ok(prefix), Ok(prov)) = (&ctx.user, setup::install_prefix(), setup::user_prov()) else {
+        return Vec::new();
+    };
+    let shell = shell_kind(ctx);
+    let rc = rc_file(shell, &user.locations.home);
+    let rc_text = std::fs::read_to_string(&rc).unwrap_or_default();
+    crate::doctor_reach::assess(&crate::doctor_reach::Reach { prefix, prov, shell, rc, rc_text })
 }
 
 /// Which build answers what (crate::full_build): a musl `prov` without its

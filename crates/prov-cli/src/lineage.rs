@@ -19,6 +19,7 @@ use crate::export;
 use crate::query::{absolute, open_store, output_stream};
 use crate::stat;
 use crate::terminal::Pager;
+use prov_export::glyphs::Glyphs;
 use prov_export::tree::TreeOptions;
 
 /// `--format` of `prov query lineage`: the lineage's own views, or an
@@ -140,7 +141,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
             Some(_) => output_stream(args.output.as_deref())?,
             None => Box::new(Pager::start(!args.no_pager)),
         };
-        prov_export::process_lineage::write_tree(&walked, args.all_files, &mut out)?;
+        prov_export::process_lineage::write_tree(&walked, args.all_files, &Glyphs::for_locale(), &mut out)?;
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -193,7 +194,11 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                 Some(by) => format!("rewritten since by #{by}"),
                 None => stat::file_now(f).label(),
             };
-            let opts = TreeOptions { all_files: args.all_files, state: args.stat.then_some(&state as _) };
+            let opts = TreeOptions {
+                all_files: args.all_files,
+                state: args.stat.then_some(&state as _),
+                glyphs: Glyphs::for_locale(),
+            };
             let mut out: Box<dyn Write> = match args.output.as_deref() {
                 Some(_) => output_stream(args.output.as_deref())?,
                 None => Box::new(Pager::start(!args.no_pager)),

@@ -12,6 +12,7 @@ mod docs;
 mod doctor;
 mod doctor_db;
 mod doctor_env;
+mod doctor_reach;
 mod export;
 mod filters;
 #[allow(unsafe_code)]
@@ -119,17 +120,19 @@ enum Command {
         #[command(flatten)]
         filters: FilterArgs,
     },
-    /// Database size and counts: commands, events, sessions, hosts,
-    /// incomplete records.
+    /// Database size and counts.
+    ///
+    /// Commands, events, sessions, hosts and incomplete records.
     Stats {
         /// One JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// Write the journal as one self-contained HTML page: a zoomable
-    /// timeline (a lane per session), each command's details on click,
-    /// a searchable command list and charts. Nothing is loaded from the
-    /// network when viewing it.
+    /// Write the journal as one self-contained HTML page.
+    ///
+    /// A zoomable timeline (a lane per session), each command's details on
+    /// click, a searchable command list and charts. Nothing is loaded from
+    /// the network when viewing it.
     Report {
         /// The HTML file to write ("-": standard output; default
         /// prov-report.html in the current directory). An existing file is
@@ -146,10 +149,9 @@ enum Command {
         #[command(flatten)]
         filters: FilterArgs,
     },
-    /// Push finished records to the central store (PostgreSQL, [sync] url)
-    /// and say what is pending.
+    /// Push finished records to the central store; say what is pending.
     ///
-    /// Records are written to the local journal first and pushed after
+    /// The central store is PostgreSQL, at [sync] url. Records are written to the local journal first and pushed after
     /// their command ended, in the background after commands or by this
     /// command; each record is stored once (by its uuid), and a push cut
     /// short by an outage resumes where it stopped. Exits 1 when the
@@ -169,8 +171,10 @@ enum Command {
         #[arg(long)]
         default: bool,
     },
-    /// Print the shell integration; add `eval "$(prov init bash)"` (or zsh)
-    /// as the last line of ~/.bashrc (~/.zshrc).
+    /// Print the shell integration for ~/.bashrc or ~/.zshrc.
+    ///
+    /// Add `eval "$(prov init bash)"` (or zsh) as the last line of
+    /// ~/.bashrc (~/.zshrc).
     Init {
         /// The shell whose integration to print.
         #[arg(value_enum)]
@@ -180,14 +184,16 @@ enum Command {
         #[arg(long)]
         bind_ctrl_r: bool,
     },
-    /// Browse the journal full-screen: type to search command texts, narrow
-    /// by directory (Ctrl-D), session (Ctrl-S), failure (Ctrl-F) and time
+    /// Browse the journal full-screen and pick a command.
+    ///
+    /// Type to search command texts, narrow by directory (Ctrl-D), session (Ctrl-S), failure (Ctrl-F) and time
     /// (Ctrl-T), Tab to the selected command's files and from a file to its
     /// readers (r), writers (w) or lineage (l). Enter prints the chosen
     /// command on standard output; Esc quits with status 1.
     Browse(browse::BrowseArgs),
-    /// Start a traced interactive shell (your rc file, then the integration)
-    /// without changing any rc file. Default: $SHELL.
+    /// Start a traced interactive shell without changing any rc file.
+    ///
+    /// It reads your rc file, then the integration. Default: $SHELL.
     Shell {
         /// The shell to start (default: $SHELL).
         #[arg(value_enum)]
@@ -208,8 +214,10 @@ enum Command {
 
 #[derive(Subcommand)]
 enum QueryCommand {
-    /// Commands that wrote FILE: found by content (hash and size, so renamed
-    /// and moved copies are found too) and by path. Newest first.
+    /// Commands that wrote FILE, newest first.
+    ///
+    /// Found by content (hash and size, so renamed and moved copies are
+    /// found too) and by path.
     Wrote {
         /// The file asked about: a path now (its content finds copies and
         /// renamed versions too), or the path of a file that is gone.
@@ -226,10 +234,9 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
-    /// The most recent commands passing the filters, newest first
-    /// (20 unless -n is given).
+    /// The most recent commands, newest first.
     ///
-    /// One line per command: id, start time, status, directory, text; the
+    /// Those passing the filters, 20 unless -n is given. One line per command: id, start time, status, directory, text; the
     /// files below it with --files, --stat or a file filter. Ids are given
     /// when a record is stored, which is when its command ends: order by
     /// the start time shown, not by id.
@@ -237,6 +244,8 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
+    /// The sessions, or the commands of one.
+    ///
     /// Without SESSION: the sessions, most recent first, by their short
     /// form. With one: its commands in the order they ran.
     ///
@@ -250,8 +259,9 @@ enum QueryCommand {
         #[command(flatten)]
         opts: QueryOpts,
     },
-    /// Where FILE came from: the command that wrote it, the files that
-    /// command read, their writers, and so on back to files nobody recorded
+    /// Where FILE came from, or what was made from it.
+    ///
+    /// The command that wrote it, the files that command read, their writers, and so on back to files nobody recorded
     /// writing (`--downstream`: what was made from FILE). As a tree, JSON,
     /// DOT, or an export (PROV-JSON, RO-Crate, Makefile, Snakemake,
     /// shournal JSON).
@@ -263,8 +273,9 @@ enum QueryCommand {
         #[command(flatten)]
         args: lineage::LineageArgs,
     },
-    /// The process tree of command ID: every process that ran in it, with
-    /// its arguments (or why they are unknown), its working directory and
+    /// The process tree of command ID.
+    ///
+    /// Every process that ran in it, with its arguments (or why they are unknown), its working directory and
     /// the files it wrote (and read, with --files).
     Processes {
         /// The command's id (as `prov query history` shows it).

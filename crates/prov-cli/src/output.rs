@@ -139,6 +139,9 @@ pub fn human_size(n: u64) -> String {
     }
 }
 
+/// The widest status, `exit 255`: the column after it stays in place.
+const STATUS_WIDTH: usize = 8;
+
 /// A command's status in a word or two, and its tone: the one place that
 /// decides how a status reads (`ok`, `exit 3`, `running`, `exit ?`), so a new
 /// state of records is added here once.
@@ -152,8 +155,8 @@ pub fn status(c: &CommandRow) -> (String, Tone) {
 }
 
 /// A directory as a person writes it: `~` for the home directory, and only
-/// the last components of a long path.
-pub fn short_dir(dir: &[u8], home: Option<&[u8]>) -> String {
+/// the last components of a long path after `ellipsis`.
+pub fn short_dir(dir: &[u8], home: Option<&[u8]>, ellipsis: &str) -> String {
     const WIDTH: usize = 32;
     let dir = match home {
         Some(h)
@@ -169,7 +172,7 @@ pub fn short_dir(dir: &[u8], home: Option<&[u8]>) -> String {
     }
     // Keep whole trailing components that fit, after an ellipsis.
     let mut kept: Vec<&str> = Vec::new();
-    let mut len = 1;
+    let mut len = ellipsis.chars().count();
     for part in shown.rsplit('/') {
         if !kept.is_empty() && len + part.chars().count() + 1 > WIDTH {
             break;
@@ -178,7 +181,7 @@ pub fn short_dir(dir: &[u8], home: Option<&[u8]>) -> String {
         kept.push(part);
     }
     kept.reverse();
-    format!("…/{}", kept.join("/"))
+    format!("{ellipsis}/{}", kept.join("/"))
 }
 
 /// The home directory, for [`short_dir`].
@@ -200,7 +203,7 @@ pub fn write_command(
 ) -> io::Result<()> {
     let (status, tone) = status(c);
     // A command typed on several lines is shown on one, its line breaks marked.
-    let text = escape_text(&c.text).replace('\n', " ↵ ");
+    let text = escape_text(&c.text).replace('\n', &format!(" {} ", paint.glyphs.line_break));
     let incomplete = if c.is_complete() {
         String::new()
     } else {
@@ -212,8 +215,8 @@ pub fn write_command(
         "{} {}  {}  {}  {text}{incomplete}",
         paint.paint(Tone::Id, &format!("#{:<4}", c.id)),
         paint.paint(Tone::Faint, &local(c.start_ns)),
-        paint.paint(tone, &format!("{status:<7}")),
-        short_dir(&c.cwd, home),
+        paint.paint(tone, &format!("{status:<STATUS_WIDTH$}")),
+        short_dir(&c.cwd, home, paint.glyphs.ellipsis),
     )?;
     if let Some(how) = how {
         writeln!(out, "    {how}")?;
@@ -241,7 +244,12 @@ pub fn write_command(
         }
         let shown = files.len().min(files_shown) as u64;
         if total > shown {
-            writeln!(out, "      … and {} more files (--json --all-files lists all)", total - shown)?;
+            writeln!(
+                out,
+                "      {} and {} more files (--json --all-files lists all)",
+                paint.glyphs.ellipsis,
+                total - shown
+            )?;
         }
     }
     Ok(())
@@ -254,11 +262,11 @@ mod tests {
     #[test]
     fn directories_are_shortened_as_a_person_writes_them() {
         let home = Some(b"/home/ana".as_slice());
-        assert_eq!(short_dir(b"/home/ana", home), "~");
-        assert_eq!(short_dir(b"/home/ana/proj", home), "~/proj");
-        assert_eq!(short_dir(b"/home/anabel/proj", home), "/home/anabel/proj", "not a prefix by name");
-        assert_eq!(short_dir(b"/tmp", None), "/tmp");
-        let long = short_dir(b"/home/ana/data/2026/november/run-17/results/tables", home);
+        assert_eq!(short_dir(b"/home/ana", home, "…"), "~");
+        assert_eq!(short_dir(b"/home/ana/proj", home, "…"), "~/proj");
+        assert_eq!(short_dir(b"/home/anabel/proj", home, "…"), "/home/anabel/proj", "not a prefix by name");
+        assert_eq!(short_dir(b"/tmp", None, "…"), "/tmp");
+        let long = short_dir(b"/home/ana/data/2026/november/run-17/results/tables", home, "…");
         assert!(long.starts_with("…/") && long.ends_with("/results/tables") && long.chars().count() <= 34, "{long}");
     }
 

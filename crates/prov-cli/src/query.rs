@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use prov_export::glyphs::Glyphs;
 use prov_export::lineage::{Direction, Lookup, MatchKind, Matched, Target, WalkOptions};
 use prov_model::config::QueryConfig;
 use prov_model::escape::escape;
@@ -242,7 +243,7 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Resul
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(1));
     };
     let mut selection = filters.selection(Some(limit.unwrap_or(config.limit.0 as usize)));
     selection.events_per_command = (!show.all_files).then_some(FILE_LIST_LIMIT as usize);
@@ -262,7 +263,7 @@ pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, sho
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(1));
     };
     let selection = filters.selection(None);
     let Some(id) = id else {
@@ -335,7 +336,7 @@ fn print_with(
         return export(store, found, *format, output.as_deref());
     }
     let mut out = Pager::start(show.pager && !show.json);
-    let paint = Paint { on: !show.json && show.color.enabled() };
+    let paint = Paint { on: !show.json && show.color.enabled(), glyphs: Glyphs::for_locale() };
     let home = output::home();
     for (i, (command, matched)) in found.iter().enumerate() {
         let listed =

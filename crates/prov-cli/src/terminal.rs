@@ -44,10 +44,12 @@ pub enum Tone {
     Faint,
 }
 
-/// Paints text when colour is on.
+/// Paints text when colour is on, and draws with the signs the locale can
+/// show.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Paint {
     pub on: bool,
+    pub glyphs: prov_export::glyphs::Glyphs,
 }
 
 impl Paint {

@@ -9,6 +9,7 @@
 
 pub mod dot;
 mod error;
+pub mod glyphs;
 pub mod json;
 pub mod lineage;
 pub mod makefile;

@@ -12,6 +12,7 @@ use prov_model::escape::escape;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, ProcessRow, Store};
 
+use crate::glyphs::Glyphs;
 use crate::lineage::{Direction, Lookup, Target, Version, WalkOptions};
 use crate::Result;
 
@@ -198,11 +199,11 @@ const UNLINKED_SHOWN: usize = 3;
 
 /// The lineage as an indented tree: each step, the inputs it read, under
 /// each the step that wrote it.
-pub fn write_tree(lineage: &ProcessLineage, all_files: bool, out: &mut dyn Write) -> Result<()> {
+pub fn write_tree(lineage: &ProcessLineage, all_files: bool, glyphs: &Glyphs, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "{}", escape(&lineage.target))?;
     let Some((start, _)) = &lineage.start else { return Ok(()) };
     let mut shown = vec![false; lineage.steps.len()];
-    write_step(lineage, *start, 1, all_files, &mut shown, out)?;
+    write_step(lineage, *start, 1, all_files, glyphs, &mut shown, out)?;
     if lineage.truncated {
         writeln!(out, "(the depth limit cut the walk short)")?;
     }
@@ -214,6 +215,7 @@ fn write_step(
     i: usize,
     level: usize,
     all_files: bool,
+    glyphs: &Glyphs,
     shown: &mut [bool],
     out: &mut dyn Write,
 ) -> Result<()> {
@@ -229,7 +231,7 @@ fn write_step(
     for (f, writer) in &step.inputs {
         if let Some(w) = writer {
             writeln!(out, "{indent}  read {}", escape(&f.path))?;
-            write_step(lineage, *w, level + 2, all_files, shown, out)?;
+            write_step(lineage, *w, level + 2, all_files, glyphs, shown, out)?;
         }
     }
     let limit = if all_files { usize::MAX } else { UNLINKED_SHOWN };
@@ -237,7 +239,12 @@ fn write_step(
         writeln!(out, "{indent}  read {} (no recorded writer)", escape(&f.path))?;
     }
     if unlinked.len() > limit {
-        writeln!(out, "{indent}  … and {} more files without a recorded writer (--all-files)", unlinked.len() - limit)?;
+        writeln!(
+            out,
+            "{indent}  {} and {} more files without a recorded writer (--all-files)",
+            glyphs.ellipsis,
+            unlinked.len() - limit
+        )?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 
+use crate::glyphs::Glyphs;
 use crate::Result;
 use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
@@ -26,6 +27,8 @@ pub struct TreeOptions<'a> {
     pub all_files: bool,
     /// A file's state now (`--stat`), shown after it in brackets.
     pub state: Option<&'a dyn Fn(&FileRow) -> String>,
+    /// The signs the branches are drawn with.
+    pub glyphs: Glyphs,
 }
 
 /// Files with the same next commands beyond this many are folded.
@@ -57,7 +60,7 @@ pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn 
     let starts: Vec<i64> = lineage.start.iter().map(|&(c, _)| c).collect();
     if starts.is_empty() {
         let verb = if lineage.direction == Direction::Upstream { "wrote" } else { "read" };
-        writeln!(out, "└── (no recorded command {verb} it)")?;
+        writeln!(out, "{}(no recorded command {verb} it)", opts.glyphs.elbow)?;
     }
     let tree = Tree { lineage, opts };
     for (i, &c) in starts.iter().enumerate() {
@@ -69,8 +72,8 @@ pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn 
     Ok(())
 }
 
-fn branch(prefix: &str, last: bool) -> (String, String) {
-    let (here, below) = if last { ("└── ", "    ") } else { ("├── ", "│   ") };
+fn branch(glyphs: &Glyphs, prefix: &str, last: bool) -> (String, String) {
+    let (here, below) = if last { (glyphs.elbow, "    ") } else { (glyphs.tee, glyphs.pipe) };
     (format!("{prefix}{here}"), format!("{prefix}{below}"))
 }
 
@@ -90,7 +93,7 @@ struct Group<'a> {
 impl Tree<'_> {
     fn command(&self, id: i64, prefix: &str, last: bool, shown: &mut HashSet<i64>, out: &mut dyn Write) -> Result<()> {
         let lineage = self.lineage;
-        let (here, below) = branch(prefix, last);
+        let (here, below) = branch(&self.opts.glyphs, prefix, last);
         let Some(step) = lineage.steps.get(&id) else { return Ok(()) };
         let c = &step.command;
         let verb = if lineage.direction == Direction::Upstream { "" } else { "read by " };
@@ -99,7 +102,11 @@ impl Tree<'_> {
             return Ok(());
         }
         let status = c.exit_status.map_or("exit ?".to_string(), |s| format!("exit {s}"));
-        writeln!(out, "{here}{verb}#{id}  $ {}", escape_text(&c.text).replace('\n', "\n    "))?;
+        // A command typed on several lines: its later lines under its first,
+        // inside the tree.
+        let head = format!("{verb}#{id}  $ ");
+        let continued = format!("\n{below}{:width$}", "", width = head.chars().count());
+        writeln!(out, "{here}{head}{}", escape_text(&c.text).replace('\n', &continued))?;
         writeln!(out, "{below}    {}  {status}  in {}", local(c.start_ns), escape(&c.cwd))?;
         if !c.is_complete() {
             // Its files may be missing from the walk too.
@@ -217,7 +224,7 @@ impl Tree<'_> {
         shown: &mut HashSet<i64>,
         out: &mut dyn Write,
     ) -> Result<()> {
-        let (here, below) = branch(prefix, last);
+        let (here, below) = branch(&self.opts.glyphs, prefix, last);
         let next = self.next(step.command.id, f);
         let verb = if self.lineage.direction == Direction::Upstream { "" } else { "wrote " };
         let hash = f.hash.map_or("unreadable".into(), hash_hex);
@@ -241,10 +248,10 @@ impl Tree<'_> {
         shown: &mut HashSet<i64>,
         out: &mut dyn Write,
     ) -> Result<()> {
-        let (here, below) = branch(prefix, last);
+        let (here, below) = branch(&self.opts.glyphs, prefix, last);
         let names: Vec<String> =
             g.files.iter().take(NAMES_SHOWN).map(|f| escape(relative_to(&f.path, &step.command.cwd))).collect();
-        let more = if g.files.len() > NAMES_SHOWN { ", …" } else { "" };
+        let more = if g.files.len() > NAMES_SHOWN { format!(", {}", self.opts.glyphs.ellipsis) } else { String::new() };
         let (verb, whose) = match self.lineage.direction {
             Direction::Upstream => ("read", "written by"),
             Direction::Downstream => ("wrote", "read by"),

@@ -17,7 +17,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use prov_export::lineage::{Lookup, MatchKind, Version};
+use prov_export::glyphs::Glyphs;
+use prov_export::lineage::{walk_with, Direction, Lookup, MatchKind, Target, Version, WalkOptions};
+use prov_export::tree::{write_tree_with, TreeOptions};
 use prov_model::Access;
 use prov_store::Store;
 use ratatui::backend::CrosstermBackend;
@@ -216,7 +218,7 @@ fn on_key(app: &mut App, store: &Store, key: KeyEvent) -> Result<Option<Option<V
 /// r: the commands that read the selected file version (at its path or
 /// moved); w: those that wrote its path (this version, under an old name,
 /// or an earlier version), never commands that only wrote the same content
-/// elsewhere; l: its lineage, as `prov query lineage` prints it.
+/// elsewhere; l: the lineage of that version, as `prov query lineage` draws it.
 fn file_key(app: &mut App, store: &Store, c: char) -> Result<()> {
     let Some(file) = app.current_file().cloned() else { return Ok(()) };
     let path = file.path.to_vec();
@@ -235,16 +237,19 @@ fn file_key(app: &mut App, store: &Store, c: char) -> Result<()> {
             app.show_related(source, commands);
         }
         'l' => {
-            let exe = std::env::current_exe()?;
-            let out = std::process::Command::new(exe)
-                .args(["query", "lineage"])
-                .arg(std::ffi::OsStr::from_bytes(&path))
-                .env("NO_COLOR", "1")
-                .env("PAGER", "cat")
-                .stdin(std::process::Stdio::null())
-                .output()?;
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            // This version of the file, as the command read or wrote it: a
+            // later command that wrote the same content there is not where
+            // it came from.
+            let target = Target { path: path.clone(), now: Some(Version::of_event(&file)) };
+            let walked = walk_with(store, target, Direction::Upstream, &WalkOptions::default())?;
+            let text = if walked.start.is_empty() {
+                format!("prov: no recorded command wrote {}\n", prov_model::escape::escape_text(&path))
+            } else {
+                let mut tree = Vec::new();
+                let opts = TreeOptions { glyphs: Glyphs::for_locale(), ..Default::default() };
+                write_tree_with(&walked, &opts, &mut tree)?;
+                String::from_utf8_lossy(&tree).into_owned()
+            };
             app.popup = Some((format!("lineage of {}", prov_model::escape::escape_text(&path)), text));
             app.popup_scroll = 0;
         }

@@ -71,6 +71,7 @@ fn draw_commands(frame: &mut Frame<'_>, app: &App, area: Rect) {
     // million commands.
     let height = area.height.saturating_sub(2) as usize;
     let first = app.selected.saturating_sub(height.saturating_sub(1));
+    let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
     let items: Vec<ListItem<'_>> = app.shown[first..(first + height.max(1)).min(app.shown.len())]
         .iter()
         .map(|&i| {
@@ -83,7 +84,10 @@ fn draw_commands(frame: &mut Frame<'_>, app: &App, area: Rect) {
             let text = escape_text(&c.text).replace('\n', "⏎");
             ListItem::new(Line::from(vec![
                 Span::styled(mark, Style::new().fg(colour)),
-                Span::styled(format!("#{:<5} {} ", c.id, when(c.start_ns)), Style::new().add_modifier(Modifier::DIM)),
+                Span::styled(
+                    format!("#{:<5} {:>11} {:>7}  ", c.id, when(c.start_ns, now_ns), took(c.start_ns, c.end_ns)),
+                    Style::new().add_modifier(Modifier::DIM),
+                ),
                 Span::raw(text),
             ]))
         })
@@ -130,7 +134,8 @@ fn draw_files(frame: &mut Frame<'_>, app: &App, area: Rect) {
     frame.render_stateful_widget(
         List::new(lines)
             .block(Block::default().borders(Borders::ALL).title(title).border_style(Style::new().fg(border)))
-            .highlight_style(Style::new().add_modifier(Modifier::REVERSED)),
+            .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+            .highlight_symbol("> "),
         area,
         &mut state,
     );
@@ -146,9 +151,29 @@ fn relative<'a>(path: &'a [u8], cwd: &[u8]) -> &'a [u8] {
 }
 
 /// Local date and time of a start, to the minute.
-fn when(ns: i64) -> String {
+/// When a command started, as a person says it: how long ago within a
+/// day, else the date and time.
+fn when(ns: i64, now_ns: i64) -> String {
     use chrono::TimeZone;
-    chrono::Local.timestamp_nanos(ns).format("%m-%d %H:%M").to_string()
+    let ago = (now_ns - ns).max(0) / 1_000_000_000;
+    match ago {
+        0..60 => format!("{ago}s ago"),
+        60..3600 => format!("{}m ago", ago / 60),
+        3600..86400 => format!("{}h ago", ago / 3600),
+        _ => chrono::Local.timestamp_nanos(ns).format("%m-%d %H:%M").to_string(),
+    }
+}
+
+/// How long a command ran, or that it still runs.
+fn took(start_ns: i64, end_ns: Option<i64>) -> String {
+    let Some(end) = end_ns else { return "running".into() };
+    let ms = (end - start_ns).max(0) / 1_000_000;
+    match ms {
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
 }
 
 fn short(session: &str) -> &str {
@@ -161,5 +186,23 @@ fn inset(area: Rect) -> Rect {
         y: area.y + area.height / 10,
         width: area.width - area.width / 5,
         height: area.height - area.height / 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_a_person_says_them() {
+        let s = 1_000_000_000;
+        assert_eq!(when(100 * s, 105 * s), "5s ago");
+        assert_eq!(when(0, 125 * s), "2m ago");
+        assert_eq!(when(0, 7300 * s), "2h ago");
+        assert_eq!(took(0, Some(250_000_000)), "250ms");
+        assert_eq!(took(0, Some(2_340_000_000)), "2.3s");
+        assert_eq!(took(0, Some(125 * s)), "2m05s");
+        assert_eq!(took(0, Some(3 * 3600 * s + 60 * s)), "3h01m");
+        assert_eq!(took(0, None), "running");
     }
 }
