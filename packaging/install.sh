@@ -128,7 +128,7 @@ fi
 front=()
 if [ -n "$helper_target" ]; then
     if ! command -v musl-gcc >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "install.sh: installing musl-tools"
+        echo "install.sh: installing musl-tools" >&2
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null 2>&1 \
             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
     fi
@@ -138,11 +138,13 @@ if [ -n "$helper_target" ]; then
         front=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.toml"
                -p prov-cli --bin prov --target "$helper_target" --features front -- -C relocation-model=static)
     else
-        echo "install.sh: prov is built against glibc only; with musl-gcc (Debian's musl-tools) every prov run would start 0.3 ms sooner"
+        echo "install.sh: prov is built against glibc only; with musl-gcc (Debian's musl-tools) every prov run would start 0.3 ms sooner" >&2
     fi
 fi
 # A build from scratch takes minutes (about ten on two cores): each step
-# says what it builds and, once done, how long it took.
+# says what it builds and, once done, how long it took. Progress goes to
+# standard error, as cargo's does: standard output is what a caller keeps
+# (packaging/debian/build prints the package's path there).
 steps=5
 [ ${#front[@]} -eq 0 ] || steps=6
 step=0
@@ -150,16 +152,16 @@ build() {
     local what=$1 started=$SECONDS
     shift
     step=$((step + 1))
-    echo "install.sh: [$step/$steps] building $what"
+    echo "install.sh: [$step/$steps] building $what" >&2
     if [ "$builder" != root ]; then
         runuser -u "$builder" -- "$@"
     else
         "$@"
     fi
-    echo "install.sh: [$step/$steps] built $what in $((SECONDS - started)) s"
+    echo "install.sh: [$step/$steps] built $what in $((SECONDS - started)) s" >&2
 }
 [ "$builder" = root ] || install -d -o "$builder" "$target"
-echo "install.sh: building prov in $target (from scratch: about ten minutes on two cores; again: seconds)"
+echo "install.sh: building prov in $target (from scratch: about ten minutes on two cores; again: seconds)" >&2
 build "the collector" "${collector[@]}"
 build "the writer" "${writer[@]}"
 build "prov" "${cli[@]}"
@@ -186,7 +188,7 @@ fi
 # - -Wno-nonnull-compare: those tests are deliberate, and GCC warns on each
 #   (execve's path and argv, strftime's format), which -Werror makes fatal.
 step=$((step + 1))
-echo "install.sh: [$step/$steps] building the preload shim"
+echo "install.sh: [$step/$steps] building the preload shim" >&2
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
     -Wall -Wextra -Werror -Wmissing-prototypes -Wno-nonnull-compare \
     -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" "$src/preload/bash_trap.c" "$src/preload/bash_prompt.c" -ldl

@@ -155,7 +155,8 @@ fn install_says_what_it_builds_as_it_goes() {
     let case = Case::new("install-steps");
     let out = install(&case.inst.root.join("prefix-steps"), &[]);
     assert!(out.status.success(), "{}", describe(&out));
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Progress on standard error: standard output is what callers keep.
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
     for what in ["the collector", "the writer", "prov", "the helper", "the preload shim"] {
         assert!(said.contains(&format!("] building {what}\n")), "says it builds {what}: {said}");
     }
