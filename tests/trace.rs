@@ -94,7 +94,7 @@ fn human_output_shows_the_command_and_its_files() {
     // directory on, text), its files below it.
     let mut expected = vec![
         format!(
-            "{:<5} {}  ok       ~/work  sh -c 'sort data.csv > sorted.csv'",
+            "{:<5} {}  ok        ~/work  sh -c 'sort data.csv > sorted.csv'",
             format!("#{}", cmd["id"]),
             utc(&cmd["start"]),
         ),
