@@ -48,20 +48,23 @@ pub fn require_output(format: Format, output: Option<&Path>) -> Result<()> {
 }
 
 /// Writes `records` as `format` to `output`: a new file or directory, or
-/// standard output.
+/// standard output. Returns why a rebuild it writes cannot be faithful
+/// (see [`prov_export::export`]).
 pub fn write(
     format: Format,
     records: &[(CommandRow, Vec<FileRow>)],
     opts: &ExportOptions,
     output: Option<&Path>,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     require_output(format, output)?;
     let written = match output {
         Some(dir) if format.writes_directory() => prov_export::export(format, records, opts, Output::Directory(dir)),
         _ => {
             let mut out = output_stream(output)?;
-            let written =
-                prov_export::export(format, records, opts, Output::Stream(&mut out)).and_then(|()| Ok(out.flush()?));
+            let written = prov_export::export(format, records, opts, Output::Stream(&mut out)).and_then(|refused| {
+                out.flush()?;
+                Ok(refused)
+            });
             // A refused export leaves no file behind (this run created it):
             // a half-written Makefile must not be taken for the whole.
             if let (Err(_), Some(path)) = (&written, output) {

@@ -229,19 +229,12 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
         }
         LineageFormat::Dot => prov_export::dot::write_dot,
         LineageFormat::Export(format) => {
-            if matches!(format, Format::Makefile | Format::Snakemake) {
-                let links = opts
-                    .links
-                    .clone()
-                    .unwrap_or_else(|| prov_export::plan::path_links(&records, opts.targets.as_deref()));
-                for why in prov_export::plan::plan(&records, &links).refused {
-                    eprintln!(
-                        "prov: warning: cannot rebuild faithfully: {}",
-                        prov_model::escape::escape_text(why.as_bytes())
-                    );
-                }
+            for why in export::write(format, &records, &opts, args.output.as_deref())? {
+                eprintln!(
+                    "prov: warning: cannot rebuild faithfully: {}",
+                    prov_model::escape::escape_text(why.as_bytes())
+                );
             }
-            export::write(format, &records, &opts, args.output.as_deref())?;
             return Ok(status);
         }
     };

@@ -395,7 +395,9 @@ fn export(store: &Store, found: &[Selected], format: prov_export::Format, output
     for (command, _) in found.iter().rev() {
         records.push((command.clone(), store.files_of(command.id)?));
     }
-    crate::export::write(format, &records, &prov_export::ExportOptions::default(), output)
+    // The file names what it cannot rebuild faithfully (its comments).
+    crate::export::write(format, &records, &prov_export::ExportOptions::default(), output)?;
+    Ok(())
 }
 
 /// Standard output, or a new file at `path` (an existing file is never

@@ -150,10 +150,8 @@ pub fn staleness(lineage: &prov_export::lineage::Lineage) -> String {
     use prov_model::Access;
     let rewritten = rewritten_later(lineage);
     let cwd = std::env::current_dir().ok().map(|d| d.into_os_string().into_vec());
-    let shown = |p: &[u8]| {
-        let rel = cwd.as_deref().and_then(|d| p.strip_prefix(d)).and_then(|r| r.strip_prefix(b"/"));
-        prov_model::escape::escape(rel.filter(|r| !r.is_empty()).unwrap_or(p))
-    };
+    let shown =
+        |p: &[u8]| prov_model::escape::escape(cwd.as_deref().map_or(p, |d| prov_export::text::relative_to(p, d)));
     let (mut changed, mut gone, mut checked) = (Vec::new(), Vec::new(), 0usize);
     let mut seen = std::collections::HashSet::new();
     for step in lineage.steps.values() {

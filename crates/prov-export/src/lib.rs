@@ -125,27 +125,29 @@ pub struct ExportOptions {
 /// `format` to `out`: every format but [`Format::RoCrate`] to a
 /// [`Output::Stream`], RO-Crate to an [`Output::Directory`] (created if
 /// missing; an existing crate there is an error, nothing is overwritten).
+/// Returns why a Makefile or Snakefile cannot rebuild faithfully, one line
+/// each ([`plan::Plan::refused`]; the file says it too); empty otherwise.
 pub fn export(
     format: Format,
     records: &[(CommandRow, Vec<FileRow>)],
     opts: &ExportOptions,
     out: Output<'_>,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let links = || opts.links.clone().unwrap_or_else(|| plan::path_links(records, opts.targets.as_deref()));
     match (format, out) {
         (Format::RoCrate, Output::Directory(dir)) => {
             let title = opts.title.clone().unwrap_or_else(|| "prov: recorded commands".into());
-            ro_crate::write_ro_crate(records, &links(), &title, dir)
+            ro_crate::write_ro_crate(records, &links(), &title, dir).map(|()| Vec::new())
         }
         (Format::RoCrate, Output::Stream(_)) => Err(ExportError::NeedsDirectory(format)),
         (_, Output::Directory(dir)) => Err(ExportError::NeedsStream(dir.to_path_buf())),
         (Format::ShournalJson, Output::Stream(w)) => {
-            shournal::write_shournal(records, opts.read_files_dir.as_deref(), w)
+            shournal::write_shournal(records, opts.read_files_dir.as_deref(), w).map(|()| Vec::new())
         }
-        (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, &links(), w),
+        (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, &links(), w).map(|()| Vec::new()),
         (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, &links(), w),
         (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, &links(), w),
-        (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w),
+        (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w).map(|()| Vec::new()),
     }
 }
 

@@ -381,7 +381,11 @@ impl<'s> Lookup<'s> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         let keys = version.map(Version::content_keys).unwrap_or_default();
-        let lists = [self.find(access, &[], Some(path))?, self.find(access, &keys, None)?];
+        let mut lists = vec![self.find(access, &[], Some(path))?];
+        // No content to look up (gone, empty, unreadable): the path alone.
+        if !keys.is_empty() {
+            lists.push(self.find(access, &keys, None)?);
+        }
         for found in &lists {
             for (c, files) in found.iter() {
                 if !self.include_own && c.is_prov_own_work() {

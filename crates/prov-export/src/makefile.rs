@@ -113,8 +113,12 @@ fn step_title(c: &CommandRow) -> String {
 }
 
 /// `links`: how the records are tied (see [`crate::plan`]); the links to no
-/// reader are what `all` builds.
-pub fn write_makefile(records: &[(CommandRow, Vec<FileRow>)], links: &[PlanLink], out: &mut dyn Write) -> Result<()> {
+/// reader are what `all` builds. Returns the plan's `refused` lines.
+pub fn write_makefile(
+    records: &[(CommandRow, Vec<FileRow>)],
+    links: &[PlanLink],
+    out: &mut dyn Write,
+) -> Result<Vec<String>> {
     let plan = plan(records, links);
     let mut m: Vec<u8> = Vec::new();
     writeln!(m, "# Written by prov: re-runs recorded commands to rebuild their files.")?;
@@ -156,7 +160,7 @@ pub fn write_makefile(records: &[(CommandRow, Vec<FileRow>)], links: &[PlanLink]
         }
     }
     out.write_all(&m)?;
-    Ok(())
+    Ok(plan.refused)
 }
 
 #[cfg(test)]

@@ -79,12 +79,12 @@ fn list(paths: &[Vec<u8>]) -> Result<String> {
 }
 
 /// `links`: how the records are tied (see [`crate::plan`]); the links to no
-/// reader are what `rule all` wants.
+/// reader are what `rule all` wants. Returns the plan's `refused` lines.
 pub fn write_snakemake(
     records: &[(CommandRow, Vec<FileRow>)],
     links: &[PlanLink],
     destination: &mut dyn Write,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let plan = plan(records, links);
     // Built whole before writing: a refused name leaves no half a Snakefile.
     let mut out_buf: Vec<u8> = Vec::new();
@@ -121,7 +121,7 @@ pub fn write_snakemake(
         writeln!(out, "    shell: {}", py_str(&script.join(&b'\n')))?;
     }
     destination.write_all(&out_buf)?;
-    Ok(())
+    Ok(plan.refused)
 }
 
 #[cfg(test)]

@@ -38,6 +38,14 @@ pub fn put_bytes(obj: &mut Map<String, Value>, key: &str, bytes: &[u8]) {
     }
 }
 
+/// `path` relative to `dir` when it is below it, else whole.
+pub fn relative_to<'p>(path: &'p [u8], dir: &[u8]) -> &'p [u8] {
+    match path.strip_prefix(dir) {
+        Some([b'/', rest @ ..]) if !rest.is_empty() => rest,
+        _ => path,
+    }
+}
+
 /// The last component of a path.
 pub fn base_name(path: &[u8]) -> &[u8] {
     path.rsplit(|&b| b == b'/').next().unwrap_or(path)

@@ -16,7 +16,7 @@ use prov_model::escape::{escape, escape_text};
 use prov_store::FileRow;
 
 use crate::lineage::{Direction, Lineage, MatchKind, Step};
-use crate::text::{hash_hex, local};
+use crate::text::{hash_hex, local, relative_to};
 
 /// How the tree is drawn.
 #[derive(Default)]
@@ -284,14 +284,5 @@ impl Tree<'_> {
             self.command(c, &below, i + 1 == g.next.len(), shown, out)?;
         }
         Ok(())
-    }
-}
-
-/// `path` relative to `dir` when it is below it, else whole.
-fn relative_to<'p>(path: &'p [u8], dir: &[u8]) -> &'p [u8] {
-    match path.strip_prefix(dir) {
-        Some([b'/', rest @ ..]) if !rest.is_empty() => rest,
-        _ if dir == b"/" => path,
-        _ => path,
     }
 }

@@ -2,6 +2,7 @@
 //! command list, the selected command's files, a key help line, and a
 //! lineage over them when asked.
 
+use prov_export::text::relative_to;
 use prov_model::escape::escape_text;
 use prov_model::Access;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -120,7 +121,7 @@ fn draw_files(frame: &mut Frame<'_>, app: &App, area: Rect) {
                 };
                 lines.push(ListItem::new(Line::from(vec![
                     Span::styled(verb, Style::new().fg(colour)),
-                    Span::raw(format!(" {}", escape_text(relative(&f.path, &c.cwd)))),
+                    Span::raw(format!(" {}", escape_text(relative_to(&f.path, &c.cwd)))),
                 ])));
             }
             if (files.len() as u64) < *total {
@@ -139,15 +140,6 @@ fn draw_files(frame: &mut Frame<'_>, app: &App, area: Rect) {
         area,
         &mut state,
     );
-}
-
-/// `path` below the command's directory without that directory: the pane
-/// is narrow, and the names are what the user looks for.
-fn relative<'a>(path: &'a [u8], cwd: &[u8]) -> &'a [u8] {
-    match path.strip_prefix(cwd) {
-        Some([b'/', rest @ ..]) if !rest.is_empty() => rest,
-        _ => path,
-    }
 }
 
 /// Local date and time of a start, to the minute.
