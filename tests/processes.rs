@@ -6,6 +6,23 @@ use std::time::{Duration, Instant};
 
 use crate::{describe, Case};
 
+/// The run preparers (`prov __run-preparer`) of this case, by pid: the
+/// processes with that argument and the case's HOME.
+pub fn preparers(case: &Case) -> Vec<u32> {
+    let home = format!("HOME={}", case.home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            cmdline.split(|&b| b == 0).any(|a| a == b"__run-preparer")
+                && environ.split(|&b| b == 0).any(|v| v == home.as_bytes())
+        })
+        .collect()
+}
+
 /// (pid, Name) of the children of `parent`.
 pub fn children_of(parent: u32) -> Vec<(u32, String)> {
     let mut out = Vec::new();

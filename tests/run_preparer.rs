@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use prov_e2e::processes::{children_of, collector_of, status_field, wait_or_hang, write_fifo};
+use prov_e2e::processes::{children_of, collector_of, preparers, status_field, wait_or_hang, write_fifo};
 use prov_e2e::*;
 
 /// Seconds an idle preparer stays in these tests.
@@ -28,22 +28,6 @@ fn run_ok(case: &Case, script: &str) -> Output {
     assert!(out.status.success(), "{script}: {}", describe(&out));
     assert!(out.stderr.is_empty(), "{script}: {}", describe(&out));
     out
-}
-
-/// The preparers of this case (their HOME), by pid.
-fn preparers(case: &Case) -> Vec<u32> {
-    let home = format!("HOME={}", case.home.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            cmdline.split(|&b| b == 0).any(|a| a == b"__run-preparer")
-                && environ.split(|&b| b == 0).any(|v| v == home.as_bytes())
-        })
-        .collect()
 }
 
 fn state_dir(case: &Case) -> PathBuf {

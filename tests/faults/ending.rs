@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use prov_e2e::processes::preparers;
 use prov_e2e::*;
 
 use super::tally::{record_with_text, Tally};
@@ -107,22 +108,6 @@ fn a_spooled_end_is_the_end_the_record_keeps() {
     assert_eq!(record["end_ns"], end_ns, "{record:#}");
     assert!(record["incomplete_reason"].is_null(), "{record:#}");
     assert!(!file.exists(), "moved in: {}", case.collector_state());
-}
-
-/// The run preparers of this case (their HOME), by pid.
-fn preparers(case: &Case) -> Vec<u32> {
-    let home = format!("HOME={}", case.home.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            cmdline.split(|&b| b == 0).any(|a| a == b"__run-preparer")
-                && environ.split(|&b| b == 0).any(|v| v == home.as_bytes())
-        })
-        .collect()
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
