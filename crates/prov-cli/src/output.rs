@@ -5,7 +5,7 @@
 //! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
 //! `start` (RFC 3339, UTC), `end_ns`/`end` (null while running),
 //! `exit_status` (null if unknown; 128+N for signal N), `complete`,
-//! `incomplete` (object of non-zero counters, see README),
+//! `incomplete` (object of non-zero counters, see docs/reference.md),
 //! `incomplete_reason` (why the record ended short and who ended it, or
 //! null), `untraced` (why the command ran untraced, or null), and for file
 //! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
