@@ -151,3 +151,28 @@ fn a_traced_command_inside_a_traced_command_is_told() {
     let outer_record = record_of(&case, "outer.txt");
     assert_eq!(nested_calls(&outer_record), 0, "prov's own observation is not the outer's loss: {outer_record:#}");
 }
+
+/// Apptainer's unprivileged path, by hand: a squashfs image mounted with
+/// squashfuse inside a user and mount namespace, and a program from it that
+/// writes to the working directory.
+#[test]
+fn a_program_from_a_squashfs_image_in_its_own_namespace_is_named() {
+    let case = Case::new("nested-squashfs");
+    let image = case.work.join("image");
+    std::fs::create_dir_all(image.join("bin")).unwrap();
+    std::fs::write(image.join("bin/tool"), "#!/bin/sh\necho from-image > \"$1\"\n").unwrap();
+    std::fs::set_permissions(image.join("bin/tool"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let made = std::process::Command::new("mksquashfs")
+        .arg(&image)
+        .arg(case.work.join("tool.sqfs"))
+        .args(["-quiet", "-noappend"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", describe(&made));
+    case.chown_tree(&case.work);
+    case.run_sh("unshare -Urm sh -c 'mkdir -p mnt && squashfuse tool.sqfs mnt && mnt/bin/tool container-out.txt'");
+    assert_eq!(std::fs::read(case.work.join("container-out.txt")).unwrap(), b"from-image\n");
+    let r = record_of(&case, "squashfuse");
+    assert_eq!(r["complete"], false, "{r:#}");
+    assert!(reason(&r).contains("unshare (pid "), "{}", reason(&r));
+}

@@ -548,7 +548,7 @@ fn environment(ctx: &Context) -> Vec<Finding> {
         .iter()
         .map(|f| {
             let (what, remedy) =
-                f.text.split_once(": ").unwrap_or((&f.text, "see packaging/docker/README.md and README.md"));
+                f.text.split_once(": ").unwrap_or((&f.text, "see docs/deploy.md and packaging/docker/README.md"));
             Finding::with(status(&f.severity), what, remedy)
         })
         .collect()
