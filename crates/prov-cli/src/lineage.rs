@@ -243,3 +243,23 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
     out.flush()?;
     Ok(status)
 }
+
+/// The upstream lineage of one recorded version of a file (what a command
+/// read or wrote), drawn as `prov query lineage` draws it; None when no
+/// recorded command wrote it. Walked from that version, not from the file
+/// as it is now: a later command that wrote the same content there is not
+/// where this version came from. `prov browse` and `prov report` show it.
+pub fn tree_of_version(
+    store: &prov_store::Store,
+    file: &prov_store::FileRow,
+    glyphs: Glyphs,
+) -> Result<Option<String>> {
+    let target = Target { path: file.path.clone(), now: Some(lineage::Version::of_event(file)) };
+    let walked = lineage::walk_with(store, target, Direction::Upstream, &WalkOptions::default())?;
+    if walked.start.is_empty() {
+        return Ok(None);
+    }
+    let mut tree = Vec::new();
+    prov_export::tree::write_tree_with(&walked, &TreeOptions { glyphs, ..Default::default() }, &mut tree)?;
+    Ok(Some(String::from_utf8_lossy(&tree).into_owned()))
+}
