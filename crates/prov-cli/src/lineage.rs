@@ -194,10 +194,12 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                 Some(by) => format!("rewritten since by #{by}"),
                 None => stat::file_now(f).label(),
             };
+            let here = crate::output::current_dir();
             let opts = TreeOptions {
                 all_files: args.all_files,
                 state: args.stat.then_some(&state as _),
                 glyphs: Glyphs::for_locale(),
+                relative_to: here.as_deref(),
             };
             let mut out: Box<dyn Write> = match args.output.as_deref() {
                 Some(_) => output_stream(args.output.as_deref())?,
