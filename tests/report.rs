@@ -325,13 +325,13 @@ fn report_links_files_to_writers_and_lineage() {
 
     // exit and clear are left out of the list until asked for, and of the chart.
     let listed = browser.eval("return document.getElementById('list-count').textContent");
-    assert_eq!(listed, "4 commands, newest first (2 not listed: exit, clear and prov's own commands)");
-    assert_eq!(browser.find_all("#list .row").len(), 4);
+    assert_eq!(listed, "3 commands, newest first (2 not listed: exit, clear and prov's own commands)");
+    assert_eq!(browser.find_all("#list .row").len(), 3);
     let top = browser
         .eval("return [...document.querySelectorAll('#chart-writes g.bar-row title')].map((t) => t.textContent)");
     assert!(top.as_array().unwrap().iter().all(|t| !t.as_str().unwrap().starts_with("exit")), "{top}");
     browser.click(&browser.find_all("#show-aside")[0]);
-    browser.wait_for("return document.querySelectorAll('#list .row').length === 6", Duration::from_secs(10));
+    browser.wait_for("return document.querySelectorAll('#list .row').length === 5", Duration::from_secs(10));
 
     // The session is named as one, not as a number like a command id.
     browser.click(&browser.find_all(&format!("#list .row[data-id='{sorted}']"))[0]);
