@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use expectrl::session::OsSession;
+use expectrl::Expect;
 use prov_e2e::container::{docker, image, Volume, CAP_OPTIONS};
 use prov_e2e::pty::{prompt_rc, Shell};
 use prov_e2e::*;
