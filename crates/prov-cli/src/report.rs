@@ -125,7 +125,9 @@ fn writers_and_lineages(
     use prov_model::Access;
     let mut writers = BTreeMap::new();
     let mut lineages = BTreeMap::new();
-    let mut trees: HashMap<(Vec<u8>, u64, i64, Option<u64>), Option<String>> = HashMap::new();
+    // One walk per version: path, size, mtime, hash.
+    type VersionKey = (Vec<u8>, u64, i64, Option<u64>);
+    let mut trees: HashMap<VersionKey, Option<String>> = HashMap::new();
     let mut lookup = Lookup::new(store);
     let mut budget = LINEAGE_LOOKUPS;
     'commands: for (command, files) in records.iter().rev() {

@@ -310,11 +310,10 @@ pub fn is_housekeeping(c: &CommandRow) -> bool {
 /// `exit`, `logout`, `exit 3`, `clear`, `reset`: nothing else on the line.
 pub fn is_shell_exit_or_clear(text: &[u8]) -> bool {
     let mut words = text.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
-    match (words.next(), words.next(), words.next()) {
-        (Some(b"exit" | b"logout"), None | Some(_), None) => true,
-        (Some(b"clear" | b"reset"), None, None) => true,
-        _ => false,
-    }
+    matches!(
+        (words.next(), words.next(), words.next()),
+        (Some(b"exit" | b"logout"), _, None) | (Some(b"clear" | b"reset"), None, None)
+    )
 }
 
 /// The counters of an incomplete record, plus whether it ended short (its
