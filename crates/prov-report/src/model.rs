@@ -321,7 +321,8 @@ pub fn is_shell_exit_or_clear(text: &[u8]) -> bool {
 /// count, and are shown as 1.
 fn incomplete_of(c: &CommandRow) -> Vec<(&'static str, u64)> {
     let mut reasons = c.completeness.reasons();
-    if c.incomplete.is_some() {
+    // The reason for nested namespaces goes with their counter.
+    if c.incomplete.as_deref().is_some_and(|why| !why.ends_with(prov_model::NESTED_NAMESPACES_REASON_END)) {
         reasons.push(("ended_short", 1));
     }
     if c.untraced.is_some() {
