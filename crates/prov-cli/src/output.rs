@@ -330,7 +330,7 @@ mod tests {
 
     fn shown(c: &CommandRow, how: Option<&str>, files: Option<Listing<'_>>, files_shown: usize) -> String {
         let mut out = Vec::new();
-        write_command(&mut out, c, how, files, files_shown, plain(), Some(b"/home/ana")).unwrap();
+        write_command(&mut out, c, how, files, files_shown, plain(), Some(b"/home/ana"), None).unwrap();
         String::from_utf8(out).unwrap()
     }
 
