@@ -148,8 +148,8 @@ static struct {
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
     char last_warning[256];
-    char lost[256];          /* why the last stored answer's record was lost, not yet said */
-    char lost_said[256];     /* the reason said last: said once, not per command */
+    char lost[512];          /* what the last stored answer says went wrong (lost, or kept elsewhere), not yet said */
+    char lost_said[512];     /* the line said last: said once, not per command */
 } S = {
     .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1, .storing_root = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
@@ -319,7 +319,7 @@ static int give_back_stored(int wait_ms)
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     /* Neither the database nor the spool took it: said at the next line. */
-    if (n > 0) (void)stored_lost(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n > 0) (void)stored_problem(msg, (size_t)n, S.lost, sizeof S.lost);
     /* Stored comes with the new tracker alone. */
     int handed = 0;
     if (n > 0 && ngot == 1 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
@@ -546,14 +546,15 @@ static void take_ready(void)
     }
 }
 
-/* The shell says once, in one line, that records are lost and why (the
- * database and the spool named); again only when the reason changes. */
+/* The shell says once, in one line, that records are lost, or kept in the
+ * fallback spool, and why (the database and the spool named); again only
+ * when that changes. */
 static void say_lost_once(void)
 {
     if (!S.lost[0]) return;
     if (strcmp(S.lost, S.lost_said) != 0) {
-        char line[400];
-        int n = snprintf(line, sizeof line, "prov: records are lost: %s\n", S.lost);
+        char line[600];
+        int n = snprintf(line, sizeof line, "prov: %s\n", S.lost);
         if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
         memcpy(S.lost_said, S.lost, sizeof S.lost_said);
     }
@@ -569,7 +570,7 @@ static void read_late_stored(void)
     char msg[512];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
-    if (n > 0) (void)stored_lost(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n > 0) (void)stored_problem(msg, (size_t)n, S.lost, sizeof S.lost);
     for (int i = 0; i < ngot; i++) close(got[i]);
     close_fd(&S.storing);
     close_fd(&S.storing_root);

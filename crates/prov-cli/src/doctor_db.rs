@@ -41,6 +41,15 @@ pub fn spool_unwritable(dir: &Path) -> Option<String> {
     }
 }
 
+/// Why the fallback spool of `database` could not take a record, or None
+/// when it can (made when needed, in /tmp).
+pub fn fallback_unusable(database: &Path) -> Option<String> {
+    match spool::checked_fallback(database) {
+        Ok(_) => spool_unwritable(&spool::fallback_dir(database)),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// `ulimit -u` (RLIMIT_NPROC) of this process; None when unlimited or
 /// unknown.
 pub fn process_limit() -> Option<u64> {
