@@ -131,6 +131,8 @@ static struct {
     int storing;             /* control socket of the ended one, until Stored */
     char pending_end[160];   /* its End, until the shell waits anyway (send_pending_end) */
     int pending_end_len;
+    char sent_end[160];      /* that End once sent, until Stored: kept if the writer could not store it */
+    int sent_end_len;
     int storing_root;        /* ... and its namespace root, should it serve again */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
@@ -279,6 +281,20 @@ static int input_waiting(void)
     return poll(&in, 1, 0) == 1 && (in.revents & POLLIN);
 }
 
+/* The End of an observed command (`{"End":{…}}`) that its collector did
+ * not store: to the preparer as `{"Orphan":{…}}` with the record's control
+ * socket, which names the record; the preparer spools it, and a spooled
+ * end wins over "collector gone" (the command's own end time and status). */
+static void keep_orphan_end(const char *end, int len)
+{
+    static const char head[] = "{\"End\":";
+    int head_len = (int)sizeof head - 1;
+    if (S.prep_sock < 0 || S.storing < 0 || len <= head_len || memcmp(end, head, (size_t)head_len)) return;
+    char msg[sizeof S.pending_end + 8];
+    int n = snprintf(msg, sizeof msg, "{\"Orphan\":%.*s", len - head_len, end + head_len);
+    if (n > 0 && n < (int)sizeof msg) (void)send_with_fds(S.prep_sock, msg, (size_t)n, &S.storing, 1, MSG_DONTWAIT);
+}
+
 /* The ended command's End, held since its end hook (end_observation), goes
  * out once the shell waits anyway: at its next read of the terminal (the
  * prompt is drawn), before anything waits for Stored, or at the next
@@ -290,11 +306,31 @@ static void send_pending_end(void)
     if (S.pending_end_len == 0 || !shim_in_shell_itself()) return;
     int len = S.pending_end_len;
     S.pending_end_len = 0;
+    S.sent_end_len = 0;
     if (S.storing < 0) return;
-    if (send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (hung_up(S.storing) || send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The collector is gone (killed): the shell's end and status are
+         * kept all the same. */
+        keep_orphan_end(S.pending_end, len);
         close_fd(&S.storing);
         close_fd(&S.storing_root);
+        return;
     }
+    memcpy(S.sent_end, S.pending_end, (size_t)len);
+    S.sent_end_len = len;
+}
+
+/* The Stored answer (len 0: the collector hung up without one, killed
+ * after it took the End): one that says the record was not all stored
+ * (its writer died, as a rule), or none, has its end kept again, in case
+ * that was what failed. */
+static void after_stored(const char *msg, size_t len)
+{
+    char why[8];
+    if (S.sent_end_len && (len == 0 || stored_lost(msg, len, why, sizeof why)))
+        keep_orphan_end(S.sent_end, S.sent_end_len);
+    S.sent_end_len = 0;
+    (void)stored_problem(msg, len, S.lost, sizeof S.lost);
 }
 
 /* ------------------------------------------------------- preparation */
@@ -319,7 +355,7 @@ static int give_back_stored(int wait_ms)
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     /* Neither the database nor the spool took it: said at the next line. */
-    if (n > 0) (void)stored_problem(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n >= 0) after_stored(msg, (size_t)n);
     /* Stored comes with the new tracker alone. */
     int handed = 0;
     if (n > 0 && ngot == 1 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
@@ -570,7 +606,7 @@ static void read_late_stored(void)
     char msg[512];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
-    if (n > 0) (void)stored_problem(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n >= 0) after_stored(msg, (size_t)n);
     for (int i = 0; i < ngot; i++) close(got[i]);
     close_fd(&S.storing);
     close_fd(&S.storing_root);

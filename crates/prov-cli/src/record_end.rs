@@ -46,6 +46,16 @@ pub fn store(user: &UserSetup, begin: &CommandBegin, end: &CommandEnd) -> Result
     })
 }
 
+/// Spools `end` alone for the record `uuid` (whose start is stored or
+/// spooled already): the spool, else the fallback spool. The next
+/// ingestion ends the record with it; `end_abandoned` leaves it alone meanwhile.
+pub fn spool_end(user: &UserSetup, uuid: &str, end: &CommandEnd) -> std::io::Result<()> {
+    let spool_in =
+        |dir: &Path| SpoolWriter::create(dir, uuid).and_then(|mut s| s.append(&SpoolEntry::End(end.clone())));
+    spool_in(&user.locations.spool_dir())
+        .or_else(|_| prov_store::spool::open_fallback(&user.database()).and_then(|dir| spool_in(&dir)))
+}
+
 /// Ends the records of this host whose collector is gone without having
 /// ended them (killed while the shell's command ran): the next `prov`
 /// notices. A record with parts waiting in `spool` is left to them: its
