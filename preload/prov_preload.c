@@ -565,8 +565,11 @@ static void end_unobserved(const char *status)
 
 /* The observation for the command about to start: the one ready, or one
  * asked for now and waited for. One whose collector is gone (killed while
- * the prompt idled) is replaced, once, as if none had been ready. */
-static void take_ready(void)
+ * the prompt idled) is replaced, once, as if none had been ready. The
+ * wait counts from `began` (the command's start hook): what the shim did
+ * before (a hand-back's wait for Stored) comes out of it, so a stopped
+ * preparer holds a command up no longer than the wait says. */
+static void take_ready(int64_t began)
 {
     for (int round = 0; round < 2; round++) {
         if (S.r_ctl >= 0 && hung_up(S.r_ctl)) {
@@ -576,9 +579,13 @@ static void take_ready(void)
         }
         if (S.r_ctl >= 0) return;
         spawn_preparer();
-        take_prepared(S.preparer_late ? 0
-                                      : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
-                                                        PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS));
+        int wait = S.preparer_late ? 0
+                                   : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
+                                                     PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS);
+        int64_t spent_ms = (now_ns() - began) / 1000000;
+        take_prepared(spent_ms >= wait ? 0 : wait - (int)spent_ms);
+        /* Waited in vain (or no time was left): late, as a full wait is. */
+        if (wait > 0 && spent_ms >= wait && S.r_ctl < 0) S.preparer_late = 1;
     }
 }
 
@@ -614,11 +621,12 @@ static void read_late_stored(void)
 
 static void begin_observation(const struct buf *text)
 {
+    int64_t began = now_ns();
     send_pending_end();
     read_late_stored();
     say_lost_once();
     if (S.active || S.unobserved || !S.loaded) return;
-    take_ready();
+    take_ready(began);
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     if (S.r_ctl < 0) {
