@@ -510,6 +510,7 @@ fn doctor_names_where_records_wait_when_the_spool_cannot_take_them() {
 /// the journal with that status.
 #[test]
 fn a_read_only_home_keeps_typed_commands_in_the_fallback_spool() {
+    let mut tally = Tally::new("bash, zsh: read-only home (`chmod 555 $HOME`), 2 typed commands each");
     for shell in ["bash", "zsh"] {
         let case = Case::new(&format!("faults-ro-home-{shell}"));
         pty::write_rc(&case, shell, &case.inst.prov(), "");
@@ -533,6 +534,12 @@ fn a_read_only_home_keeps_typed_commands_in_the_fallback_spool() {
         assert!(doctor.contains(&format!("fallback spool {fallback}: ")), "{shell}: {doctor}");
         assert!(!doctor.contains("spool is empty"), "{shell}: {doctor}");
         let history = history_with(&case, &["echo a > a.txt", "(exit 7)"]);
+        let found = [("echo a > a.txt", 0), ("(exit 7)", 7)]
+            .map(|(text, status)| record_with_text(&history, text).map(|r| r["exit_status"] == status));
+        tally.run += found.len();
+        tally.found += found.iter().flatten().count();
+        tally.status_right += found.iter().flatten().filter(|right| **right).count();
+        tally.print_row();
         let failed = record_with_text(&history, "(exit 7)").unwrap_or_else(|| panic!("{shell}: {history:#?}"));
         assert_eq!(failed["exit_status"], 7, "{shell}: {failed:#}");
         assert!(record_with_text(&history, "echo a > a.txt").is_some(), "{shell}: {history:#?}");
@@ -561,10 +568,18 @@ fn a_full_filesystem_keeps_records_in_the_fallback_spool() {
     let fallback = fallback_spool(&case).display().to_string();
     assert!(stderr_of(&out).contains(&format!("kept in {fallback}")), "{}", describe(&out));
     assert!(!stderr_of(&out).contains("record lost"), "{}", describe(&out));
+    // The cause named, not SQLite's "disk I/O error".
+    assert!(stderr_of(&out).contains("is full") && !stderr_of(&out).contains("disk I/O"), "{}", describe(&out));
     std::fs::remove_file(local.join("fill")).unwrap();
     let text = sh_text("echo b > b.txt; exit 3");
     let history = history_with(&case, &[&text]);
-    let record = record_with_text(&history, &text).unwrap_or_else(|| panic!("{history:#?}"));
+    let record = record_with_text(&history, &text);
+    let mut tally = Tally::new("`~/.local` on a full filesystem, `prov run`");
+    tally.run = 1;
+    tally.found = record.is_some() as usize;
+    tally.status_right = record.is_some_and(|r| r["exit_status"] == 3) as usize;
+    tally.print_row();
+    let record = record.unwrap_or_else(|| panic!("{history:#?}"));
     assert_eq!(record["exit_status"], 3, "{record:#}");
 }
 
@@ -606,5 +621,26 @@ fn a_shell_says_once_that_records_are_lost() {
             "{shell}: names all three: {}",
             lines[0]
         );
+    }
+}
+
+/// The database replaced by a directory: `prov run` and a query name it as
+/// one, not as SQLite's "disk I/O error" or "unable to open database file".
+#[test]
+fn a_database_replaced_by_a_directory_is_named_as_one() {
+    let case = Case::new("faults-db-directory");
+    case.run_sh("echo first > first.txt");
+    case.wait_until_closed();
+    let db = case.database();
+    std::fs::remove_file(&db).unwrap();
+    std::fs::create_dir(&db).unwrap();
+    case.chown_tree(&db);
+    let run = case.run(["sh", "-c", "exit 2"]);
+    let query = case.prov(["query", "history"]);
+    std::fs::remove_dir(&db).unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", describe(&run));
+    for said in [stderr_of(&run), stderr_of(&query)] {
+        assert!(said.contains("is a directory, not a database file"), "{said}");
+        assert!(!said.contains("disk I/O") && !said.contains("unable to open"), "{said}");
     }
 }
