@@ -101,6 +101,9 @@
  * longer (a command with many files) is left to end, and a new observation
  * is prepared as before. */
 #define REUSE_WAIT_MS 20
+/* The longest Stored answer read whole: its reasons name up to three
+ * places (database, spool, fallback spool), each a path. */
+#define STORED_MAX 2048
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -150,8 +153,8 @@ static struct {
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
     char last_warning[256];
-    char lost[512];          /* what the last stored answer says went wrong (lost, or kept elsewhere), not yet said */
-    char lost_said[512];     /* the line said last: said once, not per command */
+    char lost[1200];         /* what the last stored answer says went wrong (lost, or kept elsewhere), not yet said */
+    char lost_said[1200];    /* the line said last: said once, not per command */
 } S = {
     .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1, .storing_root = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
@@ -351,7 +354,7 @@ static int give_back_stored(int wait_ms)
         close_fd(&S.storing_root);
         return 0;
     }
-    char msg[512];
+    char msg[STORED_MAX];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     /* Neither the database nor the spool took it: said at the next line. */
@@ -596,7 +599,7 @@ static void say_lost_once(void)
 {
     if (!S.lost[0]) return;
     if (strcmp(S.lost, S.lost_said) != 0) {
-        char line[600];
+        char line[sizeof S.lost + 8];
         int n = snprintf(line, sizeof line, "prov: %s\n", S.lost);
         if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
         memcpy(S.lost_said, S.lost, sizeof S.lost_said);
@@ -610,7 +613,7 @@ static void say_lost_once(void)
 static void read_late_stored(void)
 {
     if (S.storing < 0 || S.pending_end_len || !readable_within(S.storing, 0)) return;
-    char msg[512];
+    char msg[STORED_MAX];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     if (n >= 0) after_stored(msg, (size_t)n);

@@ -77,7 +77,7 @@ static __attribute__((unused)) int stored_lost(const char *msg, size_t len, char
 static __attribute__((unused)) int stored_problem(const char *msg, size_t len, char *out, size_t out_len)
 {
     static const char lost[] = "records are lost: ", kept[] = "records are kept in ";
-    char why[384], where[128];
+    char why[1024], where[256];
     if (stored_lost(msg, len, why, sizeof why)) {
         snprintf(out, out_len, "%s%s", lost, why);
         return 1;
