@@ -345,20 +345,24 @@ fn event_queue(_: &Context) -> Vec<Finding> {
 /// Processes each idle traced shell keeps: its preparer and the observation
 /// it holds ready (holder, collector, writer).
 const IDLE_SHELL_PROCESSES: u64 = 4;
+/// The threads of those processes, which `ulimit -u` counts: the preparer
+/// and the holder one each, the collector three, the writer two
+/// (benches/README.md, "What an idle traced shell costs").
+const IDLE_SHELL_THREADS: u64 = 7;
 
 /// A `ulimit -u` that the user's processes come near: the user's own forks
 /// fail first (bash retries a failed fork for up to 30 s), and each idle
-/// traced shell counts four.
+/// traced shell counts seven threads.
 fn process_limit(_: &Context) -> Vec<Finding> {
     let Some(limit) = crate::doctor_db::process_limit() else { return Vec::new() };
     let (running, provs) = crate::doctor_db::own_processes();
     // Near: fewer free than two idle shells would take, or a tenth left.
-    if limit.saturating_sub(running) > (2 * IDLE_SHELL_PROCESSES).max(limit / 10) {
+    if limit.saturating_sub(running) > (2 * IDLE_SHELL_THREADS).max(limit / 10) {
         return Vec::new();
     }
     vec![Finding::warn(
         format!(
-            "{running} of the {limit} processes `ulimit -u` allows are running ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES}"
+            "{running} of the {limit} processes `ulimit -u` allows are running, threads counted ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES} processes ({IDLE_SHELL_THREADS} threads)"
         ),
         "raise the limit (ulimit -u, /etc/security/limits.conf) or close idle shells",
     )]
