@@ -2,7 +2,7 @@
 //! through the real setuid helper while parts of prov are killed, stopped,
 //! starved or handed broken files. Each scenario counts the commands it ran
 //! against the records it finds and prints one row of the reliability table
-//! in README.md ("Reliability under faults").
+//! in docs/guide.md ("Reliability under faults").
 
 #[path = "faults/tally.rs"]
 mod tally;

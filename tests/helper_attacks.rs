@@ -12,6 +12,8 @@ use prov_e2e::*;
 
 #[path = "helper_attacks/helper_hardening.rs"]
 mod helper_hardening;
+#[path = "helper_attacks/namespace_filter.rs"]
+mod namespace_filter;
 #[path = "helper_attacks/privilege_separation.rs"]
 mod privilege_separation;
 #[path = "helper_attacks/root_with_user_env.rs"]

@@ -68,7 +68,7 @@ fn make_j2_records_every_cc_with_its_arguments_and_each_object_file_under_its_cc
     // Each unit takes cc1 a few hundred milliseconds, as a real one does.
     // A cc whose whole life (cc1 and as included) is a few tens of ms can
     // end while the collector is held off the CPU, and then keeps only its
-    // executable (README, "What is and is not seen of processes"; seen once
+    // executable (docs/guide.md, "What is and is not seen of processes"; seen once
     // in CI with one-line units: `cc -c c.c`, its cc1 and its as, all gone).
     let unit = |name: &str| {
         let mut body = format!("int {name}(void) {{\n  volatile int x = 1;\n");
@@ -159,7 +159,7 @@ fn a_static_busybox_pipeline_has_its_processes_with_their_executable() {
     case.write("in.txt", b"hello\n");
     // The shell stays a moment after its pipeline: a process that ends
     // within a few ms of its exec may lose its arguments on a loaded machine
-    // (README, "What is and is not seen of processes"), and this shell,
+    // (docs/guide.md, "What is and is not seen of processes"), and this shell,
     // whose arguments are checked, must not be one (seen once in a full
     // run: a shell gone 2 ms after its exec, all three unknown). The sleep is
     // not its last command: that one the shell execs in its own place, and

@@ -107,7 +107,7 @@ impl Shell {
         // zsh's line editor has been seen, about once in a dozen runs of
         // this suite and once in the benchmarks, waiting for a key without
         // having drawn its prompt; whether prov plays a part is not known
-        // (see README, Shell integration). A shell idle in its line editor,
+        // (see docs/guide.md, "The shell integration"). A shell idle in its line editor,
         // with no process of its own left, is not hung: Ctrl-L redraws the
         // prompt and runs nothing, and the test goes on, saying so on
         // stderr. Anything else fails the test with this report.

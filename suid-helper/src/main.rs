@@ -37,6 +37,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod mounts;
+mod namespace_filter;
 #[allow(unsafe_code)]
 mod sys;
 
@@ -526,6 +527,15 @@ fn mark(args: &[OsString]) -> Result<(), Failure> {
 /// with `mark`.
 fn verify_collector_caller(id: &Identity, holder: libc::pid_t) -> Result<(), Failure> {
     let refuse = || fail("refusing to mark: only the observation's own collector may");
+    match collector_of(id, holder) {
+        Some(collector) if collector == sys::getppid() => Ok(()),
+        _ => Err(refuse()),
+    }
+}
+
+/// The pid of the holder's collector: the holder's parent, running the
+/// prov-collector installed next to this helper. None if it is not that.
+fn collector_of(id: &Identity, holder: libc::pid_t) -> Option<libc::pid_t> {
     let parent_of = |dir: BorrowedFd<'_>| -> Option<libc::pid_t> {
         let stat = sys::read_at(dir, c"stat").ok()?;
         // Field 4 (ppid), counted after the command name's closing paren.
@@ -533,21 +543,17 @@ fn verify_collector_caller(id: &Identity, holder: libc::pid_t) -> Result<(), Fai
         let field = after.split(|&b| b == b' ').filter(|f| !f.is_empty()).nth(1)?;
         std::str::from_utf8(field).ok()?.parse().ok()
     };
-    let holder_dir = CString::new(format!("/proc/{holder}")).map_err(|_| refuse())?;
-    let holder_dir = sys::open(&holder_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
-    let collector = parent_of(holder_dir.as_fd()).filter(|&p| p > 1 && p == sys::getppid()).ok_or_else(refuse)?;
+    let holder_dir = CString::new(format!("/proc/{holder}")).ok()?;
+    let holder_dir = sys::open(&holder_dir, libc::O_RDONLY | libc::O_DIRECTORY).ok()?;
+    let collector = parent_of(holder_dir.as_fd()).filter(|&p| p > 1)?;
     // The directory fd pins that process: its exe is checked, not a
     // newcomer's with a reused pid.
-    let collector_dir = CString::new(format!("/proc/{collector}")).map_err(|_| refuse())?;
-    let collector_dir = sys::open(&collector_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
-    let runs = sys::openat(Some(collector_dir.as_fd()), c"exe", libc::O_PATH)
-        .and_then(|fd| sys::fstat(fd.as_fd()))
-        .map_err(|_| refuse())?;
-    let installed = sys::fstat(open_collector(id)?.as_fd()).map_err(|_| refuse())?;
-    if (runs.st_dev, runs.st_ino) != (installed.st_dev, installed.st_ino) {
-        return Err(refuse());
-    }
-    Ok(())
+    let collector_dir = CString::new(format!("/proc/{collector}")).ok()?;
+    let collector_dir = sys::open(&collector_dir, libc::O_RDONLY | libc::O_DIRECTORY).ok()?;
+    let runs =
+        sys::openat(Some(collector_dir.as_fd()), c"exe", libc::O_PATH).and_then(|fd| sys::fstat(fd.as_fd())).ok()?;
+    let installed = sys::fstat(open_collector(id).ok()?.as_fd()).ok()?;
+    ((runs.st_dev, runs.st_ino) == (installed.st_dev, installed.st_ino)).then_some(collector)
 }
 
 /// Whether a fanotify group (its /proc/self/fdinfo text) was made with
@@ -591,13 +597,18 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     let privileged_target =
         with_user_euid(&id, || sys::stat(&path))?.is_ok_and(|st| st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0);
     let mut untraced = None;
+    let mut watch = None;
     if !privileged_target {
         // Refused or failed (the observation may simply be over): the
         // program still runs, as the user and outside, so a dying collector
         // never costs the user their command.
-        if let Entry::Untraced(why) = enter_observation(&id, holder as libc::pid_t)? {
-            sys::say(&format!("{}; running it untraced", why.message));
-            untraced = Some(why.message);
+        match enter_observation(&id, holder as libc::pid_t)? {
+            Entry::Untraced(why) => {
+                sys::say(&format!("{}; running it untraced", why.message));
+                untraced = Some(why.message);
+            }
+            // Installed with privilege, before the drop (see namespace_filter).
+            Entry::Entered => watch = tracker_fd.and_then(|fd| watch_namespaces(&id, holder as libc::pid_t, fd)),
         }
     }
     drop_privileges(&id)?;
@@ -620,10 +631,54 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
             let _ = sys::send(fd, &msg);
         }
     }
+    if let (Some(watch), Some(fd)) = (watch, tracker_fd) {
+        let _ = match watch {
+            NamespaceWatch::Listener(listener) => sys::send_with_fd(fd, b"S", listener.as_fd()),
+            NamespaceWatch::Enclosed => sys::send(fd, b"N"),
+            NamespaceWatch::Unavailable(why) => sys::send(fd, format!("W{why}").as_bytes()),
+        };
+    }
     sys::reset_sigpipe();
     let err = sys::execve(&path, &argv, &env);
     let code = if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
     Err(Failure { message: format!("{}: {err}", shown(args[3].as_bytes())), exit_code: code })
+}
+
+/// How the command's calls that make or enter a mount namespace are watched.
+enum NamespaceWatch {
+    /// By this listener, for the observation's collector.
+    Listener(OwnedFd),
+    /// By the listener of an enclosing observation: a traced command started
+    /// this one (a prov run inside a traced shell, a shell inside tmux
+    /// started from one). The kernel allows one listener per process.
+    Enclosed,
+    /// Not at all, for this reason.
+    Unavailable(String),
+}
+
+/// Installs the namespace filter (see namespace_filter) when the tracker
+/// leads to the observation's own collector: its listener goes there and
+/// nowhere else. None: the tracker is not that collector's, so nothing can
+/// be told (and nothing is installed).
+fn watch_namespaces(id: &Identity, holder: libc::pid_t, tracker: RawFd) -> Option<NamespaceWatch> {
+    // A socketpair's peer credentials are those of the process that made it:
+    // the collector made every tracker it hands out (the first one, as this
+    // helper's `observe`, in the same process). Whatever socket the caller
+    // names, only one the collector made and still holds the other end of
+    // can pass; what is sent on it reaches the collector.
+    let collector = collector_of(id, holder)?;
+    let made_by_collector = sys::is_seqpacket_socket(tracker) && sys::peer_pid(tracker).ok() == Some(collector);
+    if !made_by_collector {
+        return None;
+    }
+    if !namespace_filter::SUPPORTED {
+        return Some(NamespaceWatch::Unavailable("no system call table for this machine".into()));
+    }
+    Some(match sys::install_seccomp_listener(&namespace_filter::program()) {
+        Ok(listener) => NamespaceWatch::Listener(listener),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => NamespaceWatch::Enclosed,
+        Err(e) => NamespaceWatch::Unavailable(format!("seccomp: {e}")),
+    })
 }
 
 fn with_user_euid<T>(id: &Identity, f: impl FnOnce() -> T) -> Result<T, Failure> {

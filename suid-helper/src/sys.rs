@@ -329,6 +329,76 @@ pub fn send(fd: RawFd, msg: &[u8]) -> io::Result<()> {
     }
 }
 
+/// One datagram with one descriptor attached (SCM_RIGHTS).
+pub fn send_with_fd(sock: RawFd, msg: &[u8], attached: BorrowedFd<'_>) -> io::Result<()> {
+    const SPACE: usize = 64;
+    let fd = attached.as_raw_fd();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    if space > SPACE {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // u64s: a control buffer aligned for cmsghdr.
+    let mut control = [0u64; SPACE / 8];
+    let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut libc::c_void, iov_len: msg.len() };
+    // SAFETY: an all-zero msghdr is a valid empty one; the fields set below
+    // point into iov and control, which outlive the sendmsg call.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = space as _;
+    // SAFETY: msg_control holds `space` bytes, room for one cmsghdr with one
+    // descriptor (CMSG_SPACE), so CMSG_FIRSTHDR is non-null and CMSG_DATA
+    // points at room for the descriptor; sendmsg only reads msg and iov.
+    let n = unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        libc::sendmsg(sock, &hdr, libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The pid of the process that made the other end of a Unix socket (for a
+/// socketpair, the process that called socketpair()).
+pub fn peer_pid(sock: RawFd) -> io::Result<libc::pid_t> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred/len are valid out-pointers of the sizes given.
+    check(unsafe {
+        libc::getsockopt(sock, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+    })?;
+    Ok(cred.pid)
+}
+
+/// Installs a seccomp filter on this (single-threaded) process and returns
+/// its user-notification listener. Without no_new_privs this needs
+/// CAP_SYS_ADMIN: called before the privilege drop. SPEC_ALLOW: the filter
+/// must not switch on the speculative-store-bypass mitigation for the
+/// user's command (a cost the kernel otherwise imposes on filtered tasks).
+pub fn install_seccomp_listener(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let len = u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let prog = libc::sock_fprog { len, filter: program.as_ptr() as *mut libc::sock_filter };
+    let flags = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+    // SAFETY: prog points at `len` instructions that outlive the call (the
+    // kernel copies them); the call returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor; it is ours alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 pub fn close(fd: RawFd) -> io::Result<()> {
     // SAFETY: the caller owns this descriptor number and never uses it again.
     check(unsafe { libc::close(fd) }).map(drop)

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-/// Counts for one scenario, printed as a Markdown table row so the README's
+/// Counts for one scenario, printed as a Markdown table row so the guide's
 /// table can be refreshed from `./tests/run -p prov-e2e --test faults -- --nocapture`.
 #[derive(Debug, Default)]
 pub struct Tally {

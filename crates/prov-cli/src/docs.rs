@@ -37,7 +37,8 @@ pub fn write_all<C: CommandFactory>(dir: &Path) -> Result<ExitCode> {
 
 /// What every page ends with: where to read on.
 const SEE_ALSO: &str = ".SH \"SEE ALSO\"\n\\fBprov\\fR(1), \\fBprov\\-query\\fR(1), \\fBprov\\-doctor\\fR(1), \
-\\fBbash\\fR(1), \\fBzsh\\fR(1); the README, PREFIX/share/doc/prov/README.md\n";
+\\fBbash\\fR(1), \\fBzsh\\fR(1); the README and the guide, PREFIX/share/doc/prov/README.md and \
+PREFIX/share/doc/prov/docs/guide.md\n";
 
 /// The sections of prov(1) that clap has no place for.
 const MAIN_PAGE_SECTIONS: &str = r#".SH "EXIT STATUS"

@@ -98,6 +98,7 @@ const CHECKS: &[Check] = &[
     builds,
     reachable,
     environment,
+    nested_namespaces,
     event_queue,
     process_limit,
     configuration,
@@ -342,6 +343,30 @@ fn event_queue(_: &Context) -> Vec<Finding> {
     )]
 }
 
+/// Whether a command's processes that make or enter a mount namespace of
+/// their own (bwrap, `unshare -m`, Apptainer, podman) are noticed: the join
+/// helper's seccomp filter stops those calls for the collector, which needs
+/// the kernel's user notification (Linux 5.0; 5.8 tells when a filter's
+/// processes are gone) on a machine whose call numbers prov knows.
+fn nested_namespaces(_: &Context) -> Vec<Finding> {
+    let actions = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
+    let known_machine = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+    if known_machine && actions.split_whitespace().any(|a| a == "user_notif") {
+        return vec![Finding::ok(
+            "mount namespaces made inside commands (bwrap, unshare -m, Apptainer, podman) are noticed: such records say their files there were not seen",
+        )];
+    }
+    let why = if known_machine {
+        "this kernel has no seccomp user notification"
+    } else {
+        "prov does not know this machine's system calls"
+    };
+    vec![Finding::warn(
+        format!("{why}: a command that makes a mount namespace of its own (bwrap, unshare -m, Apptainer, podman) is recorded without its files there, and its record does not say so"),
+        "run such commands on a kernel with CONFIG_SECCOMP_FILTER (Linux 5.8 or later)",
+    )]
+}
+
 /// Processes each idle traced shell keeps: its preparer and the observation
 /// it holds ready (holder, collector, writer).
 const IDLE_SHELL_PROCESSES: u64 = 4;
@@ -570,7 +595,7 @@ fn environment(ctx: &Context) -> Vec<Finding> {
         .iter()
         .map(|f| {
             let (what, remedy) =
-                f.text.split_once(": ").unwrap_or((&f.text, "see packaging/docker/README.md and README.md"));
+                f.text.split_once(": ").unwrap_or((&f.text, "see docs/deploy.md and packaging/docker/README.md"));
             Finding::with(status(&f.severity), what, remedy)
         })
         .collect()

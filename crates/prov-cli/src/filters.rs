@@ -190,4 +190,94 @@ mod tests {
         assert_eq!(name_pattern(b"a.csv"), NamePattern::Exact(b"a.csv".to_vec()));
         assert_eq!(name_pattern(b"\xff*"), NamePattern::Exact(b"\xff*".to_vec()));
     }
+
+    #[derive(clap::Parser, Debug)]
+    struct Line {
+        #[command(flatten)]
+        filters: FilterArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<FilterArgs, String> {
+        use clap::Parser;
+        Line::try_parse_from(std::iter::once("prov").chain(args.iter().copied()))
+            .map(|l| l.filters)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn no_filter_is_empty_and_any_one_is_not() {
+        assert!(parse(&[]).unwrap().is_empty());
+        for given in [
+            &["--failed"][..],
+            &["--incomplete"],
+            &["--text", "make"],
+            &["--text-glob", "make *"],
+            &["--since", "2d"],
+            &["--session", "9c1d5e6f"],
+            &["--host", "node17"],
+            &["--exit", "0"],
+            &["--id", "12"],
+            &["--ran", "cc1"],
+            &["--ran-arg", "b.c"],
+            &["--name", "*.csv"],
+            &["--size", ">1K"],
+            &["--mtime", "<1y"],
+            &["--hash", "ff"],
+            &["--access", "read"],
+        ] {
+            assert!(!parse(given).unwrap().is_empty(), "{given:?} is a filter (prov delete relies on it)");
+        }
+    }
+
+    #[test]
+    fn repeated_size_and_mtime_filters_all_hold() {
+        let f = parse(&["--size", "1K..1M", "--size", "!=4K", "--mtime", ">2026-01-01"]).unwrap();
+        let s = f.selection(Some(20));
+        assert_eq!(s.file.size, [(CmpOp::Ge, 1024), (CmpOp::Le, 1 << 20), (CmpOp::Ne, 4096)]);
+        assert_eq!(s.file.mtime_ns.len(), 1);
+        assert_eq!(s.file.mtime_ns[0].0, CmpOp::Gt);
+        assert_eq!(s.limit, Some(20));
+    }
+
+    #[test]
+    fn command_filters_reach_the_store_as_given() {
+        let f =
+            parse(&["--text", "sort", "--text", "csv", "--exit", ">0", "--exit", "!=130", "--id", "3", "--id", "5"])
+                .unwrap();
+        let c = f.selection(None).command;
+        assert_eq!(c.text_contains, [b"sort".to_vec(), b"csv".to_vec()]);
+        assert_eq!(c.exit_status, [(CmpOp::Gt, 0), (CmpOp::Ne, 130)]);
+        assert_eq!(c.ids, Some(vec![3, 5]));
+        assert!(parse(&[]).unwrap().selection(None).command.ids.is_none(), "no --id selects every id");
+    }
+
+    #[test]
+    fn the_access_kind_limits_file_filters() {
+        let access = |kind: &str| parse(&["--access", kind, "--name", "x"]).unwrap().selection(None).file.access;
+        assert_eq!(access("read"), Some(Access::Read));
+        assert_eq!(access("write"), Some(Access::Write));
+        assert!(parse(&["--access", "exec"]).is_err());
+    }
+
+    #[test]
+    fn a_bad_value_names_its_flag_and_the_value() {
+        for (flag, value, says) in [
+            ("--size", "big", "\"big\" is not a size"),
+            ("--since", "soon", "\"soon\" is not a time"),
+            ("--mtime", ">soon", "\"soon\" is not a time"),
+            ("--exit", "bad", "\"bad\" is not an exit status"),
+            ("--hash", "xyz", "\"xyz\" is not a hash"),
+            ("--session", "", "give a value"),
+        ] {
+            let e = parse(&[flag, value]).unwrap_err();
+            assert!(e.contains(flag) && e.contains(says), "{flag} {value:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_name_with_glob_characters_is_a_glob_else_exact() {
+        assert_eq!(name_pattern(b"data?.csv"), NamePattern::Glob("data?.csv".into()));
+        assert_eq!(name_pattern(b"[ab].txt"), NamePattern::Glob("[ab].txt".into()));
+        assert_eq!(name_pattern(b"Makefile"), NamePattern::Exact(b"Makefile".to_vec()));
+    }
 }

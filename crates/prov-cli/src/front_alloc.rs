@@ -118,10 +118,13 @@ mod tests {
         let mut blocks = Vec::new();
         for (i, align) in [1, 8, 16, 64, 4096, 8].into_iter().cycle().take(60).enumerate() {
             let l = layout(100 + i, align);
+            // SAFETY: `l` has a non-zero size, as GlobalAlloc requires.
             let p = unsafe { arena.alloc_zeroed(l) };
             assert!(!p.is_null());
             assert_eq!(p as usize % align, 0, "block {i} misaligned");
+            // SAFETY: `p` is a live block of `l.size()` bytes, zeroed by alloc_zeroed.
             assert!(unsafe { std::slice::from_raw_parts(p, l.size()) }.iter().all(|&b| b == 0));
+            // SAFETY: the same block, ours alone until it is freed below.
             unsafe { p.write_bytes(i as u8 + 1, l.size()) };
             blocks.push((p, l, i as u8 + 1));
         }
@@ -129,9 +132,11 @@ mod tests {
         assert!(blocks.iter().any(|&(p, ..)| arena.owns(p)));
         assert!(blocks.iter().any(|&(p, ..)| !arena.owns(p)));
         for &(p, l, fill) in &blocks {
+            // SAFETY: every block is still live and was filled in full above.
             assert!(unsafe { std::slice::from_raw_parts(p, l.size()) }.iter().all(|&b| b == fill), "overlap");
         }
         for (p, l, _) in blocks {
+            // SAFETY: each block came from this arena with this layout, freed once.
             unsafe { arena.dealloc(p, l) };
         }
     }
@@ -140,24 +145,33 @@ mod tests {
     fn large_blocks_go_to_malloc_and_realloc_keeps_the_contents() {
         static ARENA: ArenaFirst<{ 1 << 20 }> = ArenaFirst::new();
         let arena = &ARENA;
+        // SAFETY: a non-zero size, as GlobalAlloc requires.
         let big = unsafe { arena.alloc_zeroed(layout(LARGEST_FROM_ARENA + 1, 8)) };
         assert!(!big.is_null() && !arena.owns(big));
+        // SAFETY: `big` came from this arena with this layout and is freed once.
         unsafe { arena.dealloc(big, layout(LARGEST_FROM_ARENA + 1, 8)) };
 
+        // SAFETY: a non-zero size.
         let mut p = unsafe { arena.alloc(layout(16, 8)) };
         assert!(arena.owns(p));
+        // SAFETY: `p` is a live block of 16 bytes, the source a distinct 16-byte literal.
         unsafe { p.copy_from_nonoverlapping(b"0123456789abcdef".as_ptr(), 16) };
         let mut size = 16;
         // Grows through the arena, then past the arena's largest block into malloc.
         while size < 4 * LARGEST_FROM_ARENA {
+            // SAFETY: `p` is live with layout (size, 8); the new size is non-zero.
             p = unsafe { arena.realloc(p, layout(size, 8), size * 2) };
             size *= 2;
             assert!(!p.is_null());
+            // SAFETY: the grown block holds at least 16 bytes, the first 16 copied over.
             assert_eq!(unsafe { std::slice::from_raw_parts(p, 16) }, b"0123456789abcdef");
         }
         assert!(!arena.owns(p));
+        // SAFETY: `p` is live with layout (size, 8); 8 is non-zero.
         p = unsafe { arena.realloc(p, layout(size, 8), 8) };
+        // SAFETY: the shrunk block holds 8 bytes, copied from the old one.
         assert_eq!(unsafe { std::slice::from_raw_parts(p, 8) }, b"01234567");
+        // SAFETY: `p` came from this arena with layout (8, 8) and is freed once.
         unsafe { arena.dealloc(p, layout(8, 8)) };
     }
 }

@@ -56,9 +56,10 @@ use filters::FilterArgs;
     version,
     about = "A shell journal: which command made this file, from which inputs?",
     after_long_help = "Each subcommand has its own page: prov help query, prov query history --help, or \
-                       man prov-query-history. The README, installed as share/doc/prov/README.md under the \
-                       installation prefix (/usr/local/share/doc/prov/README.md by default), says what is \
-                       recorded and what is not, how to configure prov and how it is kept safe."
+                       man prov-query-history. The guide, installed as share/doc/prov/docs/guide.md under the \
+                       installation prefix (/usr/local/share/doc/prov/docs/guide.md by default), says what is \
+                       recorded and what is not, how to configure prov and how it is kept safe; reference.md \
+                       beside it lists every setting, JSON field and exit status."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -5,7 +5,7 @@
 //! `session`, `seq`, `text`, `cwd`, `host`, `user`, `shell`, `start_ns`,
 //! `start` (RFC 3339, UTC), `end_ns`/`end` (null while running),
 //! `exit_status` (null if unknown; 128+N for signal N), `complete`,
-//! `incomplete` (object of non-zero counters, see README),
+//! `incomplete` (object of non-zero counters, see docs/reference.md),
 //! `incomplete_reason` (why the record ended short and who ended it, or
 //! null), `untraced` (why the command ran untraced, or null), and for file
 //! queries `files`: objects with `id`, `access` ("read"/"write"), `path`,
@@ -282,5 +282,200 @@ mod tests {
         assert_eq!(status(&c).0, "exit ?");
         c.end_ns = None;
         assert_eq!(status(&c).0, "running");
+    }
+
+    fn file(id: i64, access: Access, path: &[u8], size: u64) -> FileRow {
+        FileRow {
+            id,
+            command_id: 1,
+            access,
+            path: path.to_vec(),
+            size,
+            mtime_ns: 1_700_000_000_000_000_000,
+            hash: Some(0x9dbc_9cab_24d9_544e),
+            hash_params: prov_model::hash::HashParams::default(),
+            pid: Some(42),
+        }
+    }
+
+    fn listing<'a>(
+        files: &'a [FileRow],
+        matched: &'a [i64],
+        now: &'a [FileNow],
+        archived: &'a HashSet<FileVersion>,
+    ) -> Listing<'a> {
+        Listing { files, matched, how: &[], total: files.len() as u64, now, archived }
+    }
+
+    fn plain() -> Paint {
+        Paint { on: false, glyphs: prov_export::glyphs::ASCII }
+    }
+
+    fn shown(c: &CommandRow, how: Option<&str>, files: Option<Listing<'_>>, files_shown: usize) -> String {
+        let mut out = Vec::new();
+        write_command(&mut out, c, how, files, files_shown, plain(), Some(b"/home/ana")).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units_with_one_decimal() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1024), "1.0 KiB");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(10 << 20), "10.0 MiB");
+        assert_eq!(human_size(3 << 30), "3.0 GiB");
+        assert_eq!(human_size(2048 << 40), "2048.0 TiB", "TiB is the largest unit");
+    }
+
+    #[test]
+    fn a_directory_with_control_characters_is_shown_escaped() {
+        assert_eq!(short_dir(b"/tmp/a\x1b[2Jb", None, "..."), "/tmp/a\\e[2Jb");
+        assert_eq!(short_dir(b"/tmp/\xff", None, "..."), "/tmp/\\xff");
+        assert!(!short_dir(b"/tmp/\x1b]0;title\x07", None, "...").contains('\x1b'));
+    }
+
+    #[test]
+    fn a_root_or_empty_home_abbreviates_nothing() {
+        assert_eq!(short_dir(b"/etc", Some(b"/"), "..."), "/etc");
+        assert_eq!(short_dir(b"/etc", Some(b""), "..."), "/etc");
+    }
+
+    #[test]
+    fn a_long_directory_keeps_at_least_its_last_component() {
+        let last = "x".repeat(40);
+        let dir = format!("/data/{last}");
+        assert_eq!(short_dir(dir.as_bytes(), None, "..."), format!(".../{last}"));
+    }
+
+    #[test]
+    fn a_command_line_has_id_time_status_directory_and_text_in_columns() {
+        let mut c = CommandRow::fixture(12);
+        c.cwd = b"/home/ana/proj".to_vec();
+        c.text = b"sort in.csv > sorted.csv".to_vec();
+        c.exit_status = Some(3);
+        let line = shown(&c, None, None, 30);
+        let expected = format!("#12   {}  exit 3    ~/proj  sort in.csv > sorted.csv\n", local(c.start_ns));
+        assert_eq!(line, expected);
+        c.exit_status = Some(0);
+        assert!(shown(&c, None, None, 30).contains("  ok        ~/proj  "), "the status column keeps its width");
+    }
+
+    #[test]
+    fn a_text_on_several_lines_is_one_line_with_marks() {
+        let mut c = CommandRow::fixture(1);
+        c.text = b"for f in *; do\n  wc -l $f\ndone".to_vec();
+        let out = shown(&c, None, None, 30);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.ends_with("for f in *; do ^J   wc -l $f ^J done\n"), "{out}");
+    }
+
+    #[test]
+    fn an_incomplete_record_says_why_on_its_line() {
+        let mut c = CommandRow::fixture(1);
+        c.completeness.unreadable = 2;
+        c.untraced = Some("the helper is missing".into());
+        let out = shown(&c, None, None, 30);
+        assert!(
+            out.trim_end().ends_with("(incomplete record: unreadable 2, untraced: the helper is missing)"),
+            "{out}"
+        );
+        let complete = shown(&CommandRow::fixture(1), None, None, 30);
+        assert!(!complete.contains("incomplete"), "{complete}");
+    }
+
+    #[test]
+    fn how_a_command_matched_follows_on_its_own_line() {
+        let c = CommandRow::fixture(5);
+        let out = shown(&c, Some("wrote it as /w/old.csv (moved since)"), None, 30);
+        assert_eq!(out.lines().nth(1), Some("    wrote it as /w/old.csv (moved since)"));
+    }
+
+    #[test]
+    fn files_are_listed_with_the_matched_one_marked_and_their_state() {
+        let c = CommandRow::fixture(1);
+        let files = [file(10, Access::Write, b"/w/out.csv", 10), file(11, Access::Read, b"/w/in.csv", 2048)];
+        let now = [FileNow::UpToDate, FileNow::Modified(vec!["mtime", "hash"])];
+        let mut archived = HashSet::new();
+        archived.insert((b"/w/in.csv".to_vec(), 2048, files[1].mtime_ns));
+        let out = shown(&c, None, Some(listing(&files, &[10], &now, &archived)), 30);
+        let lines: Vec<&str> = out.lines().collect();
+        let mtime = local(files[0].mtime_ns);
+        assert_eq!(lines[1], format!("    * write /w/out.csv  10 B  {mtime}  9dbc9cab24d9544e  [up to date]"));
+        assert_eq!(
+            lines[2],
+            format!("      read  /w/in.csv  2.0 KiB  {mtime}  9dbc9cab24d9544e  [modified (mtime, hash)]  [archived]")
+        );
+    }
+
+    #[test]
+    fn files_beyond_the_shown_number_are_counted_not_listed() {
+        let c = CommandRow::fixture(1);
+        let mut files: Vec<FileRow> = (0..5).map(|i| file(i, Access::Read, format!("/w/{i}").as_bytes(), 1)).collect();
+        files[4].hash = None;
+        let archived = HashSet::new();
+        let mut l = listing(&files, &[], &[], &archived);
+        l.total = 40;
+        let out = shown(&c, None, Some(l), 3);
+        assert_eq!(out.lines().count(), 1 + 3 + 1, "{out}");
+        assert!(out.ends_with("      ... and 37 more files (--json --all-files lists all)\n"), "{out}");
+        let all = shown(&c, None, Some(listing(&files, &[], &[], &archived)), 30);
+        assert!(all.contains("/w/4  1 B  ") && all.contains("  unreadable\n"), "no hash reads unreadable: {all}");
+    }
+
+    #[test]
+    fn command_json_counts_files_and_says_when_the_list_is_cut() {
+        let c = CommandRow::fixture(7);
+        let files = [file(1, Access::Write, b"/w/a", 1), file(2, Access::Read, b"/w/\xff", 1)];
+        let archived = HashSet::new();
+        let mut l = listing(&files, &[1], &[], &archived);
+        let whole = command_json(&c, Some(l));
+        assert_eq!(whole["type"], "command");
+        assert_eq!(whole["id"], 7);
+        assert_eq!(whole["file_count"], 2);
+        assert_eq!(whole["files_truncated"], false);
+        assert_eq!(whole["files"][0]["matched"], true);
+        assert_eq!(whole["files"][1]["matched"], false);
+        assert_eq!(whole["files"][1]["path_hex"], "2f772fff", "exact bytes of a name that is not UTF-8");
+        assert!(whole["files"][0].get("archived").is_none(), "archived only where true");
+        assert!(whole["files"][0].get("now").is_none(), "now only with --stat");
+        l.total = 1000;
+        assert_eq!(command_json(&c, Some(l))["files_truncated"], true);
+        assert!(command_json(&c, None).get("files").is_none(), "no files key when files are not listed");
+    }
+
+    #[test]
+    fn file_json_carries_how_it_matched_and_its_state_now() {
+        let c = CommandRow::fixture(1);
+        let files = [file(3, Access::Read, b"/w/x", 1)];
+        let now = [FileNow::Missing];
+        let how = [(3, prov_export::lineage::MatchKind::Moved)];
+        let archived = HashSet::new();
+        let l = Listing { how: &how, ..listing(&files, &[3], &now, &archived) };
+        let f = &command_json(&c, Some(l))["files"][0];
+        assert_eq!(f["match"], "moved");
+        assert_eq!(f["now"], serde_json::json!({"state": "missing", "differs": [], "error": null}));
+    }
+
+    #[test]
+    fn sessions_show_their_short_form() {
+        let s = SessionRow {
+            session: "0193a0b2-7c4d-7e5f-8a9b-3f2a9c1d5e6f".into(),
+            host: "node17".into(),
+            user: "ana".into(),
+            shell: "zsh".into(),
+            first_ns: 1_700_000_000_000_000_000,
+            last_ns: 1_700_000_060_000_000_000,
+            commands: 12,
+        };
+        let v = session_json(&s);
+        assert_eq!(v["type"], "session");
+        assert_eq!(v["short"], "9c1d5e6f");
+        assert_eq!(v["commands"], 12);
+        let mut out = Vec::new();
+        write_session(&mut out, &s).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.starts_with("9c1d5e6f  "), "{line}");
+        assert!(line.ends_with("     12 commands  ana@node17  zsh\n"), "{line}");
     }
 }

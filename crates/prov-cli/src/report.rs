@@ -1,5 +1,5 @@
 //! `prov report`: the journal as one self-contained HTML page (see the
-//! prov-report crate and README.md, "HTML report").
+//! prov-report crate and docs/guide.md, "HTML report").
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

@@ -20,9 +20,13 @@ use crate::fanotify::{RawEvent, Reader};
 use crate::ipc;
 use crate::long_text;
 use crate::members::Members;
+use crate::nested_namespaces::NamespaceCalls;
 use crate::new_mounts::MountWatch;
 use crate::new_pids::NewPids;
-use crate::protocol::{RecordIdentity, StoreReport, ToCaller, ToCollector, UNOBSERVED_TAG, UNTRACED_TAG};
+use crate::protocol::{
+    RecordIdentity, StoreReport, ToCaller, ToCollector, ENCLOSED_TAG, NAMESPACE_LISTENER_TAG, UNOBSERVED_TAG,
+    UNTRACED_TAG, UNWATCHED_TAG,
+};
 use crate::resolve::Resolver;
 use crate::writer_link::WriterLink;
 
@@ -124,6 +128,8 @@ struct State {
     /// CPU time used by this process and its writer before this record (an
     /// observation serving several records reports each one's own).
     cpu_before: u64,
+    /// Mount namespaces the command's processes make or enter.
+    namespace_calls: NamespaceCalls,
 }
 
 pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
@@ -133,6 +139,8 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     handshake(&h)?;
     // Started after Ready, so the command does not wait for it.
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    let own_namespace = nix::sys::stat::fstat(h.namespace.as_fd()).map_or(0, |s| s.st_ino);
+    st.namespace_calls = NamespaceCalls::new(own_namespace);
     let started = Instant::now();
     let new_pids = new_pids
         .map_err(|e| st.writer.log(format!("each look for the command's processes reads all of /proc: {e}")))
@@ -242,6 +250,8 @@ struct ReadySources {
     mounts_changed: bool,
     /// The writer has exited.
     writer_gone: bool,
+    /// What poll() said of each namespace listener.
+    listeners: Vec<PollFlags>,
 }
 
 impl Observation<'_> {
@@ -255,6 +265,9 @@ impl Observation<'_> {
                 st.pump(self.group)?;
             }
             st.retry_processes();
+            if ready.listeners.iter().any(|f| !f.is_empty()) {
+                st.namespace_calls.serve(&ready.listeners);
+            }
             if ready.tracker {
                 self.read_tracker(st);
                 if !self.tracker_open {
@@ -287,7 +300,7 @@ impl Observation<'_> {
             if st.begin_due.is_some_and(|due| Instant::now() >= due) {
                 st.start_record();
             }
-            if self.command_gone() && (self.ended || !self.ctl_open) {
+            if self.command_gone(st) && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
         }
@@ -314,6 +327,8 @@ impl Observation<'_> {
             // No events asked for: only its hang-up (the writer's exit) shows.
             fds.push(PollFd::new(fd, PollFlags::empty()));
         }
+        let first_listener = fds.len();
+        fds.extend(st.namespace_calls.poll_fds());
         let first_member = fds.len();
         fds.extend(self.lingering.iter().map(|p| PollFd::new(p.as_fd(), PollFlags::POLLIN)));
         let polled = poll(&mut fds, timeout);
@@ -325,6 +340,10 @@ impl Observation<'_> {
             member_exited: (first_member..fds.len()).any(ready),
             mounts_changed: self.mounts.is_some() && ready(mount_watch),
             writer_gone: watching_writer && ready(writer_watch),
+            listeners: fds[first_listener..first_member]
+                .iter()
+                .map(|f| f.revents().unwrap_or(PollFlags::empty()))
+                .collect(),
         };
         drop(fds);
         match polled {
@@ -341,6 +360,13 @@ impl Observation<'_> {
     /// last process is gone.
     fn read_tracker(&mut self, st: &mut State) {
         match ipc::recv(self.tracker.as_fd()) {
+            Ok(Some((msg, fds))) if msg.first() == Some(&NAMESPACE_LISTENER_TAG) => {
+                fds.into_iter().for_each(|l| st.namespace_calls.add_listener(l));
+            }
+            Ok(Some((msg, _))) if msg.first() == Some(&ENCLOSED_TAG) => st.namespace_calls.enclosed(),
+            Ok(Some((msg, _))) if msg.first() == Some(&UNWATCHED_TAG) => {
+                st.namespace_calls.unwatched(String::from_utf8_lossy(&msg[1..]).into_owned());
+            }
             Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
             Ok(Some((msg, _))) if msg.first() == Some(&UNTRACED_TAG) => {
                 let why = String::from_utf8_lossy(&msg[1..]).into_owned();
@@ -351,10 +377,11 @@ impl Observation<'_> {
         }
     }
 
-    /// The command's last process is gone: the tracker has hung up and no
-    /// process is left in the namespace.
-    fn command_gone(&self) -> bool {
-        !self.tracker_open && self.lingering.is_empty()
+    /// The command's last process is gone: the tracker has hung up, no
+    /// process is left in the namespace, and none carries a namespace filter
+    /// of the command (one may have left the namespace for its own).
+    fn command_gone(&self, st: &State) -> bool {
+        !self.tracker_open && self.lingering.is_empty() && !st.namespace_calls.watching()
     }
 
     /// Which of the command's processes are alive, now that the tracker is
@@ -415,6 +442,9 @@ impl Observation<'_> {
                 // stored (its last process gone, every event read), and the
                 // shell sends Prepare and Begin and runs the command without
                 // waiting, so its first events can be read before Prepare.
+                if let Some(state_dir) = settings.spool_dir.parent() {
+                    st.namespace_calls.keep_notes_in(state_dir.join("nested"), &identity.host);
+                }
                 st.redactor = Some(Redactor::new(&settings.redact));
                 st.redact_archived = settings.archive.redact;
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
@@ -475,6 +505,9 @@ impl Observation<'_> {
                 // others end as before.
                 if st.reuse_asked {
                     self.catch_up_with_tracker(st);
+                    // The command's last process was reaped before `End`:
+                    // its listeners have hung up, or are about to say why not.
+                    st.catch_up_with_listeners();
                     // A mount that could not be marked: the namespace is no
                     // longer what was prepared (said now, not at the end).
                     for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
@@ -484,10 +517,10 @@ impl Observation<'_> {
                 }
                 // All processes gone (`prov run` ends after its command):
                 // the reply must include their last events.
-                if self.command_gone() {
+                if self.command_gone(st) {
                     st.settle(self.group)?;
                 }
-                st.processes_over = self.command_gone();
+                st.processes_over = self.command_gone(st);
                 let mut report = st.drain_and_sync(self.group, Some(end))?;
                 let next_tracker = self.fit_for_another_record(st, &report).then(|| self.offer_again(st)).flatten();
                 report.reusable = next_tracker.is_some();
@@ -560,7 +593,7 @@ impl Observation<'_> {
     /// kept, and the observation is within its limits of records and age.
     fn fit_for_another_record(&self, st: &State, report: &StoreReport) -> bool {
         st.reuse_asked
-            && self.command_gone()
+            && self.command_gone(st)
             && !self.mounts_moved
             && self.members.is_some()
             && self.mounts.is_some()
@@ -609,6 +642,9 @@ impl Observation<'_> {
         }
         for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
             st.writer.log(failure);
+        }
+        for caveat in st.namespace_calls.caveats() {
+            st.writer.log(caveat);
         }
         if st.begun {
             st.settle(self.group)?;
@@ -683,6 +719,7 @@ impl State {
             reuse_asked: false,
             unmarked_at_start: unmarked_mounts,
             cpu_before: 0,
+            namespace_calls: NamespaceCalls::default(),
         }
     }
 
@@ -701,6 +738,7 @@ impl State {
         self.redactor = None;
         self.processes_over = false;
         self.reuse_asked = false;
+        self.namespace_calls.next_record();
     }
 
     /// One read() of the kernel's queue into the backlog, as far as the
@@ -810,6 +848,18 @@ impl State {
         }
     }
 
+    /// Answers the calls waiting on the namespace listeners and drops those
+    /// that hung up, without waiting.
+    fn catch_up_with_listeners(&mut self) {
+        let mut fds: Vec<PollFd> = self.namespace_calls.poll_fds().collect();
+        if fds.is_empty() || !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
+            return;
+        }
+        let flags: Vec<PollFlags> = fds.iter().map(|f| f.revents().unwrap_or(PollFlags::empty())).collect();
+        drop(fds);
+        self.namespace_calls.serve(&flags);
+    }
+
     fn flush(&mut self) {
         // Contents are archived only along with an event, so an empty
         // batch has none waiting either.
@@ -822,6 +872,7 @@ impl State {
         let mut c = self.resolver.as_ref().map(|r| r.completeness).unwrap_or_default();
         c.unobserved_setuid += self.unobserved_setuid;
         c.unmarked_mounts += self.unmarked_mounts;
+        c.nested_namespaces += self.namespace_calls.count();
         c
     }
 
@@ -852,10 +903,12 @@ impl State {
             let processes = self.resolver.as_mut().map(|r| r.processes.take_all()).unwrap_or_default();
             self.send_processes(processes);
         }
+        self.namespace_calls.collect_notes();
         let completeness = self.completeness();
         self.writer.send(ToWriter::Completeness(completeness));
         if let Some(mut end) = end {
             end.untraced = end.untraced.or_else(|| self.untraced.clone());
+            end.incomplete = end.incomplete.or_else(|| self.namespace_calls.reason());
             self.writer.send(ToWriter::End(end));
         }
         let SyncReport { events, spooled, lost, cpu_ns, fallback } =

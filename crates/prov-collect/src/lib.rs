@@ -11,6 +11,7 @@ pub mod fanotify;
 pub mod ipc;
 pub mod long_text;
 pub mod members;
+pub mod nested_namespaces;
 pub mod new_mounts;
 pub mod new_pids;
 pub mod processes;

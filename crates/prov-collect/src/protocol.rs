@@ -160,3 +160,12 @@ pub const UNOBSERVED_TAG: u8 = b'U';
 /// Tag of a join helper's report on the tracker socket: the program could
 /// not enter the observation and runs untraced (the reason follows).
 pub const UNTRACED_TAG: u8 = b'X';
+/// Tag of a join helper's report on the tracker socket: the seccomp listener
+/// of the program's namespace filter is attached (see nested_namespaces).
+pub const NAMESPACE_LISTENER_TAG: u8 = b'S';
+/// Tag of a join helper's report on the tracker socket: the program carries
+/// an enclosing observation's namespace filter, which notes its calls.
+pub const ENCLOSED_TAG: u8 = b'N';
+/// Tag of a join helper's report on the tracker socket: the program's
+/// namespace calls cannot be watched (the reason follows).
+pub const UNWATCHED_TAG: u8 = b'W';

@@ -108,3 +108,43 @@ pub fn peer_pidfd(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
     }
     Ok(own_new_fd(fd))
 }
+
+/// One call a process of the command made that the namespace filter stopped
+/// (`struct seccomp_notif`): it waits in the kernel until answered.
+pub struct StoppedCall {
+    pub id: u64,
+    pub pid: u32,
+    pub nr: i32,
+    pub arch: u32,
+    pub args: [u64; 6],
+}
+
+/// Takes the next stopped call from a seccomp listener (SECCOMP_IOCTL_NOTIF_RECV).
+/// ENOENT: the caller was killed before it was read.
+pub fn receive_stopped_call(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<StoppedCall> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero seccomp_notif is valid, and the kernel requires
+    // it zeroed before RECV.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes one seccomp_notif into the struct we own.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &raw mut notif) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(StoppedCall { id: notif.id, pid: notif.pid, nr: notif.data.nr, arch: notif.data.arch, args: notif.data.args })
+}
+
+/// Lets a stopped call go on exactly as the process made it
+/// (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the listener never changes a result.
+/// ENOENT: the caller is gone (killed while it waited).
+pub fn continue_call(listener: std::os::fd::BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut resp =
+        libc::seccomp_notif_resp { id, val: 0, error: 0, flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32 };
+    // SAFETY: SEND reads one seccomp_notif_resp from the struct we own.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &raw mut resp) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -17,4 +17,7 @@ pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};
-pub use record::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};
+pub use record::{
+    Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord,
+    NESTED_NAMESPACES_REASON_END,
+};

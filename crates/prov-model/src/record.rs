@@ -167,6 +167,11 @@ mod opt_bytes_as_hex {
     }
 }
 
+/// How the collector's reason for mount namespaces made inside a command
+/// ends (it goes in `CommandEnd::incomplete`): tells such a record from one
+/// that ended short.
+pub const NESTED_NAMESPACES_REASON_END: &str = ": files used there were not seen";
+
 /// Everything that kept a record from being complete. A record is complete
 /// when all counters are zero.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +192,11 @@ pub struct Completeness {
     pub unobserved_setuid: u64,
     /// Mounts of the namespace that could not be marked (e.g. user FUSE mounts).
     pub unmarked_mounts: u64,
+    /// Calls by which a process of the command made or entered another mount
+    /// namespace (`unshare -m`, bwrap, Apptainer, podman, nsenter): the
+    /// observation's marks do not reach there, so its files were not seen.
+    #[serde(default)]
+    pub nested_namespaces: u64,
 }
 
 impl Completeness {
@@ -204,6 +214,7 @@ impl Completeness {
             ("dropped_write_limit", self.dropped_write_limit),
             ("unobserved_setuid", self.unobserved_setuid),
             ("unmarked_mounts", self.unmarked_mounts),
+            ("nested_namespaces", self.nested_namespaces),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -218,6 +229,7 @@ impl Completeness {
         self.dropped_write_limit += other.dropped_write_limit;
         self.unobserved_setuid += other.unobserved_setuid;
         self.unmarked_mounts += other.unmarked_mounts;
+        self.nested_namespaces += other.nested_namespaces;
     }
 }
 

@@ -279,7 +279,8 @@ pub fn build(input: &ReportInput) -> Data {
 /// count, and are shown as 1.
 fn incomplete_of(c: &CommandRow) -> Vec<(&'static str, u64)> {
     let mut reasons = c.completeness.reasons();
-    if c.incomplete.is_some() {
+    // The reason for nested namespaces goes with their counter.
+    if c.incomplete.as_deref().is_some_and(|why| !why.ends_with(prov_model::NESTED_NAMESPACES_REASON_END)) {
         reasons.push(("ended_short", 1));
     }
     if c.untraced.is_some() {

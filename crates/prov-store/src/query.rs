@@ -117,7 +117,7 @@ const COMMAND_SELECT: &str = "
     SELECT c.id, c.uuid, c.session, c.seq, c.text, c.cwd, c.host, c.user, c.shell, c.start_ns,
            c.end_ns, c.exit_status, c.queue_overflows, c.unreadable, c.denied,
            c.dropped_read_limit, c.dropped_write_limit, c.unobserved_setuid, c.unmarked_mounts,
-           c.incomplete, c.untraced
+           c.incomplete, c.untraced, c.nested_namespaces
     FROM commands c";
 
 /// An event's columns, its command and the command's bases; `r` is the
@@ -454,6 +454,7 @@ pub(crate) fn command_row(r: &Row) -> rusqlite::Result<CommandRow> {
             dropped_write_limit: counter(16)?,
             unobserved_setuid: counter(17)?,
             unmarked_mounts: counter(18)?,
+            nested_namespaces: counter(21)?,
         },
         incomplete: r.get(19)?,
         untraced: r.get(20)?,

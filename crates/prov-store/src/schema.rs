@@ -13,7 +13,7 @@ use crate::error::{Context, Result, StoreError};
 
 /// (version, sql), applied in order; versions are 1, 2, 3, ...
 pub(crate) const MIGRATIONS: &[(i64, &str)] =
-    &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5)];
+    &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5), (6, MIGRATION_6)];
 
 /// The newest schema this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -247,6 +247,12 @@ CREATE TABLE sync_state(
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) WITHOUT ROWID;
+";
+
+/// Mount namespaces a command's processes made or entered (see
+/// `Completeness::nested_namespaces`).
+const MIGRATION_6: &str = "
+ALTER TABLE commands ADD COLUMN nested_namespaces INTEGER NOT NULL DEFAULT 0;
 ";
 
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {

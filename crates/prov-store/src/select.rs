@@ -251,7 +251,7 @@ fn command_clause(f: &CommandFilter) -> Clause {
     if f.incomplete {
         w.push(
             "((c.queue_overflows + c.unreadable + c.denied + c.dropped_read_limit
-               + c.dropped_write_limit + c.unobserved_setuid + c.unmarked_mounts) > 0
+               + c.dropped_write_limit + c.unobserved_setuid + c.unmarked_mounts + c.nested_namespaces) > 0
               OR c.incomplete IS NOT NULL OR c.untraced IS NOT NULL)",
             [],
         );

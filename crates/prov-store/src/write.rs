@@ -249,7 +249,7 @@ impl Writer<'_> {
             .prepare_cached(
                 "UPDATE commands SET queue_overflows = ?2, unreadable = ?3, denied = ?4,
                     dropped_read_limit = ?5, dropped_write_limit = ?6,
-                    unobserved_setuid = ?7, unmarked_mounts = ?8
+                    unobserved_setuid = ?7, unmarked_mounts = ?8, nested_namespaces = ?9
                  WHERE id = ?1",
             )
             .and_then(|mut s| {
@@ -261,7 +261,8 @@ impl Writer<'_> {
                     count(c.dropped_read_limit),
                     count(c.dropped_write_limit),
                     count(c.unobserved_setuid),
-                    count(c.unmarked_mounts)
+                    count(c.unmarked_mounts),
+                    count(c.nested_namespaces)
                 ])
             })
             .ctx(self.path, "recording a command's completeness")?;

@@ -290,6 +290,7 @@ fn pull_records(
             dropped_write_limit: n(4),
             unobserved_setuid: n(5),
             unmarked_mounts: n(6),
+            nested_namespaces: n(7),
         };
         let end = CommandEnd {
             end_ns: row.get::<_, Option<i64>>(10).unwrap_or(begin.start_ns),

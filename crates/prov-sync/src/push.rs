@@ -391,7 +391,7 @@ fn push_batch(tx: &mut postgres::Transaction, server: &str, records: &[&Record])
 }
 
 /// A record's completeness counters in the server's order.
-fn counters_of(c: &CommandRow) -> [i64; 7] {
+fn counters_of(c: &CommandRow) -> [i64; 8] {
     let k = &c.completeness;
     [
         k.queue_overflows,
@@ -401,6 +401,7 @@ fn counters_of(c: &CommandRow) -> [i64; 7] {
         k.dropped_write_limit,
         k.unobserved_setuid,
         k.unmarked_mounts,
+        k.nested_namespaces,
     ]
     .map(|n| n as i64)
 }

@@ -54,7 +54,8 @@ CREATE TABLE prov.commands(
     text bytea NOT NULL,
     cwd bytea NOT NULL,
     -- queue_overflows, unreadable, denied, dropped_read_limit,
-    -- dropped_write_limit, unobserved_setuid, unmarked_mounts
+    -- dropped_write_limit, unobserved_setuid, unmarked_mounts,
+    -- nested_namespaces (a record pushed by an older prov has fewer)
     counters bigint[] NOT NULL,
     incomplete text,
     untraced text,

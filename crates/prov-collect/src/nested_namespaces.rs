@@ -1,0 +1,266 @@
+//! Mount namespaces the command's processes make or enter: `unshare -m`,
+//! bwrap, Apptainer, podman, `nsenter`. A new mount namespace holds copies
+//! of the observed one's mounts, and fanotify marks are not copied, so what
+//! the processes do in there is not seen, and the record must say so.
+//!
+//! The join helper puts a seccomp filter on each of the command's programs
+//! (suid-helper `namespace_filter`) and hands its listener here, over the
+//! tracker. A call that makes or enters a mount namespace then waits in the
+//! kernel until this side has noted the program and let the call go on
+//! unchanged. So a record cannot be finished before every such call is
+//! noted: the calling process is alive until answered. A listener hangs up
+//! once every process carrying its filter has exited (Linux 5.8+), which
+//! is also when the command is over: processes gone into a namespace of
+//! their own are still the command's.
+//!
+//! Several listeners can serve one record (each program of a pipeline is
+//! joined on its own). A program started inside another observation's
+//! command (a prov run inside a traced shell, a shell inside a tmux started
+//! from one) keeps the enclosing filter, as the kernel allows one listener
+//! per process: its calls reach the enclosing observation's collector,
+//! which finds the caller in another namespace than its own and leaves a
+//! note for that namespace's observation (a file in the user's state
+//! directory, written before the call goes on, so before the record it
+//! concerns can end); that observation reads its notes when it stores its
+//! record (`enclosed`).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use nix::poll::{PollFd, PollFlags};
+use prov_model::NESTED_NAMESPACES_REASON_END;
+
+use crate::sys;
+
+/// Programs named in the record's reason; the count says how many more.
+const NAMED: usize = 3;
+
+/// Notes older than this are for namespaces no observation will ask about
+/// (a container the command made, entered again): removed.
+const NOTE_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Default)]
+pub struct NamespaceCalls {
+    /// The observed namespace's inode: calls made there are this record's.
+    own_namespace: u64,
+    /// Where notes for other observations go, and this one's are found, and
+    /// the host their names carry (a shared home serves several machines).
+    notes: Option<(PathBuf, String)>,
+    /// Listeners whose filter still has a process.
+    listeners: Vec<OwnedFd>,
+    /// The programs that made or entered a namespace, for the reason.
+    programs: Vec<String>,
+    /// Calls noted during this record.
+    count: u64,
+    /// Some process of the command is watched by an enclosing observation.
+    enclosed: bool,
+    /// Why some process of the command could not be watched at all.
+    unwatched: Option<String>,
+}
+
+impl NamespaceCalls {
+    pub fn new(own_namespace: u64) -> NamespaceCalls {
+        NamespaceCalls { own_namespace, ..NamespaceCalls::default() }
+    }
+
+    /// Where notes are kept (the directory beside the spool), from the
+    /// record's settings.
+    pub fn keep_notes_in(&mut self, dir: PathBuf, host: &str) {
+        self.notes = Some((dir, host.to_string()));
+    }
+
+    pub fn add_listener(&mut self, listener: OwnedFd) {
+        self.listeners.push(listener);
+    }
+
+    pub fn enclosed(&mut self) {
+        self.enclosed = true;
+    }
+
+    pub fn unwatched(&mut self, why: String) {
+        self.unwatched.get_or_insert(why);
+    }
+
+    /// Some process carrying one of the listeners' filters is alive.
+    pub fn watching(&self) -> bool {
+        !self.listeners.is_empty()
+    }
+
+    /// The listeners, for poll(): readable when a call waits, hung up when
+    /// the last process carrying the filter is gone.
+    pub fn poll_fds(&self) -> impl Iterator<Item = PollFd<'_>> {
+        self.listeners.iter().map(|l| PollFd::new(l.as_fd(), PollFlags::POLLIN))
+    }
+
+    /// Answers every waiting call and drops the listeners that hung up.
+    /// `ready[i]`: what poll() said of listener i.
+    pub fn serve(&mut self, ready: &[PollFlags]) {
+        let mut keep = Vec::with_capacity(self.listeners.len());
+        for (i, listener) in std::mem::take(&mut self.listeners).into_iter().enumerate() {
+            let flags = ready.get(i).copied().unwrap_or(PollFlags::empty());
+            if flags.contains(PollFlags::POLLIN) {
+                self.answer(&listener);
+            }
+            // Hung up with nothing left to read: every process is gone.
+            let gone = flags.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) && !flags.contains(PollFlags::POLLIN);
+            if !gone {
+                keep.push(listener);
+            }
+        }
+        self.listeners = keep;
+    }
+
+    /// Notes one waiting call, then lets it go on: whatever the call leads
+    /// to comes after the note. A caller killed meanwhile (ENOENT) made no
+    /// namespace.
+    fn answer(&mut self, listener: &OwnedFd) {
+        let Ok(call) = sys::receive_stopped_call(listener.as_fd()) else { return };
+        // Read while the caller waits: it is alive and this is its name.
+        let caller = Caller::of(call.pid);
+        // prov's own helper, observing or joining for a prov run or a traced
+        // shell inside the command: those commands have records of their own.
+        if !caller.is_prov_helper() {
+            let what = if is_setns(call.arch, call.nr) {
+                "entered another mount namespace"
+            } else {
+                "made a mount namespace of its own"
+            };
+            let program = caller.name.unwrap_or_else(|| "a process".into());
+            let named = if call.pid > 0 { format!("{program} (pid {})", call.pid) } else { program };
+            let line = format!("{named} {what}");
+            match caller.namespace {
+                // A process of another observation, started inside this
+                // command: that observation's record is told.
+                Some(ns) if ns != self.own_namespace && self.own_namespace != 0 => self.leave_note(ns, call.pid, &line),
+                _ => self.note(line),
+            }
+        }
+        let _ = sys::continue_call(listener.as_fd(), call.id);
+    }
+
+    fn note(&mut self, line: String) {
+        self.count += 1;
+        if self.programs.len() < NAMED {
+            self.programs.push(line);
+        }
+    }
+
+    /// For the observation of namespace `ns`, whose command's process made
+    /// the call (best effort: without a directory, nobody is told).
+    fn leave_note(&self, ns: u64, pid: u32, line: &str) {
+        let Some((dir, host)) = &self.notes else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let now = SystemTime::now();
+        let stamp = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let _ = std::fs::write(dir.join(format!("{host}-{ns}-{pid}-{stamp}")), line);
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let old = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|m| now.duration_since(m).ok());
+            if old.is_some_and(|age| age > NOTE_LIFETIME) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// Takes the notes enclosing observations left for this one.
+    pub fn collect_notes(&mut self) {
+        if !self.enclosed || self.own_namespace == 0 {
+            return;
+        }
+        let Some((dir, host)) = self.notes.clone() else { return };
+        let prefix = format!("{host}-{}-", self.own_namespace);
+        let mut found: Vec<_> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        for path in found {
+            if let Ok(line) = std::fs::read_to_string(&path) {
+                self.note(line);
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// Calls noted during this record (`Completeness::nested_namespaces`).
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The record's reason, when a call was noted.
+    pub fn reason(&self) -> Option<String> {
+        if self.programs.is_empty() {
+            return None;
+        }
+        let more = self.count.saturating_sub(self.programs.len() as u64);
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        Some(format!("{}{more}{NESTED_NAMESPACES_REASON_END}", self.programs.join("; ")))
+    }
+
+    /// Said in the collector's log: calls of this record that another
+    /// observation notes, or that nothing could watch.
+    pub fn caveats(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        out.extend(
+            self.unwatched.iter().map(|why| format!("mount namespaces made by this command not watched: {why}")),
+        );
+        out
+    }
+
+    /// For the next record of the observation (the last one's processes are
+    /// all gone, so are its listeners).
+    pub fn next_record(&mut self) {
+        *self = NamespaceCalls {
+            listeners: std::mem::take(&mut self.listeners),
+            own_namespace: self.own_namespace,
+            notes: self.notes.take(),
+            ..NamespaceCalls::default()
+        };
+    }
+}
+
+/// What /proc/PID/status tells of a stopped caller.
+struct Caller {
+    name: Option<String>,
+    effective_uid: Option<u32>,
+    /// The inode of its mount namespace (before the call).
+    namespace: Option<u64>,
+}
+
+impl Caller {
+    fn of(pid: u32) -> Caller {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+        Caller {
+            name: field("Name:").map(str::to_string),
+            // "Uid:" real, effective, saved, filesystem.
+            effective_uid: field("Uid:").and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok()),
+            // "mnt:[INODE]"; unreadable for a process that is not ours to look at.
+            namespace: std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
+                .ok()
+                .and_then(|link| link.to_str()?.strip_prefix("mnt:[")?.strip_suffix(']')?.parse().ok()),
+        }
+    }
+
+    /// The setuid helper as installed: nobody else runs with root's
+    /// effective uid under that name inside a user's command.
+    fn is_prov_helper(&self) -> bool {
+        self.name.as_deref() == Some("prov-helper") && self.effective_uid == Some(0)
+    }
+}
+
+/// Whether a stopped call is setns (it entered a namespace) rather than
+/// unshare or clone (it made one): the numbers of the filter's tables.
+fn is_setns(arch: u32, nr: i32) -> bool {
+    const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
+    const X32_SYSCALL_BIT: i32 = 0x4000_0000;
+    if arch == AUDIT_ARCH_I386 {
+        return nr == 346;
+    }
+    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_setns
+}
