@@ -171,9 +171,14 @@ fn a_typed_command_whose_collector_or_writer_is_killed_keeps_its_status() {
         for victim in ["prov-collector", "prov-writer"] {
             let case = Case::new(&format!("faults-killed-typed-{shell}-{victim}"));
             let mut sh = pty::Shell::start(&case, shell);
-            let text = "echo x > x.txt; sleep 2; (exit 5)";
+            let text = "echo x > x.txt; sleep 3; (exit 5)";
             sh.session.send_line(text).unwrap();
             let collector = collector_of_child_of(sh.pid, "sleep").expect("an observed sleep");
+            // Its start is stored (bash's comes with its first events): what
+            // the shell has to keep is the end.
+            wait_until("the running command's record", || {
+                case.query(["history"]).iter().any(|r| r["end_ns"].is_null())
+            });
             let pid = match victim {
                 "prov-collector" => collector,
                 _ => children_of(collector).into_iter().find(|(_, n)| n == victim).expect("a writer").0,
