@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use expectrl::session::OsSession;
+use expectrl::Expect;
 use prov_e2e::container::{docker, image, Volume, CAP_OPTIONS};
 use prov_e2e::pty::{prompt_rc, Shell};
 use prov_e2e::*;
@@ -155,4 +156,66 @@ fn doctor_names_the_nosuid_mount_a_helper_is_on() {
             && w[1].contains("install prov on a filesystem without nosuid")),
         "{report}"
     );
+}
+
+/// `prov doctor` at the prompt of the container's shell, which is the
+/// container's PID 1, checks that shell: it does not say it was started
+/// from no interactive shell. The image has python3 for its users' data.
+#[test]
+fn doctor_at_the_containers_shell_checks_that_shell_and_python3_is_there() {
+    let volume = Volume::new("doctor-pid1");
+    set_prompts(&volume);
+    for name in ["bash", "zsh"] {
+        let mut shell = container_shell(&volume, CAP_OPTIONS, name);
+        let pid = shell.run("echo pid=$$");
+        assert!(pid.contains("pid=1"), "{name} is the container's PID 1: {pid}");
+        let doctor = shell.run("prov doctor");
+        assert!(doctor.contains(&format!("this {name} (pid 1) is traced")), "{name}: {doctor}");
+        assert!(!doctor.contains("not started from an interactive"), "{name}: {doctor}");
+        let python = shell.run("python3 -c 'print(6 * 7)'");
+        assert!(python.contains("42"), "{name}: {python}");
+        shell.exit();
+    }
+}
+
+/// The run line the documents give, run as written (its volume named after
+/// a user of its own): the container is removed when its shell exits, the
+/// journal stays on a volume of that user's.
+#[test]
+fn the_documented_run_line_leaves_no_container_and_a_volume_per_user() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let mut lines = Vec::new();
+    for doc in ["docs/deploy.md", "packaging/docker/README.md"] {
+        let text = std::fs::read_to_string(repo.join(doc)).unwrap();
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("docker run -it"))
+            .unwrap_or_else(|| panic!("{doc} gives a run line"))
+            .to_owned();
+        lines.push(line);
+    }
+    let line = lines[0].split("   #").next().unwrap().trim().to_owned();
+    assert_eq!(lines[1], line, "both documents give the same run line");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    assert!(readme.contains(&format!("&& {line}")), "README.md's quick start gives it too");
+    assert!(line.contains(" --rm ") && line.contains("prov-journal-$USER"), "{line}");
+    let user = format!("e2e{}", std::process::id());
+    let volume = format!("prov-journal-{user}");
+    // As written, the test's image in place of prov:latest, a command after it.
+    let run = format!(
+        "{} sh -c 'echo journal > ~/kept.txt; python3 -c \"print(6 * 7)\"'",
+        line.replace("prov:latest", image())
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &run]).env("USER", &user);
+    let mut session = OsSession::spawn(cmd).expect("spawn the documented docker run line in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    session.expect("42").expect("the container's command ran");
+    session.expect(expectrl::Eof).expect("the container ended");
+    let left = docker(&["ps", "-a", "--filter", &format!("volume={volume}"), "--format", "{{.ID}}"]);
+    let kept = docker(&["run", "--rm", "-v", &format!("{volume}:/home/user"), image(), "cat", "/home/user/kept.txt"]);
+    docker(&["volume", "rm", "-f", &volume]);
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "no container left: {}", describe(&left));
+    assert_eq!(String::from_utf8_lossy(&kept.stdout).trim(), "journal", "{}", describe(&kept));
 }

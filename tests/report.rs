@@ -264,3 +264,120 @@ fn report_limit_stdout_and_errors() {
     assert_eq!(std::fs::read_to_string(ro.join("r.html")).unwrap(), "earlier");
     assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 1, "nothing left behind in ro/");
 }
+
+/// A path a command read leads to the entry of the command that wrote it,
+/// and every listed file to its lineage, drawn as `prov query lineage`
+/// draws it (a moved file and a command typed on two lines included).
+/// Sessions are named as sessions, not as a `#N` that reads like a command
+/// id; the shell's exit and `clear` neither fill the list nor the charts.
+#[test]
+fn report_links_files_to_writers_and_lineage() {
+    let case = Case::new("report_links");
+    ok(run_in(&case, SESSION_A, "printf 'b,2\\na,1\\n' > data.csv\necho made"));
+    ok(run_in(&case, SESSION_A, "mv data.csv raw.csv"));
+    ok(run_in(&case, SESSION_B, "sort raw.csv > sorted.csv"));
+    // The shell's own exit writes its history files; here a stand-in named
+    // `exit` on PATH does the writing.
+    let bin = case.work.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("exit"), "#!/bin/sh\nfor f in 1 2 3 4; do echo $f > .hist$f; done\n").unwrap();
+    std::fs::set_permissions(bin.join("exit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    case.chown_tree(&bin);
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    for word in ["exit", "clear"] {
+        let out = case
+            .command(case.inst.prov())
+            .env("PROV_SESSION", SESSION_A)
+            .env("PATH", &path)
+            .env("TERM", "dumb")
+            .args(["run", "--", word])
+            .output()
+            .unwrap();
+        assert_traced(&out);
+    }
+
+    let history = case.query(["history", "-n", "100"]);
+    let id_of = |text: &str| -> i64 {
+        history.iter().find(|c| c["text"].as_str().unwrap().starts_with(text)).unwrap_or_else(|| panic!("{text}"))["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let (made, sorted) = (id_of("sh -c 'printf"), id_of("sh -c 'sort"));
+    let work = std::fs::canonicalize(&case.work).unwrap();
+    let raw = work.join("raw.csv").to_str().unwrap().to_string();
+    let sorted_csv = work.join("sorted.csv").to_str().unwrap().to_string();
+    // Asked from outside the work directory, the CLI shows whole paths, as
+    // the report does.
+    let cli = case
+        .command(case.inst.prov())
+        .current_dir("/")
+        .args(["query", "lineage", "--no-pager", &sorted_csv])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", describe(&cli));
+    let cli_tree = String::from_utf8(cli.stdout).unwrap();
+    assert!(cli_tree.contains("moved since"), "{cli_tree}");
+
+    ok(case.prov(["report", "-o", "report.html"]));
+    let browser = Browser::start();
+    browser.open(&case.work.join("report.html"));
+    browser.wait_for("return document.body.dataset.ready", Duration::from_secs(30));
+
+    // exit and clear are left out of the list until asked for, and of the chart.
+    let listed = browser.eval("return document.getElementById('list-count').textContent");
+    assert_eq!(listed, "3 commands, newest first (2 not listed: exit, clear and prov's own commands)");
+    assert_eq!(browser.find_all("#list .row").len(), 3);
+    let top = browser
+        .eval("return [...document.querySelectorAll('#chart-writes g.bar-row title')].map((t) => t.textContent)");
+    assert!(top.as_array().unwrap().iter().all(|t| !t.as_str().unwrap().starts_with("exit")), "{top}");
+    browser.click(&browser.find_all("#show-aside")[0]);
+    browser.wait_for("return document.querySelectorAll('#list .row').length === 5", Duration::from_secs(10));
+
+    // The session is named as one, not as a number like a command id.
+    browser.click(&browser.find_all(&format!("#list .row[data-id='{sorted}']"))[0]);
+    let session = browser.wait_for(
+        &format!("const d = document.getElementById('details'); return d.dataset.command === '{sorted}' && d.querySelector('dd[data-field=session]').textContent"),
+        Duration::from_secs(10),
+    );
+    let session = session.as_str().unwrap();
+    assert!(session.contains("session 0000000b"), "{session}");
+    assert!(!session.contains('#'), "{session}");
+    let lane = browser.eval("return document.querySelector('#lanes .lane[data-session]').textContent");
+    assert!(lane.as_str().unwrap().contains("session 0000000a"), "{lane}");
+
+    // raw.csv, read by sort, leads to the command that wrote it as data.csv.
+    let link = browser.eval(&format!(
+        "const a = [...document.querySelectorAll('#details table.read a.writer')].find((a) => a.textContent === {}); return a ? a.dataset.writer : null",
+        js(&raw)
+    ));
+    assert_eq!(link, made.to_string());
+    browser.eval(&format!(
+        "[...document.querySelectorAll('#details table.read a.writer')].find((a) => a.textContent === {}).click(); return true",
+        js(&raw)
+    ));
+    browser.wait_for(
+        &format!("return document.getElementById('details').dataset.command === '{made}'"),
+        Duration::from_secs(10),
+    );
+
+    // sorted.csv's lineage, from sort's entry: what the CLI prints.
+    browser.click(&browser.find_all(&format!("#list .row[data-id='{sorted}']"))[0]);
+    browser.wait_for(
+        &format!("return document.getElementById('details').dataset.command === '{sorted}'"),
+        Duration::from_secs(10),
+    );
+    browser.eval(&format!(
+        "[...document.querySelectorAll('#details table.written tr.file')].find((r) => r.cells[0].textContent === {}).querySelector('button.show-lineage').click(); return true",
+        js(&sorted_csv)
+    ));
+    let shown = browser.wait_for(
+        &format!("const p = document.getElementById('lineage-panel'); return !p.hidden && p.dataset.path === {} && p.querySelector('pre.lineage').textContent", js(&sorted_csv)),
+        Duration::from_secs(10),
+    );
+    assert_eq!(shown.as_str().unwrap(), cli_tree);
+    // The command typed on two lines keeps its second line inside the tree.
+    let second = cli_tree.lines().find(|l| l.contains("echo made")).unwrap();
+    assert!(second.chars().take_while(|c| *c == ' ' || *c == '│').count() > 4, "{cli_tree}");
+    let png = browser.screenshot();
+    std::fs::write(webdriver::test_output_dir(env!("CARGO_TARGET_TMPDIR")).join("report-lineage.png"), &png).unwrap();
+}

@@ -72,19 +72,28 @@ fn check_rename(case: &Case) {
 /// The headline scenario as a person reads it: `prov query wrote` without
 /// --json shows the command, where and when it ran, how it ended, and its
 /// files with size, mtime and hash; after a rename, the same command.
-/// (User, host, session and duration are in --json.)
+/// Files below the current directory are shown relative to it, as git shows
+/// them; from elsewhere whole. (User, host, session and duration are in
+/// --json, with absolute paths.)
 #[test]
 fn human_output_shows_the_command_and_its_files() {
     let case = Case::new("human");
     let data = b"b\na\nc\n";
     case.write("data.csv", data);
     case.run_sh("sort data.csv > sorted.csv");
-    let human = |file: &str| {
+    let human_in = |dir: &Path, file: &str| {
         // TZ=UTC: local times then read like the UTC ones of --json.
-        let out = case.command(case.inst.prov()).env("TZ", "UTC").args(["query", "wrote", file]).output().unwrap();
+        let out = case
+            .command(case.inst.prov())
+            .env("TZ", "UTC")
+            .current_dir(dir)
+            .args(["query", "wrote", file])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", describe(&out));
         String::from_utf8(out.stdout).unwrap()
     };
+    let human = |file: &str| human_in(&case.work, file);
     let shown = human("sorted.csv");
     let cmd = case.writer_of("sorted.csv");
     let utc = |v: &serde_json::Value| v.as_str().unwrap()[..19].replace('T', " ");
@@ -100,23 +109,26 @@ fn human_output_shows_the_command_and_its_files() {
         ),
         "    wrote this file".to_string(),
     ];
+    let mut whole = expected.clone();
     for f in cmd["files"].as_array().unwrap() {
         let (mark, access, hash) = match f["access"].as_str().unwrap() {
             "write" => ('*', "write", &hash_out),
             _ => (' ', "read ", &hash_in),
         };
-        expected.push(format!(
-            "    {mark} {access} {}  6 B  {}  {hash}",
-            f["path"].as_str().unwrap(),
-            utc(&f["mtime"])
-        ));
+        let path = f["path"].as_str().unwrap();
+        let below_work = path.strip_prefix(&format!("{}/", case.work.display())).expect("a file of the work directory");
+        expected.push(format!("    {mark} {access} {below_work}  6 B  {}  {hash}", utc(&f["mtime"])));
+        whole.push(format!("    {mark} {access} {path}  6 B  {}  {hash}", utc(&f["mtime"])));
     }
     assert_eq!(cmd["files"].as_array().unwrap().len(), 2, "{cmd:#}");
     assert_eq!(shown, expected.join("\n") + "\n", "human output of `prov query wrote sorted.csv`");
+    // From outside the work directory, whole paths.
+    let sorted = case.work.join("sorted.csv");
+    assert_eq!(human_in(Path::new("/"), sorted.to_str().unwrap()), whole.join("\n") + "\n");
 
     std::fs::rename(case.work.join("sorted.csv"), case.work.join("elsewhere.csv")).unwrap();
-    let moved = format!("    wrote it as {} (moved since)", case.work.join("sorted.csv").display());
-    assert_eq!(human("elsewhere.csv"), shown.replace("    wrote this file", &moved), "the same command, moved since");
+    let moved = "    wrote it as sorted.csv (moved since)";
+    assert_eq!(human("elsewhere.csv"), shown.replace("    wrote this file", moved), "the same command, moved since");
 }
 
 #[test]

@@ -129,11 +129,14 @@ pub fn doctor() -> Result<ExitCode> {
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// The nearest bash or zsh among this process's ancestors.
+/// The nearest bash or zsh among this process's ancestors. PID 1 is one
+/// too when it is a shell: a container's shell (`docker run -it IMAGE
+/// bash`) is its PID 1; the host's init is no shell and its executable is
+/// not readable to users.
 fn calling_shell() -> Option<ShellProcess> {
     let mut pid = std::os::unix::process::parent_id();
     for _ in 0..16 {
-        if pid <= 1 {
+        if pid == 0 {
             return None;
         }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();

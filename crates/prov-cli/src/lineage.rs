@@ -194,10 +194,12 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
                 Some(by) => format!("rewritten since by #{by}"),
                 None => stat::file_now(f).label(),
             };
+            let here = crate::output::current_dir();
             let opts = TreeOptions {
                 all_files: args.all_files,
                 state: args.stat.then_some(&state as _),
                 glyphs: Glyphs::for_locale(),
+                relative_to: here.as_deref(),
             };
             let mut out: Box<dyn Write> = match args.output.as_deref() {
                 Some(_) => output_stream(args.output.as_deref())?,
@@ -242,4 +244,24 @@ pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
     view(&walked, &mut out)?;
     out.flush()?;
     Ok(status)
+}
+
+/// The upstream lineage of one recorded version of a file (what a command
+/// read or wrote), drawn as `prov query lineage` draws it; None when no
+/// recorded command wrote it. Walked from that version, not from the file
+/// as it is now: a later command that wrote the same content there is not
+/// where this version came from. `prov browse` and `prov report` show it.
+pub fn tree_of_version(
+    store: &prov_store::Store,
+    file: &prov_store::FileRow,
+    glyphs: Glyphs,
+) -> Result<Option<String>> {
+    let target = Target { path: file.path.clone(), now: Some(lineage::Version::of_event(file)) };
+    let walked = lineage::walk_with(store, target, Direction::Upstream, &WalkOptions::default())?;
+    if walked.start.is_empty() {
+        return Ok(None);
+    }
+    let mut tree = Vec::new();
+    prov_export::tree::write_tree_with(&walked, &TreeOptions { glyphs, ..Default::default() }, &mut tree)?;
+    Ok(Some(String::from_utf8_lossy(&tree).into_owned()))
 }

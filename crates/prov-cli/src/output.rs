@@ -25,6 +25,8 @@
 //!
 //! Human output shows recorded bytes (texts, paths, names) through
 //! [`prov_model::escape`]: never a control character a terminal would act on.
+//! A file below the current directory is shown relative to it, as git shows
+//! paths ([`shown_path`]); any other whole. JSON paths are always absolute.
 
 use std::collections::HashSet;
 use std::io::{self, Write};
@@ -190,8 +192,22 @@ pub fn home() -> Option<Vec<u8>> {
     std::env::var_os("HOME").map(|h| h.as_bytes().trim_ascii_end().strip_suffix(b"/").unwrap_or(h.as_bytes()).to_vec())
 }
 
+/// The current directory, which human output shows paths relative to.
+pub fn current_dir() -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStringExt;
+    std::env::current_dir().ok().map(|d| d.into_os_string().into_vec())
+}
+
+/// A recorded path for people: relative to `here` (the current directory)
+/// when below it, else whole; escaped.
+pub fn shown_path(path: &[u8], here: Option<&[u8]>) -> String {
+    escape(here.map_or(path, |here| prov_export::text::relative_to(path, here)))
+}
+
 /// One line per command: `#id  time  status  directory  text`, then `how`
-/// it matched a file asked about, then, when asked, its files.
+/// it matched a file asked about, then, when asked, its files (paths as
+/// [`shown_path`] shows them).
+#[allow(clippy::too_many_arguments)]
 pub fn write_command(
     out: &mut impl Write,
     c: &CommandRow,
@@ -200,6 +216,7 @@ pub fn write_command(
     files_shown: usize,
     paint: Paint,
     home: Option<&[u8]>,
+    here: Option<&[u8]>,
 ) -> io::Result<()> {
     let (status, tone) = status(c);
     // A command typed on several lines is shown on one, its line breaks marked.
@@ -237,7 +254,7 @@ pub fn write_command(
             writeln!(
                 out,
                 "    {mark} {access} {}  {}  {}  {hash}{state}",
-                escape(&f.path),
+                shown_path(&f.path, here),
                 human_size(f.size),
                 local(f.mtime_ns),
             )?;
@@ -313,7 +330,7 @@ mod tests {
 
     fn shown(c: &CommandRow, how: Option<&str>, files: Option<Listing<'_>>, files_shown: usize) -> String {
         let mut out = Vec::new();
-        write_command(&mut out, c, how, files, files_shown, plain(), Some(b"/home/ana")).unwrap();
+        write_command(&mut out, c, how, files, files_shown, plain(), Some(b"/home/ana"), None).unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -207,9 +207,10 @@ struct Matches<'a> {
 impl Matches<'_> {
     /// One line on how the `i`th command matched: "wrote this file", "wrote
     /// it as OLD (moved since)", ….
-    fn line(&self, i: usize, files: &[FileRow]) -> String {
+    fn line(&self, i: usize, files: &[FileRow], here: Option<&[u8]>) -> String {
         let (event, kind) = self.how[i][0];
-        let other = files.iter().find(|f| f.id == event).map_or(String::from("?"), |f| escape(&f.path));
+        let other =
+            files.iter().find(|f| f.id == event).map_or(String::from("?"), |f| output::shown_path(&f.path, here));
         let verb = if self.access == Access::Write { "wrote" } else { "read" };
         match kind {
             MatchKind::Path if self.gone && self.access == Access::Write => {
@@ -227,13 +228,13 @@ impl Matches<'_> {
     }
 
     /// The heading before the first command of a weaker kind.
-    fn heading(&self, i: usize) -> Option<String> {
+    fn heading(&self, i: usize, here: Option<&[u8]>) -> Option<String> {
         let kind = self.how[i][0].1;
         let previous = i.checked_sub(1).map(|p| self.how[p][0].1);
         if previous == Some(kind) || kind.is_same_file() {
             return None;
         }
-        let path = escape(self.path);
+        let path = output::shown_path(self.path, here);
         Some(match kind {
             MatchKind::Earlier => format!("Earlier versions of {path}:"),
             _ => "Identical content elsewhere (a copy or a coincidence, not this file's history):".to_string(),
@@ -342,6 +343,7 @@ fn print_with(
     let mut out = Pager::start(show.pager && !show.json);
     let paint = Paint { on: !show.json && show.color.enabled(), glyphs: Glyphs::for_locale() };
     let home = output::home();
+    let here = output::current_dir();
     for (i, (command, matched)) in found.iter().enumerate() {
         let listed =
             if show.files || show.stat { Some(files_shown(store, command.id, matched, show.all_files)?) } else { None };
@@ -371,10 +373,10 @@ fn print_with(
             }
             output::write_json(&mut out, &json)?;
         } else {
-            if let Some(heading) = matches.and_then(|m| m.heading(i)) {
+            if let Some(heading) = matches.and_then(|m| m.heading(i, here.as_deref())) {
                 writeln!(out, "{heading}")?;
             }
-            let how = matches.map(|m| m.line(i, matched));
+            let how = matches.map(|m| m.line(i, matched, here.as_deref()));
             output::write_command(
                 &mut out,
                 command,
@@ -383,6 +385,7 @@ fn print_with(
                 show.files_shown,
                 paint,
                 home.as_deref(),
+                here.as_deref(),
             )?;
         }
     }

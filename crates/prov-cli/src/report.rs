@@ -1,7 +1,7 @@
 //! `prov report`: the journal as one self-contained HTML page (see the
 //! prov-report crate and docs/guide.md, "HTML report").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -14,11 +14,17 @@ use crate::query::open_store_of;
 use crate::run::now_ns;
 use crate::setup::UserSetup;
 use anyhow::{Context, Result};
+use prov_export::glyphs;
 use prov_model::escape::escape;
 use prov_report::{write_report, ArchivedScript, ProcessLine, ReportInput};
 
 /// Where `prov report` writes without -o: the current directory.
 pub const DEFAULT_OUTPUT: &str = "prov-report.html";
+
+/// File versions whose writer and lineage a report looks up: the listed
+/// files of the newest commands first. Each is a few store queries and a
+/// walk; a report of a month of builds would take minutes without a bound.
+pub const LINEAGE_LOOKUPS: usize = 2000;
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).
@@ -69,6 +75,8 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
         }
         records.push((command, files));
     }
+    let files_per_access = setup.config.report.files_per_command.0 as usize;
+    let (writers, lineages) = writers_and_lineages(&store, &records, files_per_access)?;
     let which = match (limit, filters.is_empty()) {
         (Some(_), true) => format!("the last {n} commands"),
         (None, true) => format!("all {n} commands"),
@@ -80,9 +88,11 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
         generated_ns: now_ns(),
         records,
         archived,
-        files_per_access: Some(setup.config.report.files_per_command.0 as usize),
+        files_per_access: Some(files_per_access),
         processes,
         include_prov,
+        writers,
+        lineages,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());
@@ -100,6 +110,58 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
         eprintln!("prov: report of {n} commands written to {shown}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For the files the report lists (`per_access` of each access per
+/// command), newest commands first and at most [`LINEAGE_LOOKUPS`]: the
+/// command that wrote what each read (the link `prov query lineage` draws),
+/// and each version's lineage tree, walked once per distinct version.
+fn writers_and_lineages(
+    store: &prov_store::Store,
+    records: &[(prov_store::CommandRow, Vec<prov_store::FileRow>)],
+    per_access: usize,
+) -> Result<(BTreeMap<i64, i64>, BTreeMap<i64, String>)> {
+    use prov_export::lineage::{Lookup, Version};
+    use prov_model::Access;
+    let mut writers = BTreeMap::new();
+    let mut lineages = BTreeMap::new();
+    // One walk per version: path, size, mtime, hash.
+    type VersionKey = (Vec<u8>, u64, i64, Option<u64>);
+    let mut trees: HashMap<VersionKey, Option<String>> = HashMap::new();
+    let mut lookup = Lookup::new(store);
+    let mut budget = LINEAGE_LOOKUPS;
+    'commands: for (command, files) in records.iter().rev() {
+        let listed = [Access::Write, Access::Read]
+            .into_iter()
+            .flat_map(|access| files.iter().filter(move |f| f.access == access).take(per_access));
+        for f in listed {
+            if budget == 0 {
+                break 'commands;
+            }
+            budget -= 1;
+            if f.access == Access::Read {
+                let version = Version::of_event(f);
+                if let Some(w) = lookup.writer_of(Some(&version), &f.path, Some((command, f.id)))? {
+                    if w.command != command.id {
+                        writers.insert(f.id, w.command);
+                    }
+                }
+            }
+            let key = (f.path.clone(), f.size, f.mtime_ns, f.hash);
+            let tree = match trees.get(&key) {
+                Some(tree) => tree.clone(),
+                None => {
+                    let tree = crate::lineage::tree_of_version(store, f, glyphs::UNICODE)?;
+                    trees.insert(key, tree.clone());
+                    tree
+                }
+            };
+            if let Some(tree) = tree {
+                lineages.insert(f.id, tree);
+            }
+        }
+    }
+    Ok((writers, lineages))
 }
 
 /// Writes to a new file beside `output`, then renames it over `output`: a

@@ -227,7 +227,10 @@ impl NamespaceCalls {
 /// What /proc/PID/status tells of a stopped caller.
 struct Caller {
     name: Option<String>,
+    /// Its effective and saved uids, as this collector's user namespace
+    /// sees them.
     effective_uid: Option<u32>,
+    saved_uid: Option<u32>,
     /// The inode of its mount namespace (before the call).
     namespace: Option<u64>,
 }
@@ -240,6 +243,7 @@ impl Caller {
             name: field("Name:").map(str::to_string),
             // "Uid:" real, effective, saved, filesystem.
             effective_uid: field("Uid:").and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok()),
+            saved_uid: field("Uid:").and_then(|ids| ids.split_whitespace().nth(2)?.parse().ok()),
             // "mnt:[INODE]"; unreadable for a process that is not ours to look at.
             namespace: std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
                 .ok()
@@ -247,10 +251,12 @@ impl Caller {
         }
     }
 
-    /// The setuid helper as installed: nobody else runs with root's
-    /// effective uid under that name inside a user's command.
+    /// The setuid helper as installed: only a setuid-root program keeps
+    /// root as its effective or saved uid (the helper makes its namespace
+    /// with the user's effective uid, to charge it to the user), and no
+    /// other one is named so.
     fn is_prov_helper(&self) -> bool {
-        self.name.as_deref() == Some("prov-helper") && self.effective_uid == Some(0)
+        self.name.as_deref() == Some("prov-helper") && (self.effective_uid == Some(0) || self.saved_uid == Some(0))
     }
 }
 

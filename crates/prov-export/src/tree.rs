@@ -29,6 +29,16 @@ pub struct TreeOptions<'a> {
     pub state: Option<&'a dyn Fn(&FileRow) -> String>,
     /// The signs the branches are drawn with.
     pub glyphs: Glyphs,
+    /// Show paths below this directory (the current one) relative to it, as
+    /// git does; None: every path whole.
+    pub relative_to: Option<&'a [u8]>,
+}
+
+impl TreeOptions<'_> {
+    /// A recorded path as the tree shows it.
+    fn path(&self, path: &[u8]) -> String {
+        escape(self.relative_to.map_or(path, |dir| relative_to(path, dir)))
+    }
 }
 
 /// Files with the same next commands beyond this many are folded.
@@ -44,7 +54,7 @@ pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn 
     // How the file as it is now was tied to its writer, when not by its path.
     let how = match (lineage.direction, lineage.start.first(), lineage.start_kinds.first()) {
         (Direction::Upstream, Some(&(c, f)), Some(&kind)) if kind != MatchKind::Path => {
-            let other = lineage.file(c, f).map_or(String::from("?"), |o| escape(&o.path));
+            let other = lineage.file(c, f).map_or(String::from("?"), |o| opts.path(&o.path));
             if kind == MatchKind::Moved {
                 format!("  (written as {other}, moved since)")
             } else if kind == MatchKind::Earlier {
@@ -55,7 +65,7 @@ pub fn write_tree_with(lineage: &Lineage, opts: &TreeOptions<'_>, out: &mut dyn 
         }
         _ => String::new(),
     };
-    writeln!(out, "{}{how}", escape(&lineage.target.path))?;
+    writeln!(out, "{}{how}", opts.path(&lineage.target.path))?;
     let mut shown = HashSet::new();
     let starts: Vec<i64> = lineage.start.iter().map(|&(c, _)| c).collect();
     if starts.is_empty() {
@@ -202,7 +212,7 @@ impl Tree<'_> {
             Direction::Upstream => lineage.file(fl.writer, fl.written),
             Direction::Downstream => lineage.file(fl.reader, fl.read),
         };
-        let other = other.map_or(String::from("?"), |o| escape(&o.path));
+        let other = other.map_or(String::from("?"), |o| self.opts.path(&o.path));
         match (fl.by, lineage.direction) {
             (MatchKind::Moved, Direction::Upstream) => format!("  (written as {other}, moved since)"),
             (MatchKind::Moved, Direction::Downstream) => format!("  (moved, read as {other})"),
@@ -229,7 +239,7 @@ impl Tree<'_> {
         let verb = if self.lineage.direction == Direction::Upstream { "" } else { "wrote " };
         let hash = f.hash.map_or("unreadable".into(), hash_hex);
         let note = if next.is_empty() { self.dead_end(step, f).to_owned() } else { self.how(step, f) };
-        writeln!(out, "{here}{verb}{}  {hash}{note}{}", escape(&f.path), self.state(f))?;
+        writeln!(out, "{here}{verb}{}  {hash}{note}{}", self.opts.path(&f.path), self.state(f))?;
         for (i, &c) in next.iter().enumerate() {
             self.command(c, &below, i + 1 == next.len(), shown, out)?;
         }

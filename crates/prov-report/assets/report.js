@@ -43,6 +43,11 @@
     return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
   }
   function firstLine(s) { const k = s.indexOf("\n"); return k < 0 ? s : s.slice(0, k) + " …"; }
+  function ordinal(k) {
+    const tens = k % 100, ones = k % 10;
+    const suffix = tens >= 11 && tens <= 13 ? "th" : ones === 1 ? "st" : ones === 2 ? "nd" : ones === 3 ? "rd" : "th";
+    return `${k}${suffix}`;
+  }
   function cut(s, max) { return s.length <= max ? s : s.slice(0, max - 1) + "…"; }
   // For paths, whose end says more than their start.
   function cutStart(s, max) { return s.length <= max ? s : "…" + s.slice(s.length - max + 1); }
@@ -358,11 +363,11 @@
       `${sessions.length} session${sessions.length === 1 ? "" : "s"}`));
     for (let l = first; l <= last; l++) {
       const s = sessions[l];
-      const who = `${s.user}@${s.host} · ${s.shell} · ${s.label}`;
+      const who = `${s.user}@${s.host} · ${s.shell}`;
       const div = el("div", { class: "lane", "data-session": s.id, style: `top:${laneY(l)}px;height:${LANE_H}px`,
         title: `${who}\nsession ${s.id}\nfirst command ${fmtTime(s.start_us)}\n${s.commands} commands` },
         el("span", { class: "who" }, who), el("br"),
-        el("span", { class: "when" }, `${fmtTime(s.start_us).slice(0, 16)} · ${s.commands} cmd`));
+        el("span", { class: "when" }, `session ${s.label} · from ${fmtTime(s.start_us).slice(0, 16)} · ${s.commands} cmd`));
       lanesEl.append(div);
     }
   }
@@ -459,18 +464,26 @@
   const spacer = document.getElementById("list-spacer");
   const countEl = document.getElementById("list-count");
   const newestFirst = byStart.slice().reverse();
+  const showAside = document.getElementById("show-aside");
+  // Housekeeping (exit, clear, prov's own commands): listed only when asked.
+  const nAside = commands.reduce((k, c) => k + (c.aside ? 1 : 0), 0);
   let shown = newestFirst;
   let lower = null;
 
   function applyFilter(q) {
     q = q.trim().toLowerCase();
-    if (!q) { shown = newestFirst; matches = null; }
+    const listed = showAside.checked || !nAside ? newestFirst : newestFirst.filter((i) => !commands[i].aside);
+    if (!q) { shown = listed; matches = null; }
     else {
       lower = lower || commands.map((c) => [c.text[0].toLowerCase(), c.cwd.toLowerCase()]);
       matches = new Uint8Array(n);
-      shown = newestFirst.filter((i) => (matches[i] = lower[i][0].includes(q) || lower[i][1].includes(q)));
+      for (const i of newestFirst) matches[i] = lower[i][0].includes(q) || lower[i][1].includes(q);
+      shown = listed.filter((i) => matches[i]);
     }
-    countEl.textContent = matches ? `${shown.length} of ${n} commands match` : `${n} commands, newest first`;
+    const hidden = showAside.checked ? 0 : nAside;
+    const total = n - hidden;
+    countEl.textContent = (matches ? `${shown.length} of ${total} commands match` : `${total} commands, newest first`) +
+      (hidden ? ` (${hidden} not listed: exit, clear and prov's own commands)` : "");
     spacer.style.height = `${shown.length * ROW_H}px`;
     renderList();
     schedule();
@@ -497,7 +510,10 @@
     const row = e.target.closest(".row");
     if (row) select(Number(row.dataset.index), "timeline");
   });
-  document.getElementById("filter").addEventListener("input", (e) => applyFilter(e.target.value));
+  const filterEl = document.getElementById("filter");
+  filterEl.addEventListener("input", () => applyFilter(filterEl.value));
+  showAside.parentElement.hidden = !nAside;
+  showAside.addEventListener("change", () => applyFilter(filterEl.value));
 
   // ---------- details
 
@@ -508,24 +524,61 @@
     return dir === "" ? name : dir.endsWith("/") ? dir + name : `${dir}/${name}`;
   }
 
+  // A path read: a link to the entry of the command that wrote it, when
+  // the report has it.
+  function pathCell(path, writer) {
+    if (writer === null || writer === undefined) return el("td", { class: "path" }, path);
+    const w = indexOfId.get(writer);
+    if (w === undefined) return el("td", { class: "path", title: `written by command ${writer}, not in this report` }, path);
+    const a = el("a", { href: `#command-${writer}`, class: "writer", "data-writer": String(writer), title: `written by command ${writer}: show it` }, path);
+    a.addEventListener("click", (e) => { e.preventDefault(); select(w, "both"); });
+    return el("td", { class: "path" }, a);
+  }
+
+  function lineageCell(path, k) {
+    if (k === null || k === undefined) {
+      return el("td", { class: "lineage", title: `no recorded writer, or not looked up for this report: prov query lineage ${path}` }, "—");
+    }
+    const b = el("button", { type: "button", class: "show-lineage", "data-lineage": String(k), title: `Where ${path} came from` }, "lineage");
+    b.addEventListener("click", () => showLineage(path, k));
+    return el("td", { class: "lineage" }, b);
+  }
+
   function fileTable(files, total, what) {
     const parts = [el("h3", {}, `Files ${what} (${total})`)];
     if (!files.length) { parts.push(el("p", { class: "more" }, "none")); return parts; }
     const body = el("tbody");
-    for (const [d, name, size, mtime, hash] of files) {
+    for (const [d, name, size, mtime, hash, writer, lineage] of files) {
+      const path = filePath(d, name);
       body.append(el("tr", { class: "file" },
-        el("td", { class: "path" }, filePath(d, name)),
+        pathCell(path, writer),
         el("td", { class: "num", title: `${size} bytes` }, fmtSize(size)),
         el("td", { class: "num" }, fmtTime(mtime).slice(0, 19)),
-        el("td", { class: "hash" }, hash === null ? "unreadable" : hash)));
+        el("td", { class: "hash" }, hash === null ? "unreadable" : hash),
+        lineageCell(path, lineage)));
     }
     parts.push(el("table", { class: `files ${what}` },
-      el("thead", {}, el("tr", {}, el("th", {}, "path"), el("th", {}, "size"), el("th", {}, "mtime"), el("th", {}, "hash"))), body));
+      el("thead", {}, el("tr", {}, el("th", {}, "path"), el("th", {}, "size"), el("th", {}, "mtime"), el("th", {}, "hash"), el("th", {}, ""))), body));
     if (total > files.length) {
       parts.push(el("p", { class: "more" },
         `and ${total - files.length} more (a report lists at most ${data.files_per_access} per command; prov query shows them all)`));
     }
     return parts;
+  }
+
+  const indexOfId = new Map(commands.map((c, i) => [c.id, i]));
+  const lineagePanel = document.getElementById("lineage-panel");
+  // The lineage of a file version as `prov query lineage` draws it.
+  function showLineage(path, k) {
+    const [tree, left] = data.lineages[k];
+    const pre = el("pre", { class: "lineage" }, tree);
+    if (left) pre.append(el("span", { class: "more" }, `\n… ${left} more bytes not included (prov query lineage shows it all)`));
+    const close = el("button", { type: "button", class: "close" }, "close");
+    close.addEventListener("click", () => { lineagePanel.hidden = true; lineagePanel.replaceChildren(); });
+    lineagePanel.replaceChildren(el("h2", {}, "Lineage of ", el("code", {}, path), " ", close), pre);
+    lineagePanel.dataset.path = path;
+    lineagePanel.hidden = false;
+    lineagePanel.scrollIntoView({ block: "nearest" });
   }
 
   function renderDetails(i) {
@@ -539,7 +592,7 @@
       ["Started", fmtTime(c.start_us)],
       ["Ended", c.end_us === null ? "—" : fmtTime(c.end_us)],
       ["Duration", c.end_us === null ? "—" : fmtDur((c.end_us - c.start_us) / 1e6)],
-      ["Session", `${s.user}@${s.host} · ${s.shell} · ${s.id} · #${c.seq}`],
+      ["Session", `${ordinal(c.seq)} command of session ${s.label} (from ${fmtTime(s.start_us).slice(0, 16)}) · ${s.user}@${s.host} · ${s.shell}`],
       ["Record", c.incomplete ? `incomplete: ${c.incomplete.map(([k, v]) => `${k} ${v}`).join(", ")}` : "complete"],
     ];
     const dl = el("dl");

@@ -1,7 +1,8 @@
 //! `prov report`: one self-contained HTML file (CSS, JavaScript and data
 //! embedded, no network request) with a zoomable timeline of the commands
 //! (one lane per session), their details on click, a searchable command list
-//! and charts of the busiest commands, sessions and directories.
+//! and charts of the busiest commands, sessions and directories; a file's
+//! path leads to the command that wrote it and to its lineage.
 //!
 //! The page is fixed text plus one JSON document (see [`model`]); every
 //! recorded string reaches the page only through that JSON, escaped by
@@ -46,6 +47,12 @@ pub struct ReportInput {
     /// Count prov's own work (`CommandRow::is_prov_own_work`) in the
     /// charts; it is listed either way.
     pub include_prov: bool,
+    /// The command that wrote what a file event read, by read event id
+    /// (may be empty): the report links the path to it.
+    pub writers: BTreeMap<i64, i64>,
+    /// The lineage of the version a file event read or wrote, as
+    /// `prov query lineage` draws it, by event id (may be empty).
+    pub lineages: BTreeMap<i64, String>,
 }
 
 /// A process of a command's tree as the report lists it.

@@ -29,6 +29,8 @@ pub const FILES_PER_ACCESS: usize = 200;
 pub const TEXT_BYTES: usize = 16 * 1024;
 /// Bytes of an archived script embedded.
 pub const SCRIPT_BYTES: usize = 256 * 1024;
+/// Bytes of a file's lineage tree embedded.
+pub const LINEAGE_BYTES: usize = 64 * 1024;
 /// Processes listed per command (a kernel build runs tens of thousands).
 pub const PROCESSES_PER_COMMAND: usize = 1000;
 /// Bytes of a process's line embedded.
@@ -49,6 +51,8 @@ pub struct Data {
     pub scripts: Vec<Cut>,
     /// Distinct directories of file paths; files refer to them by index.
     pub dirs: Vec<String>,
+    /// Distinct lineage trees of file versions; files refer to them by index.
+    pub lineages: Vec<Cut>,
     pub charts: Charts,
 }
 
@@ -93,6 +97,10 @@ pub struct Command {
     pub p: Vec<(usize, u32, String, usize)>,
     #[serde(skip_serializing_if = "is_zero")]
     pub n_p: usize,
+    /// Housekeeping ([`is_housekeeping`]): left out of the command list
+    /// unless asked for.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub aside: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -100,9 +108,11 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// Directory (index into `dirs`), name, size, mtime (µs), hash (16 hex
-/// digits; `None`: unreadable). The path is the directory, "/" unless it
-/// ends in one, and the name.
-pub type File = (usize, String, u64, i64, Option<String>);
+/// digits; `None`: unreadable), the id of the command that wrote what was
+/// read (`None`: a write, or no recorded writer) and the index of its
+/// lineage in `lineages`. The path is the directory, "/" unless it ends in
+/// one, and the name.
+pub type File = (usize, String, u64, i64, Option<String>, Option<i64>, Option<usize>);
 
 /// A possibly shortened text and how many bytes were left out.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -148,14 +158,20 @@ fn us(ns: i64) -> i64 {
     ns.div_euclid(1000)
 }
 
-/// Directory paths, each stored once.
-#[derive(Default)]
-struct Dirs {
+/// Directory paths and lineage trees, each stored once.
+struct Dirs<'a> {
     list: Vec<String>,
     index: HashMap<String, usize>,
+    input: &'a ReportInput,
+    lineages: Vec<Cut>,
+    lineage_index: HashMap<&'a str, usize>,
 }
 
-impl Dirs {
+impl<'a> Dirs<'a> {
+    fn new(input: &'a ReportInput) -> Dirs<'a> {
+        Dirs { list: Vec::new(), index: HashMap::new(), input, lineages: Vec::new(), lineage_index: HashMap::new() }
+    }
+
     fn file(&mut self, f: &FileRow) -> File {
         // Split before decoding: a lossy directory is still one directory.
         let (dir, name) = match f.path.iter().rposition(|&b| b == b'/') {
@@ -172,7 +188,14 @@ impl Dirs {
                 self.list.len() - 1
             }
         };
-        (d, lossy(name), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")))
+        let lineage = self.input.lineages.get(&f.id).map(|tree| {
+            *self.lineage_index.entry(tree).or_insert_with(|| {
+                self.lineages.push(Cut::new(&lossy(tree.as_bytes()), LINEAGE_BYTES));
+                self.lineages.len() - 1
+            })
+        });
+        let writer = self.input.writers.get(&f.id).copied();
+        (d, lossy(name), f.size, us(f.mtime_ns), f.hash.map(|h| format!("{h:016x}")), writer, lineage)
     }
 
     /// The first `cap` files of `access` and how many there are.
@@ -189,7 +212,7 @@ pub fn build(input: &ReportInput) -> Data {
     let mut session_index: HashMap<&str, usize> = HashMap::new();
     let mut scripts: Vec<Cut> = Vec::new();
     let mut script_index: HashMap<&str, usize> = HashMap::new();
-    let mut dirs = Dirs::default();
+    let mut dirs = Dirs::new(input);
     let mut commands = Vec::with_capacity(input.records.len());
 
     for (c, files) in &input.records {
@@ -245,6 +268,7 @@ pub fn build(input: &ReportInput) -> Data {
             scripts: command_scripts,
             p,
             n_p: processes.len(),
+            aside: is_housekeeping(c),
         });
     }
     // Lanes in order of their first command, whatever order records came in.
@@ -270,8 +294,26 @@ pub fn build(input: &ReportInput) -> Data {
         commands,
         scripts,
         dirs: dirs.list,
+        lineages: dirs.lineages,
         charts,
     }
+}
+
+/// Housekeeping rather than work: prov's own commands, the shell's own
+/// exit (it writes only the history file) and clearing the screen. The
+/// command list leaves them out unless asked; the charts never count them
+/// (prov's own work only with `include_prov`).
+pub fn is_housekeeping(c: &CommandRow) -> bool {
+    c.is_prov_own_work() || is_shell_exit_or_clear(&c.text)
+}
+
+/// `exit`, `logout`, `exit 3`, `clear`, `reset`: nothing else on the line.
+pub fn is_shell_exit_or_clear(text: &[u8]) -> bool {
+    let mut words = text.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty());
+    matches!(
+        (words.next(), words.next(), words.next()),
+        (Some(b"exit" | b"logout"), _, None) | (Some(b"clear" | b"reset"), None, None)
+    )
 }
 
 /// The counters of an incomplete record, plus whether it ended short (its

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use prov_store::{CommandRow, FileRow};
 use serde::Serialize;
 
-use crate::model::{lossy, Command, Cut, Session};
+use crate::model::{is_shell_exit_or_clear, lossy, Command, Cut, Session};
 
 /// Bars per chart.
 pub const CHART_ROWS: usize = 10;
@@ -42,14 +42,18 @@ fn top<T>(items: impl Iterator<Item = (u64, T)>) -> Vec<(u64, T)> {
 }
 
 /// `commands` are `records`' in the same order. prov's own work (a query
-/// hashing files, the pager's history) counts only with `include_prov`.
+/// hashing files, the pager's history) counts only with `include_prov`;
+/// the shell's own exit (its history file) and clearing the screen never.
 pub fn charts(
     records: &[(CommandRow, Vec<FileRow>)],
     commands: &[Command],
     sessions: &[Session],
     include_prov: bool,
 ) -> Charts {
-    let counted = |i: usize| include_prov || !records[i].0.is_prov_own_work();
+    let counted = |i: usize| {
+        let c = &records[i].0;
+        !is_shell_exit_or_clear(&c.text) && (include_prov || !c.is_prov_own_work())
+    };
     let writes = top(commands.iter().enumerate().filter(|&(i, _)| counted(i)).map(|(i, c)| (c.n_w, i)))
         .into_iter()
         .map(|(count, i)| Bar {
@@ -65,7 +69,7 @@ pub fn charts(
         .map(|(count, i)| {
             let s = &sessions[i];
             Bar {
-                label: format!("{}@{} {} {}", s.user, s.host, s.shell, short_id(&s.id)),
+                label: format!("{}@{} {} session {}", s.user, s.host, s.shell, s.label),
                 count,
                 command: None,
                 session: Some(i),
@@ -95,11 +99,4 @@ fn parent(path: &[u8]) -> &[u8] {
         Some(i) => &path[..i],
         None => b".",
     }
-}
-
-/// Enough of a session id to tell sessions apart in a label: UUIDv7s of
-/// one day share their first digits, so the end.
-fn short_id(id: &str) -> &str {
-    let start = id.len().saturating_sub(8);
-    id.get(start..).unwrap_or(id)
 }

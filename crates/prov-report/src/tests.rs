@@ -222,6 +222,26 @@ fn provs_own_work_counts_in_the_charts_only_when_asked() {
 }
 
 #[test]
+fn the_shells_exit_and_clear_are_housekeeping() {
+    let writes =
+        |id: i64, n: usize| (0..n).map(|k| file(id, Access::Write, format!("/o{id}/f{k}").as_bytes())).collect();
+    // The shell's exit writes its history file (and more with a plugin).
+    let data = build(&input(vec![
+        (command(1, "s", 1, b"make all"), writes(1, 2)),
+        (command(2, "s", 2, b"exit"), writes(2, 5)),
+        (command(3, "s", 3, b"clear"), writes(3, 3)),
+        (command(4, "s", 4, b"exit 3"), writes(4, 4)),
+        (command(5, "s", 5, b"./exit-handler"), writes(5, 1)),
+    ]));
+    let w: Vec<&str> = data.charts.writes.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(w, ["make all", "./exit-handler"]);
+    let aside: Vec<bool> = data.commands.iter().map(|c| c.aside).collect();
+    assert_eq!(aside, [false, true, true, true, false]);
+    let d: Vec<&str> = data.charts.dirs.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(d, ["/o1", "/o5"]);
+}
+
+#[test]
 fn file_paths_share_their_directories() {
     let data = build(&input(vec![(
         command(1, "s", 1, b"x"),

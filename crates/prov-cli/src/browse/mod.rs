@@ -18,8 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use prov_export::glyphs::Glyphs;
-use prov_export::lineage::{walk_with, Direction, Lookup, MatchKind, Target, Version, WalkOptions};
-use prov_export::tree::{write_tree_with, TreeOptions};
+use prov_export::lineage::{Lookup, MatchKind, Version};
 use prov_model::Access;
 use prov_store::Store;
 use ratatui::backend::CrosstermBackend;
@@ -237,19 +236,9 @@ fn file_key(app: &mut App, store: &Store, c: char) -> Result<()> {
             app.show_related(source, commands);
         }
         'l' => {
-            // This version of the file, as the command read or wrote it: a
-            // later command that wrote the same content there is not where
-            // it came from.
-            let target = Target { path: path.clone(), now: Some(Version::of_event(&file)) };
-            let walked = walk_with(store, target, Direction::Upstream, &WalkOptions::default())?;
-            let text = if walked.start.is_empty() {
+            let text = crate::lineage::tree_of_version(store, &file, Glyphs::for_locale())?.unwrap_or_else(|| {
                 format!("prov: no recorded command wrote {}\n", prov_model::escape::escape_text(&path))
-            } else {
-                let mut tree = Vec::new();
-                let opts = TreeOptions { glyphs: Glyphs::for_locale(), ..Default::default() };
-                write_tree_with(&walked, &opts, &mut tree)?;
-                String::from_utf8_lossy(&tree).into_owned()
-            };
+            });
             app.popup = Some((format!("lineage of {}", prov_model::escape::escape_text(&path)), text));
             app.popup_scroll = 0;
         }
