@@ -101,6 +101,9 @@
  * longer (a command with many files) is left to end, and a new observation
  * is prepared as before. */
 #define REUSE_WAIT_MS 20
+/* The longest Stored answer read whole: its reasons name up to three
+ * places (database, spool, fallback spool), each a path. */
+#define STORED_MAX 2048
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -131,6 +134,8 @@ static struct {
     int storing;             /* control socket of the ended one, until Stored */
     char pending_end[160];   /* its End, until the shell waits anyway (send_pending_end) */
     int pending_end_len;
+    char sent_end[160];      /* that End once sent, until Stored: kept if the writer could not store it */
+    int sent_end_len;
     int storing_root;        /* ... and its namespace root, should it serve again */
     int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
@@ -148,8 +153,8 @@ static struct {
     char helper[PATH_MAX], prov[PATH_MAX];
     char session[40], shell[16];
     char last_warning[256];
-    char lost[256];          /* why the last stored answer's record was lost, not yet said */
-    char lost_said[256];     /* the reason said last: said once, not per command */
+    char lost[1200];         /* what the last stored answer says went wrong (lost, or kept elsewhere), not yet said */
+    char lost_said[1200];    /* the line said last: said once, not per command */
 } S = {
     .ns_root = -1, .ctl = -1, .tracker = -1, .storing = -1, .storing_root = -1,
     .r_ns_root = -1, .r_ctl = -1, .r_tracker = -1,
@@ -279,6 +284,20 @@ static int input_waiting(void)
     return poll(&in, 1, 0) == 1 && (in.revents & POLLIN);
 }
 
+/* The End of an observed command (`{"End":{…}}`) that its collector did
+ * not store: to the preparer as `{"Orphan":{…}}` with the record's control
+ * socket, which names the record; the preparer spools it, and a spooled
+ * end wins over "collector gone" (the command's own end time and status). */
+static void keep_orphan_end(const char *end, int len)
+{
+    static const char head[] = "{\"End\":";
+    int head_len = (int)sizeof head - 1;
+    if (S.prep_sock < 0 || S.storing < 0 || len <= head_len || memcmp(end, head, (size_t)head_len)) return;
+    char msg[sizeof S.pending_end + 8];
+    int n = snprintf(msg, sizeof msg, "{\"Orphan\":%.*s", len - head_len, end + head_len);
+    if (n > 0 && n < (int)sizeof msg) (void)send_with_fds(S.prep_sock, msg, (size_t)n, &S.storing, 1, MSG_DONTWAIT);
+}
+
 /* The ended command's End, held since its end hook (end_observation), goes
  * out once the shell waits anyway: at its next read of the terminal (the
  * prompt is drawn), before anything waits for Stored, or at the next
@@ -290,11 +309,31 @@ static void send_pending_end(void)
     if (S.pending_end_len == 0 || !shim_in_shell_itself()) return;
     int len = S.pending_end_len;
     S.pending_end_len = 0;
+    S.sent_end_len = 0;
     if (S.storing < 0) return;
-    if (send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (hung_up(S.storing) || send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* The collector is gone (killed): the shell's end and status are
+         * kept all the same. */
+        keep_orphan_end(S.pending_end, len);
         close_fd(&S.storing);
         close_fd(&S.storing_root);
+        return;
     }
+    memcpy(S.sent_end, S.pending_end, (size_t)len);
+    S.sent_end_len = len;
+}
+
+/* The Stored answer (len 0: the collector hung up without one, killed
+ * after it took the End): one that says the record was not all stored
+ * (its writer died, as a rule), or none, has its end kept again, in case
+ * that was what failed. */
+static void after_stored(const char *msg, size_t len)
+{
+    char why[8];
+    if (S.sent_end_len && (len == 0 || stored_lost(msg, len, why, sizeof why)))
+        keep_orphan_end(S.sent_end, S.sent_end_len);
+    S.sent_end_len = 0;
+    (void)stored_problem(msg, len, S.lost, sizeof S.lost);
 }
 
 /* ------------------------------------------------------- preparation */
@@ -315,11 +354,11 @@ static int give_back_stored(int wait_ms)
         close_fd(&S.storing_root);
         return 0;
     }
-    char msg[512];
+    char msg[STORED_MAX];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     /* Neither the database nor the spool took it: said at the next line. */
-    if (n > 0) (void)stored_lost(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n >= 0) after_stored(msg, (size_t)n);
     /* Stored comes with the new tracker alone. */
     int handed = 0;
     if (n > 0 && ngot == 1 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
@@ -529,8 +568,11 @@ static void end_unobserved(const char *status)
 
 /* The observation for the command about to start: the one ready, or one
  * asked for now and waited for. One whose collector is gone (killed while
- * the prompt idled) is replaced, once, as if none had been ready. */
-static void take_ready(void)
+ * the prompt idled) is replaced, once, as if none had been ready. The
+ * wait counts from `began` (the command's start hook): what the shim did
+ * before (a hand-back's wait for Stored) comes out of it, so a stopped
+ * preparer holds a command up no longer than the wait says. */
+static void take_ready(int64_t began)
 {
     for (int round = 0; round < 2; round++) {
         if (S.r_ctl >= 0 && hung_up(S.r_ctl)) {
@@ -540,20 +582,25 @@ static void take_ready(void)
         }
         if (S.r_ctl >= 0) return;
         spawn_preparer();
-        take_prepared(S.preparer_late ? 0
-                                      : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
-                                                        PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS));
+        int wait = S.preparer_late ? 0
+                                   : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
+                                                     PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS);
+        int64_t spent_ms = (now_ns() - began) / 1000000;
+        take_prepared(spent_ms >= wait ? 0 : wait - (int)spent_ms);
+        /* Waited in vain (or no time was left): late, as a full wait is. */
+        if (wait > 0 && spent_ms >= wait && S.r_ctl < 0) S.preparer_late = 1;
     }
 }
 
-/* The shell says once, in one line, that records are lost and why (the
- * database and the spool named); again only when the reason changes. */
+/* The shell says once, in one line, that records are lost, or kept in the
+ * fallback spool, and why (the database and the spool named); again only
+ * when that changes. */
 static void say_lost_once(void)
 {
     if (!S.lost[0]) return;
     if (strcmp(S.lost, S.lost_said) != 0) {
-        char line[400];
-        int n = snprintf(line, sizeof line, "prov: records are lost: %s\n", S.lost);
+        char line[sizeof S.lost + 8];
+        int n = snprintf(line, sizeof line, "prov: %s\n", S.lost);
         if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
         memcpy(S.lost_said, S.lost, sizeof S.lost_said);
     }
@@ -566,10 +613,10 @@ static void say_lost_once(void)
 static void read_late_stored(void)
 {
     if (S.storing < 0 || S.pending_end_len || !readable_within(S.storing, 0)) return;
-    char msg[512];
+    char msg[STORED_MAX];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
-    if (n > 0) (void)stored_lost(msg, (size_t)n, S.lost, sizeof S.lost);
+    if (n >= 0) after_stored(msg, (size_t)n);
     for (int i = 0; i < ngot; i++) close(got[i]);
     close_fd(&S.storing);
     close_fd(&S.storing_root);
@@ -577,11 +624,12 @@ static void read_late_stored(void)
 
 static void begin_observation(const struct buf *text)
 {
+    int64_t began = now_ns();
     send_pending_end();
     read_late_stored();
     say_lost_once();
     if (S.active || S.unobserved || !S.loaded) return;
-    take_ready();
+    take_ready(began);
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     if (S.r_ctl < 0) {

@@ -9,6 +9,7 @@
 
 #include <fnmatch.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,17 +39,18 @@ static __attribute__((unused)) int stored_reusable(const char *msg, size_t len)
         && memmem(msg, len, flag, sizeof flag - 1) != NULL;
 }
 
-/* Why a Stored answer's record could not be kept at all ("lost":"…"),
+/* The string value of `key` (given as "\"name\":\"") in a Stored answer,
  * copied into out (its JSON escapes left as they are, cut to fit); 1 when
- * it gives one, 0 when the record was kept (out is then left as it is). */
-static __attribute__((unused)) int stored_lost(const char *msg, size_t len, char *out, size_t out_len)
+ * there is one, 0 otherwise (out is then left as it is). */
+static __attribute__((unused)) int stored_text(const char *msg, size_t len, const char *key, char *out, size_t out_len)
 {
-    static const char head[] = "{\"Stored\":{", key[] = "\"lost\":\"";
+    static const char head[] = "{\"Stored\":{";
     if (out_len < 2 || len <= sizeof head - 1 || memcmp(msg, head, sizeof head - 1)) return 0;
     /* An unescaped key: inside a JSON string every quote is escaped. */
-    const char *at = memmem(msg, len, key, sizeof key - 1);
+    size_t key_len = strlen(key);
+    const char *at = memmem(msg, len, key, key_len);
     if (!at) return 0;
-    const char *p = at + sizeof key - 1, *end = msg + len;
+    const char *p = at + key_len, *end = msg + len;
     size_t n = 0;
     while (p < end && *p != '"') {
         size_t step = (*p == '\\' && p + 1 < end) ? 2 : 1;
@@ -59,6 +61,30 @@ static __attribute__((unused)) int stored_lost(const char *msg, size_t len, char
         p += step;
     }
     out[n] = 0;
+    return 1;
+}
+
+/* Why a Stored answer's record could not be kept at all ("lost":"…"). */
+static __attribute__((unused)) int stored_lost(const char *msg, size_t len, char *out, size_t out_len)
+{
+    return stored_text(msg, len, "\"lost\":\"", out, out_len);
+}
+
+/* What the shell says of a Stored answer, into out: that the record is
+ * lost and why, or where it waits because neither the database nor the
+ * spool took it ("fallback", with "spooled" saying why). 1 when there is
+ * something to say; 0 for a record stored or in the spool. */
+static __attribute__((unused)) int stored_problem(const char *msg, size_t len, char *out, size_t out_len)
+{
+    static const char lost[] = "records are lost: ", kept[] = "records are kept in ";
+    char why[1024], where[256];
+    if (stored_lost(msg, len, why, sizeof why)) {
+        snprintf(out, out_len, "%s%s", lost, why);
+        return 1;
+    }
+    if (!stored_text(msg, len, "\"fallback\":\"", where, sizeof where)) return 0;
+    if (!stored_text(msg, len, "\"spooled\":\"", why, sizeof why)) why[0] = 0;
+    snprintf(out, out_len, "%s%s until the journal can take them: %s", kept, where, why);
     return 1;
 }
 

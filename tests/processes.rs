@@ -162,3 +162,40 @@ pub fn write_fifo(fifo: &std::path::Path, data: &[u8]) {
         }
     }
 }
+
+/// The collector observing the process named `comm` that `parent` started:
+/// the parent of the holder that sits in that process's mount namespace.
+pub fn collector_of_child_of(parent: u32, comm: &str) -> Option<u32> {
+    let status = |pid: &str, key: &str| -> Option<String> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let pids: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        let child = pids
+            .iter()
+            .find(|p| status(p, "Name:").as_deref() == Some(comm) && status(p, "PPid:") == Some(parent.to_string()));
+        // Both namespaces must be known: a process that already exited (or
+        // a zombie) has none, and two unknowns must not match another
+        // test's observation.
+        if let Some(ns) = child.and_then(|c| std::fs::read_link(format!("/proc/{c}/ns/mnt")).ok()) {
+            for p in &pids {
+                let same_ns = std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok().as_ref() == Some(&ns);
+                if status(p, "Name:").as_deref() == Some("prov-helper") && same_ns {
+                    let collector = status(p, "PPid:").unwrap_or_default();
+                    if status(&collector, "Name:").as_deref() == Some("prov-collector") {
+                        return collector.parse().ok();
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}

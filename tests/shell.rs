@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use expectrl::Expect;
+use prov_e2e::processes::collector_of_child_of;
 use prov_e2e::pty::*;
 use prov_e2e::*;
 use serde_json::Value;
@@ -962,43 +963,6 @@ fn bash_an_integer_or_readonly_ps0_never_holds_the_prompt() {
         assert_eq!(said.matches("prov: not tracing: PS0 is readonly or an integer").count(), 1, "{name}: {said}");
         sh.exit();
     }
-}
-
-/// The collector observing the process named `comm` that `parent` started:
-/// the parent of the holder that sits in that process's mount namespace.
-fn collector_of_child_of(parent: u32, comm: &str) -> Option<u32> {
-    let status = |pid: &str, key: &str| -> Option<String> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
-    };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let pids: Vec<String> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().to_string())
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            .collect();
-        let child = pids
-            .iter()
-            .find(|p| status(p, "Name:").as_deref() == Some(comm) && status(p, "PPid:") == Some(parent.to_string()));
-        // Both namespaces must be known: a process that already exited (or
-        // a zombie) has none, and two unknowns must not match another
-        // test's observation.
-        if let Some(ns) = child.and_then(|c| std::fs::read_link(format!("/proc/{c}/ns/mnt")).ok()) {
-            for p in &pids {
-                let same_ns = std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok().as_ref() == Some(&ns);
-                if status(p, "Name:").as_deref() == Some("prov-helper") && same_ns {
-                    let collector = status(p, "PPid:").unwrap_or_default();
-                    if status(&collector, "Name:").as_deref() == Some("prov-collector") {
-                        return collector.parse().ok();
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
 }
 
 /// Shell names as 'static for Shell::start (the macro passes literals).

@@ -151,6 +151,13 @@ static void test_prepared(void)
     char tiny[6];
     CHECK(stored_lost(lost, strlen(lost), tiny, sizeof tiny) && !strcmp(tiny, "no \\\""));
     CHECK(!stored_lost("{\"Begun\":{\"lost\":\"x\"}}", 24, why, sizeof why));
+    char said[200];
+    CHECK(stored_problem(lost, strlen(lost), said, sizeof said) && !strcmp(said, "records are lost: no \\\"db\\\" here"));
+    CHECK(!stored_problem(reusable, strlen(reusable), said, sizeof said));
+    const char *kept = "{\"Stored\":{\"events\":1,\"spooled\":\"db: ro; nor the spool s: denied\",\"lost\":null,"
+                       "\"fallback\":\"/tmp/prov-7/spool\",\"reusable\":false}}";
+    CHECK(stored_problem(kept, strlen(kept), said, sizeof said)
+          && !strcmp(said, "records are kept in /tmp/prov-7/spool until the journal can take them: db: ro; nor the spool s: denied"));
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "took=") == 350);
     CHECK(prepared_number("R42 skip-space took=350 wait=2000", "wait=") == 2000);
     CHECK(prepared_number("R42 took=350", "wait=") == -1);

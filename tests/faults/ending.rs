@@ -157,3 +157,51 @@ fn a_ready_observation_whose_writer_died_is_not_handed_out() {
     assert!(record["incomplete_reason"].is_null(), "{record:#}");
     assert_eq!(case.writer_of("after.txt")["exit_status"], 4);
 }
+
+/// An interactive command whose collector, or whose collector's writer, is
+/// killed while it runs keeps the exit status the shell knew and its own
+/// end time (before the next command's start, not at the next prov call),
+/// marked incomplete with the reason: bash and zsh.
+#[test]
+fn a_typed_command_whose_collector_or_writer_is_killed_keeps_its_status() {
+    use expectrl::Expect;
+    use prov_e2e::processes::{children_of, collector_of_child_of};
+    let mut tally = Tally::new("typed command, collector or writer killed (bash, zsh)");
+    for shell in ["bash", "zsh"] {
+        for victim in ["prov-collector", "prov-writer"] {
+            let case = Case::new(&format!("faults-killed-typed-{shell}-{victim}"));
+            let mut sh = pty::Shell::start(&case, shell);
+            let text = "echo x > x.txt; sleep 3; (exit 5)";
+            sh.session.send_line(text).unwrap();
+            let collector = collector_of_child_of(sh.pid, "sleep").expect("an observed sleep");
+            // Its start is stored (bash's comes with its first events): what
+            // the shell has to keep is the end.
+            wait_until("the running command's record", || {
+                case.query(["history"]).iter().any(|r| r["end_ns"].is_null())
+            });
+            let pid = match victim {
+                "prov-collector" => collector,
+                _ => children_of(collector).into_iter().find(|(_, n)| n == victim).expect("a writer").0,
+            };
+            pty::nix_kill(pid);
+            sh.wait_prompt();
+            sh.run("echo next > next.txt");
+            sh.exit();
+            tally.run += 1;
+            let history = case.query(["history"]);
+            let killed = record_with_text(&history, text);
+            tally.found += killed.is_some() as usize;
+            tally.status_right += killed.is_some_and(|r| r["exit_status"] == 5) as usize;
+            tally.marked_incomplete += killed.is_some_and(|r| !r["incomplete_reason"].is_null()) as usize;
+            let killed = killed.unwrap_or_else(|| panic!("{shell}, {victim}: {history:#?}"));
+            let next = record_with_text(&history, "echo next > next.txt").expect("the next command's record");
+            assert_eq!(killed["exit_status"], 5, "{shell}, {victim}: {killed:#}");
+            assert!(
+                killed["end_ns"].as_i64().is_some_and(|end| end < next["start_ns"].as_i64().unwrap()),
+                "{shell}, {victim}: ends before the next command starts: {killed:#} {next:#}"
+            );
+            assert!(!killed["incomplete_reason"].is_null(), "{shell}, {victim}: {killed:#}");
+        }
+    }
+    tally.print_row();
+}

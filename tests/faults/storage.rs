@@ -428,12 +428,48 @@ fn a_truncated_database_is_repaired_with_what_it_still_holds() {
     assert!(stdout_of(&again).contains("nothing to repair"), "{}", describe(&again));
 }
 
+/// The fallback spool of the case's database: where records wait when
+/// neither the database nor the spool can be written.
+fn fallback_spool(case: &Case) -> PathBuf {
+    let key = xxhash_rust::xxh3::xxh3_64(case.database().as_os_str().as_encoded_bytes());
+    PathBuf::from(format!("/tmp/prov-{}/spool-{key:016x}", case.inst.uid))
+}
+
+/// The fallback spool's parent, made by the user as prov makes it (a test
+/// makes the spool itself another user's in it).
+fn make_fallback_parent(case: &Case) {
+    let parent = fallback_spool(case).parent().unwrap().to_owned();
+    let made = case.command("mkdir").args(["-p", "-m", "700"]).arg(&parent).output().unwrap();
+    assert!(made.status.success(), "{}", describe(&made));
+}
+
+fn records_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl")).count())
+        .unwrap_or(0)
+}
+
+/// Queries (up to 20 s) until the history holds a record of each text:
+/// the collector of the last one may hold its spool file a moment longer.
+fn history_with(case: &Case, texts: &[&str]) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let history = case.query(["history"]);
+        if texts.iter().all(|t| record_with_text(&history, t).is_some()) || Instant::now() > deadline {
+            return history;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Neither the database nor the spool can be written (a read-only home,
-/// as on many clusters' compute nodes): `prov doctor` says records are
-/// lost meanwhile and fails the spool line, naming the directory, instead
-/// of "records wait in the spool" beside "ok spool … is empty".
+/// as on many clusters' compute nodes): `prov doctor` names the fallback
+/// spool where records wait meanwhile and fails the spool line, naming the
+/// directory, instead of "records wait in the spool" beside "ok spool … is
+/// empty". With the fallback spool taken by another user, it says records
+/// are lost.
 #[test]
-fn doctor_says_records_are_lost_when_no_place_takes_them() {
+fn doctor_names_where_records_wait_when_the_spool_cannot_take_them() {
     let case = Case::new("faults-nowhere");
     case.run_sh("echo first > first.txt");
     case.wait_until_closed();
@@ -442,18 +478,114 @@ fn doctor_says_records_are_lost_when_no_place_takes_them() {
     case.chown_tree(&case.home);
     data_dir_read_only(&case, true);
     set_modes_in(&state, 0o500, 0o400);
+    let kept = case.run(["sh", "-c", "echo second > second.txt"]);
     let doctor = stdout_of(&case.prov(["doctor"]));
+    let fallback = fallback_spool(&case);
+    // Someone else's directory in its place: nowhere is left.
+    std::os::unix::fs::chown(&fallback, Some(0), None).unwrap();
+    let nowhere = stdout_of(&case.prov(["doctor"]));
+    std::os::unix::fs::chown(&fallback, Some(case.inst.uid), None).unwrap();
     data_dir_read_only(&case, false);
     set_modes_in(&state, 0o700, 0o600);
-    assert!(doctor.contains("records are LOST meanwhile"), "{doctor}");
+    let shown = fallback.display().to_string();
+    assert!(stderr_of(&kept).contains(&format!("kept in {shown}")), "{}", describe(&kept));
+    assert!(doctor.contains(&format!("records wait in the fallback spool {shown} meanwhile")), "{doctor}");
+    assert!(doctor.contains(&format!("fallback spool {shown}: 1 record(s) waiting")), "{doctor}");
     assert!(!doctor.contains("records wait in the spool meanwhile"), "{doctor}");
     assert!(!doctor.contains("ok    spool"), "{doctor}");
     let spool_line = doctor.lines().find(|l| l.contains("spool") && l.starts_with("FAIL")).unwrap_or_default();
     assert!(spool_line.contains("cannot be written") && spool_line.contains("read-only"), "{doctor}");
+    assert!(nowhere.contains("records are LOST meanwhile") && nowhere.contains("belongs to another user"), "{nowhere}");
+    // Writable again: the next query moves the record in.
+    let history = history_with(&case, &[&sh_text("echo second > second.txt")]);
+    assert!(record_with_text(&history, &sh_text("echo second > second.txt")).is_some(), "{history:#?}");
+    assert_eq!(records_in(&fallback), 0);
 }
 
-/// Neither the database nor the spool can be written (a read-only home):
-/// an interactive bash and zsh say once, in one line naming both, that
+/// A read-only home without prov's directories (`chmod 555 $HOME`, a
+/// compute node's): neither the database nor the spool can be created.
+/// An interactive bash and zsh say once, in one line naming both, that
+/// records are kept in the fallback spool; the commands run with their
+/// status, and once the home is writable the next query moves them into
+/// the journal with that status.
+#[test]
+fn a_read_only_home_keeps_typed_commands_in_the_fallback_spool() {
+    let mut tally = Tally::new("bash, zsh: read-only home (`chmod 555 $HOME`), 2 typed commands each");
+    for shell in ["bash", "zsh"] {
+        let case = Case::new(&format!("faults-ro-home-{shell}"));
+        pty::write_rc(&case, shell, &case.inst.prov(), "");
+        chmod(&case.home, 0o555);
+        let mut sh = pty::Shell::spawn(&case, shell);
+        let mut said = sh.run("echo a > a.txt");
+        said += &sh.run("(exit 7)");
+        said += &sh.run("echo status=$?");
+        assert!(said.contains("status=7"), "{shell}: {said}");
+        for _ in 0..3 {
+            said += &sh.run("true");
+        }
+        let doctor = stdout_of(&case.prov(["doctor"]));
+        sh.exit();
+        chmod(&case.home, 0o755);
+        let fallback = fallback_spool(&case).display().to_string();
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov: records are")).collect();
+        assert_eq!(lines.len(), 1, "{shell}: said once: {said}");
+        assert!(lines[0].contains(&format!("records are kept in {fallback}")), "{shell}: {}", lines[0]);
+        assert!(lines[0].contains("prov.db") && lines[0].contains("spool"), "{shell}: names both: {}", lines[0]);
+        assert!(doctor.contains(&format!("fallback spool {fallback}: ")), "{shell}: {doctor}");
+        assert!(!doctor.contains("is empty") && !doctor.contains("wait in the spool meanwhile"), "{shell}: {doctor}");
+        let history = history_with(&case, &["echo a > a.txt", "(exit 7)"]);
+        let found = [("echo a > a.txt", 0), ("(exit 7)", 7)]
+            .map(|(text, status)| record_with_text(&history, text).map(|r| r["exit_status"] == status));
+        tally.run += found.len();
+        tally.found += found.iter().flatten().count();
+        tally.status_right += found.iter().flatten().filter(|right| **right).count();
+        tally.print_row();
+        let failed = record_with_text(&history, "(exit 7)").unwrap_or_else(|| panic!("{shell}: {history:#?}"));
+        assert_eq!(failed["exit_status"], 7, "{shell}: {failed:#}");
+        assert!(record_with_text(&history, "echo a > a.txt").is_some(), "{shell}: {history:#?}");
+    }
+}
+
+/// `~/.local` on a small filesystem, filled: `prov run` says where the
+/// record is kept (the fallback spool), not that it is lost, and once space
+/// is freed the next query moves it in with its status.
+#[test]
+fn a_full_filesystem_keeps_records_in_the_fallback_spool() {
+    let case = Case::new("faults-full-fs");
+    let local = case.home.join(".local");
+    let _mount = mount_tmpfs(&local);
+    case.chown_tree(&local);
+    chmod(&local, 0o755);
+    let fill = case
+        .command("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", local.join("fill").display()))
+        .output()
+        .unwrap();
+    assert!(!fill.status.success() && stderr_of(&fill).contains("No space left"), "{}", describe(&fill));
+    let out = case.run(["sh", "-c", "echo b > b.txt; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let fallback = fallback_spool(&case).display().to_string();
+    assert!(stderr_of(&out).contains(&format!("kept in {fallback}")), "{}", describe(&out));
+    assert!(!stderr_of(&out).contains("record lost"), "{}", describe(&out));
+    // The cause named, not SQLite's "disk I/O error".
+    assert!(stderr_of(&out).contains("is full") && !stderr_of(&out).contains("disk I/O"), "{}", describe(&out));
+    std::fs::remove_file(local.join("fill")).unwrap();
+    let text = sh_text("echo b > b.txt; exit 3");
+    let history = history_with(&case, &[&text]);
+    let record = record_with_text(&history, &text);
+    let mut tally = Tally::new("`~/.local` on a full filesystem, `prov run`");
+    tally.run = 1;
+    tally.found = record.is_some() as usize;
+    tally.status_right = record.is_some_and(|r| r["exit_status"] == 3) as usize;
+    tally.print_row();
+    let record = record.unwrap_or_else(|| panic!("{history:#?}"));
+    assert_eq!(record["exit_status"], 3, "{record:#}");
+}
+
+/// Neither the database, nor the spool, nor the fallback spool can be
+/// written (a read-only home, the fallback taken by another user): an
+/// interactive bash and zsh say once, in one line naming all three, that
 /// records are lost; the commands run with their status.
 #[test]
 fn a_shell_says_once_that_records_are_lost() {
@@ -464,6 +596,9 @@ fn a_shell_says_once_that_records_are_lost() {
         let state = case.home.join(".local/state/prov");
         std::fs::create_dir_all(case.spool_dir()).unwrap();
         case.chown_tree(&case.home);
+        let fallback = fallback_spool(&case);
+        make_fallback_parent(&case);
+        std::fs::create_dir(&fallback).unwrap();
         data_dir_read_only(&case, true);
         set_modes_in(&state, 0o500, 0o400);
         let mut sh = pty::Shell::start(&case, shell);
@@ -473,10 +608,39 @@ fn a_shell_says_once_that_records_are_lost() {
             said += &sh.run("true");
         }
         sh.exit();
+        std::fs::remove_dir(&fallback).unwrap();
         data_dir_read_only(&case, false);
         set_modes_in(&state, 0o700, 0o600);
-        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov: records are lost")).collect();
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains("prov: records are")).collect();
         assert_eq!(lines.len(), 1, "{shell}: said once: {said}");
-        assert!(lines[0].contains("prov.db") && lines[0].contains("spool"), "{shell}: names both: {}", lines[0]);
+        assert!(lines[0].contains("records are lost"), "{shell}: {}", lines[0]);
+        assert!(
+            lines[0].contains("prov.db")
+                && lines[0].contains("spool")
+                && lines[0].contains(&fallback.display().to_string()),
+            "{shell}: names all three: {}",
+            lines[0]
+        );
+    }
+}
+
+/// The database replaced by a directory: `prov run` and a query name it as
+/// one, not as SQLite's "disk I/O error" or "unable to open database file".
+#[test]
+fn a_database_replaced_by_a_directory_is_named_as_one() {
+    let case = Case::new("faults-db-directory");
+    case.run_sh("echo first > first.txt");
+    case.wait_until_closed();
+    let db = case.database();
+    std::fs::remove_file(&db).unwrap();
+    std::fs::create_dir(&db).unwrap();
+    case.chown_tree(&db);
+    let run = case.run(["sh", "-c", "exit 2"]);
+    let query = case.prov(["query", "history"]);
+    std::fs::remove_dir(&db).unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", describe(&run));
+    for said in [stderr_of(&run), stderr_of(&query)] {
+        assert!(said.contains("is a directory, not a database file"), "{said}");
+        assert!(!said.contains("disk I/O") && !said.contains("unable to open"), "{said}");
     }
 }

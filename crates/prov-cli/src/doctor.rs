@@ -373,20 +373,24 @@ fn nested_namespaces(_: &Context) -> Vec<Finding> {
 /// Processes each idle traced shell keeps: its preparer and the observation
 /// it holds ready (holder, collector, writer).
 const IDLE_SHELL_PROCESSES: u64 = 4;
+/// The threads of those processes, which `ulimit -u` counts: the preparer
+/// and the holder one each, the collector three, the writer two
+/// (benches/README.md, "What an idle traced shell costs").
+const IDLE_SHELL_THREADS: u64 = 7;
 
 /// A `ulimit -u` that the user's processes come near: the user's own forks
 /// fail first (bash retries a failed fork for up to 30 s), and each idle
-/// traced shell counts four.
+/// traced shell counts seven threads.
 fn process_limit(_: &Context) -> Vec<Finding> {
     let Some(limit) = crate::doctor_db::process_limit() else { return Vec::new() };
     let (running, provs) = crate::doctor_db::own_processes();
     // Near: fewer free than two idle shells would take, or a tenth left.
-    if limit.saturating_sub(running) > (2 * IDLE_SHELL_PROCESSES).max(limit / 10) {
+    if limit.saturating_sub(running) > (2 * IDLE_SHELL_THREADS).max(limit / 10) {
         return Vec::new();
     }
     vec![Finding::warn(
         format!(
-            "{running} of the {limit} processes `ulimit -u` allows are running ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES}"
+            "{running} of the {limit} processes `ulimit -u` allows are running, threads counted ({provs} of them prov's): forks may fail; each idle traced shell keeps {IDLE_SHELL_PROCESSES} processes ({IDLE_SHELL_THREADS} threads)"
         ),
         "raise the limit (ulimit -u, /etc/security/limits.conf) or close idle shells",
     )]
@@ -433,9 +437,19 @@ fn database(ctx: &Context) -> Vec<Finding> {
         None => vec![Finding::ok(format!("database {} opens for writing and is intact", shown(&db)))],
         // The problem names the database itself.
         Some(problem) => {
-            let meanwhile = match crate::doctor_db::spool_unwritable(&user.locations.spool_dir()) {
-                None => "records wait in the spool meanwhile",
-                Some(_) => "records are LOST meanwhile: the spool cannot be written either (see the spool line)",
+            let fallback = prov_store::spool::fallback_dir(&db);
+            let meanwhile = match (
+                crate::doctor_db::spool_unwritable(&user.locations.spool_dir()),
+                crate::doctor_db::fallback_unusable(&db),
+            ) {
+                (None, _) => "records wait in the spool meanwhile".to_string(),
+                (Some(_), None) => format!(
+                    "records wait in the fallback spool {} meanwhile: the spool cannot be written either (see the spool line)",
+                    shown(&fallback)
+                ),
+                (Some(_), Some(why)) => format!(
+                    "records are LOST meanwhile: the spool cannot be written either (see the spool line), nor the fallback spool ({why})"
+                ),
             };
             vec![Finding::fail(
                 problem,
@@ -448,14 +462,18 @@ fn database(ctx: &Context) -> Vec<Finding> {
 fn spool(ctx: &Context) -> Vec<Finding> {
     let Ok(user) = &ctx.user else { return Vec::new() };
     let dir = user.locations.spool_dir();
+    let fallback = fallback_spool(&user.database());
     if let Some(why) = crate::doctor_db::spool_unwritable(&dir) {
-        return vec![Finding::fail(
+        let mut found = vec![Finding::fail(
             format!("spool {} cannot be written: {why}", shown(&dir)),
             "make it writable or free space: while the database cannot take a record, the spool is where it waits",
         )];
+        found.extend(fallback);
+        return found;
     }
     let mut found = match crate::doctor_db::spool_problem(&dir) {
-        None => vec![Finding::ok(format!("spool {} is empty: records reach the database", shown(&dir)))],
+        // The database line says whether records reach it.
+        None => vec![Finding::ok(format!("spool {} is empty: no record waits there", shown(&dir)))],
         Some(problem) => vec![Finding::warn(
             format!("spool {}: {problem} (the database was busy or not writable)", shown(&dir)),
             "run `prov query history`: it moves them into the database; if they stay, see the database line",
@@ -467,7 +485,36 @@ fn spool(ctx: &Context) -> Vec<Finding> {
         f.details = files.iter().map(|l| l.trim().to_string()).collect();
         found.push(f);
     }
+    found.extend(fallback);
     found
+}
+
+/// Records in the fallback spool (neither the database nor the spool could
+/// take them), or a fallback spool that could not take them either: said
+/// only when there is something to say.
+fn fallback_spool(database: &std::path::Path) -> Option<Finding> {
+    let dir = prov_store::spool::fallback_dir(database);
+    let ours = match prov_store::spool::checked_fallback(database) {
+        Ok(Some(ours)) => ours,
+        Ok(None) => return None,
+        // Someone else's directory in the way is worth a line before it matters.
+        Err(e) => {
+            return Some(Finding::warn(
+                format!("fallback spool {} is not usable: {e}", shown(&dir)),
+                "remove it (or have its owner remove it): records that neither the database nor the spool can take would be lost",
+            ))
+        }
+    };
+    let waiting = prov_store::spool::waiting(&ours);
+    (waiting > 0).then(|| {
+        Finding::warn(
+            format!(
+                "fallback spool {}: {waiting} record(s) waiting (neither the database nor the spool could take them)",
+                shown(&ours)
+            ),
+            "make the database writable (see the lines above), then run `prov query history`: it moves them in",
+        )
+    })
 }
 
 /// The central store, when [sync] url is set: reachable, the role

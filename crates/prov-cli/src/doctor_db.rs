@@ -41,6 +41,15 @@ pub fn spool_unwritable(dir: &Path) -> Option<String> {
     }
 }
 
+/// Why the fallback spool of `database` could not take a record, or None
+/// when it can (made when needed, in /tmp).
+pub fn fallback_unusable(database: &Path) -> Option<String> {
+    match spool::checked_fallback(database) {
+        Ok(_) => spool_unwritable(&spool::fallback_dir(database)),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// `ulimit -u` (RLIMIT_NPROC) of this process; None when unlimited or
 /// unknown.
 pub fn process_limit() -> Option<u64> {
@@ -49,9 +58,9 @@ pub fn process_limit() -> Option<u64> {
     line["Max processes".len()..].split_whitespace().next()?.parse().ok()
 }
 
-/// The processes (threads count too, for the kernel's limit) of this
-/// user, and how many of them are prov's own (collectors, writers,
-/// preparers, holders).
+/// The processes of this user, threads counted as the kernel's limit
+/// counts them, and how many of those are prov's own (collectors,
+/// writers, preparers, holders).
 pub fn own_processes() -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let uid = nix::unistd::getuid().as_raw();
@@ -63,9 +72,10 @@ pub fn own_processes() -> (u64, u64) {
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
-        running += field("Threads:").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1);
+        let threads = field("Threads:").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1);
+        running += threads;
         if field("Name:").is_some_and(|n| n.starts_with("prov")) {
-            provs += 1;
+            provs += threads;
         }
     }
     (running, provs)

@@ -55,10 +55,14 @@ pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
     // A `prov run` that has returned its command's status may be storing
     // the record still, for a millisecond as a rule: waited for.
     prov_store::spool::await_ended(&spool, crate::run::STORE_WAIT);
-    if prov_store::spool::waiting(&spool) > 0 {
-        match Store::open(&db, prov_store::READ_BUSY_TIMEOUT).and_then(|mut s| s.ingest_spool(&spool)) {
-            Ok(_) | Err(StoreError::SpoolBad { .. }) => {}
-            Err(e) => not_ingested = Some(e),
+    // Records the spool could not take wait in the fallback spool.
+    let fallback = prov_store::spool::fallback_if_ours(&db);
+    for dir in std::iter::once(&spool).chain(&fallback) {
+        if not_ingested.is_none() && prov_store::spool::waiting(dir) > 0 {
+            match Store::open(&db, prov_store::READ_BUSY_TIMEOUT).and_then(|mut s| s.ingest_spool(dir)) {
+                Ok(_) | Err(StoreError::SpoolBad { .. }) => {}
+                Err(e) => not_ingested = Some(e),
+            }
         }
     }
     crate::record_end::end_abandoned(&db, &spool);
@@ -74,7 +78,7 @@ pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
     };
     if let Some(e) = not_ingested {
         // Records of commands still running are not missing: their writers hold them.
-        let waiting = prov_store::spool::waiting(&spool);
+        let waiting = prov_store::spool::waiting(&spool) + fallback.as_deref().map_or(0, prov_store::spool::waiting);
         if waiting > 0 {
             let why =
                 if e.is_busy() { "the database stayed locked by another process".to_string() } else { e.to_string() };

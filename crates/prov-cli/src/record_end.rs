@@ -31,12 +31,29 @@ pub fn store(user: &UserSetup, begin: &CommandBegin, end: &CommandEnd) -> Result
     });
     let Err(db_error) = stored else { return Ok(()) };
     let spool_dir = user.locations.spool_dir();
-    SpoolWriter::create(&spool_dir, &begin.uuid)
-        .and_then(|mut spool| {
-            spool.append(&SpoolEntry::Begin(begin.clone()))?;
-            spool.append(&SpoolEntry::End(end.clone()))
-        })
-        .map_err(|e| format!("{db_error}; nor into the spool {}: {e}", spool_dir.display()))
+    let spool_in = |dir: &Path| {
+        SpoolWriter::create(dir, &begin.uuid)
+            .and_then(|mut spool| spool.append_all(&[&SpoolEntry::Begin(begin.clone()), &SpoolEntry::End(end.clone())]))
+    };
+    let Err(spool_error) = spool_in(&spool_dir) else { return Ok(()) };
+    // A read-only home or a full filesystem: the fallback spool keeps it.
+    prov_store::spool::open_fallback(&database).and_then(|dir| spool_in(&dir)).map_err(|e| {
+        format!(
+            "{db_error}; nor into the spool {}: {spool_error}; nor {}: {e}",
+            spool_dir.display(),
+            prov_store::spool::fallback_dir(&database).display()
+        )
+    })
+}
+
+/// Spools `end` alone for the record `uuid` (whose start is stored or
+/// spooled already): the spool, else the fallback spool. The next
+/// ingestion ends the record with it; `end_abandoned` leaves it alone meanwhile.
+pub fn spool_end(user: &UserSetup, uuid: &str, end: &CommandEnd) -> std::io::Result<()> {
+    let spool_in =
+        |dir: &Path| SpoolWriter::create(dir, uuid).and_then(|mut s| s.append(&SpoolEntry::End(end.clone())));
+    spool_in(&user.locations.spool_dir())
+        .or_else(|_| prov_store::spool::open_fallback(&user.database()).and_then(|dir| spool_in(&dir)))
 }
 
 /// Ends the records of this host whose collector is gone without having
@@ -51,7 +68,10 @@ pub fn end_abandoned(database: &Path, spool: &Path) {
     if unended.is_empty() {
         return;
     }
-    let waiting = prov_store::spool::waiting_uuids(spool);
+    let mut waiting = prov_store::spool::waiting_uuids(spool);
+    if let Some(fallback) = prov_store::spool::fallback_if_ours(database) {
+        waiting.extend(prov_store::spool::waiting_uuids(&fallback));
+    }
     let mut collectors = None;
     let gone: Vec<i64> = unended
         .into_iter()

@@ -403,7 +403,15 @@ pub(crate) fn store_problem(report: &StoreReport) -> Option<String> {
     } else {
         report.spooled.as_ref().map(|why| {
             let why = escape_controls(why);
-            format!("prov: database unavailable ({why}); the record is kept in the spool until it can be written")
+            match &report.fallback {
+                Some(dir) => format!(
+                    "prov: database unavailable ({why}); the record is kept in {} until it can be written",
+                    escape_controls(dir)
+                ),
+                None => format!(
+                    "prov: database unavailable ({why}); the record is kept in the spool until it can be written"
+                ),
+            }
         })
     }
 }

@@ -170,7 +170,7 @@ const AGAIN_TAG: &[u8] = b"A";
 /// it had to run without an observation, and their record is stored here.
 pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     let shim = shim_socket()?;
-    let mut unobserved = Unobserved { session: &session, shell: &shell, start: None };
+    let mut unobserved = Unobserved { session: &session, shell: &shell, start: None, handed: Default::default() };
     // Who and where: the same for every record of this shell.
     let identity = observe::identity(session.clone(), &shell);
     // Polled for POLLPRI: the kernel flags each change of the mount table,
@@ -203,6 +203,12 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         handed = prepared.as_ref().ok().map(HandedOut::of);
+        if let Some(h) = &handed {
+            if unobserved.handed.len() == HANDED_KEPT {
+                unobserved.handed.pop_front();
+            }
+            unobserved.handed.push_back(h.clone());
+        }
         // Our copies of the descriptors are closed: only the shell holds them.
         drop(prepared);
         answered = Some(Instant::now());
@@ -235,7 +241,22 @@ enum FromShim {
         #[serde(with = "prov_model::record::bytes_as_hex")]
         why: Vec<u8>,
     },
+    /// The end of an observed command whose collector died, or whose
+    /// writer did, before it stored that end: the shell's own end time and
+    /// status, with the record's control socket, which names the record.
+    Orphan {
+        end_ns: i64,
+        exit_status: i32,
+    },
 }
+
+/// Why a record ended by the shell (`FromShim::Orphan`) is incomplete.
+const ORPHAN_REASON: &str =
+    "the collector or its writer stopped before the command ended; the shell kept its end and status, later files are missing";
+
+/// The last observations handed to the shim, newest last: an orphaned end
+/// may come after the next one was handed out.
+const HANDED_KEPT: usize = 3;
 
 /// The record of a command the shell ran without an observation (none could
 /// be prepared, or not in time): its text, times and status, marked
@@ -244,6 +265,19 @@ struct Unobserved<'a> {
     session: &'a str,
     shell: &'a str,
     start: Option<CommandStart>,
+    /// The observations handed out last (`HANDED_KEPT`), whose ends the
+    /// shim may send back as orphaned.
+    handed: std::collections::VecDeque<HandedOut>,
+}
+
+/// Spools the end the shell kept of an observed command whose collector
+/// did not store it: a spooled end wins over "collector gone", so the
+/// record keeps the command's end time and status.
+fn keep_orphan_end(uuid: &str, end_ns: i64, exit_status: i32) {
+    let Ok(user) = UserSetup::load() else { return };
+    let end = CommandEnd { incomplete: Some(ORPHAN_REASON.into()), ..CommandEnd::with_status(end_ns, exit_status) };
+    // Nobody to tell: the shell said what it could.
+    let _ = crate::record_end::spool_end(&user, uuid, &end);
 }
 
 impl Unobserved<'_> {
@@ -258,6 +292,12 @@ impl Unobserved<'_> {
             Ok(FromShim::End { end_ns, exit_status, why }) => {
                 if let Some(start) = self.start.take() {
                     self.store(start, end_ns, exit_status, String::from_utf8_lossy(&why).into_owned());
+                }
+            }
+            Ok(FromShim::Orphan { end_ns, exit_status }) => {
+                let named = fds.first().map(crate::run_preparer::inode);
+                if let Some(last) = self.handed.iter().rev().find(|h| Some(h.ctl_inode) == named) {
+                    keep_orphan_end(&last.uuid, end_ns, exit_status);
                 }
             }
             // Nothing the shim sends; nothing to store.
@@ -289,22 +329,28 @@ struct Ready {
     took: Duration,
     /// The mount table's generation it was prepared in.
     generation: u64,
+    /// The record it is for.
+    uuid: String,
 }
 
 /// One observation for the shim, or why there is none.
 type Prepared = Result<Ready, String>;
 
 /// The observation last handed to the shim: the only one it may hand back.
+#[derive(Clone)]
 struct HandedOut {
     ctl_inode: u64,
     collector_pid: u32,
     holder_pid: i32,
     generation: u64,
+    /// The record it is for.
+    uuid: String,
 }
 
 impl HandedOut {
     fn of(ready: &Ready) -> HandedOut {
         HandedOut {
+            uuid: ready.uuid.clone(),
             ctl_inode: crate::run_preparer::inode(&ready.ctl),
             collector_pid: ready.collector_pid,
             holder_pid: ready.holder_pid,
@@ -323,7 +369,9 @@ fn prepare_one(identity: &RecordIdentity, generation: u64) -> Prepared {
     // The configuration is read again each time: an edit applies from the
     // next observation on, as when each had a preparer of its own.
     let user = UserSetup::load().map_err(|e| format!("{e:#}"))?;
-    let obs = observe::start(&user, next_identity(identity))?;
+    let record = next_identity(identity);
+    let uuid = record.uuid.clone();
+    let obs = observe::start(&user, record)?;
     let tracker = obs.tracker.ok_or("no tracker from the collector")?;
     Ok(Ready {
         ctl: obs.ctl,
@@ -334,6 +382,7 @@ fn prepare_one(identity: &RecordIdentity, generation: u64) -> Prepared {
         config: user.config.shell,
         took: started.elapsed(),
         generation,
+        uuid,
     })
 }
 
@@ -370,8 +419,11 @@ fn take_back(
         Ok(user) => user,
         Err(e) => return Some(Err(format!("{e:#}"))),
     };
-    observe::send_prepare(ctl.as_fd(), &user, next_identity(identity)).ok()?;
+    let record = next_identity(identity);
+    let uuid = record.uuid.clone();
+    observe::send_prepare(ctl.as_fd(), &user, record).ok()?;
     Some(Ok(Ready {
+        uuid,
         ctl,
         ns_root,
         tracker,

@@ -911,10 +911,10 @@ impl State {
             end.incomplete = end.incomplete.or_else(|| self.namespace_calls.reason());
             self.writer.send(ToWriter::End(end));
         }
-        let SyncReport { events, spooled, lost, cpu_ns } =
+        let SyncReport { events, spooled, lost, cpu_ns, fallback } =
             self.writer.sync().unwrap_or_else(|e| SyncReport { lost: Some(e.to_string()), ..SyncReport::default() });
         let collector_cpu_ns = (own_cpu_ns() + cpu_ns).saturating_sub(self.cpu_before);
-        Ok(StoreReport { events, completeness, spooled, lost, collector_cpu_ns, reusable: false })
+        Ok(StoreReport { events, completeness, spooled, lost, fallback, collector_cpu_ns, reusable: false })
     }
 }
 

@@ -137,6 +137,10 @@ pub struct StoreReport {
     pub spooled: Option<String>,
     /// Why (part of) the record could not be kept at all.
     pub lost: Option<String>,
+    /// The fallback spool the record waits in: neither the database nor
+    /// the spool could be written (`spooled` names both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
     /// CPU time (user + system) the collector and its writer used so far,
     /// for benchmarks.
     #[serde(default)]

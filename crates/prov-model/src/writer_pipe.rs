@@ -70,6 +70,9 @@ pub struct SyncReport {
     pub lost: Option<String>,
     /// CPU time (user + system) the writer used so far.
     pub cpu_ns: u64,
+    /// The fallback spool the record went to, the spool itself being
+    /// unwritable too (`spooled` says why both failed).
+    pub fallback: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -233,7 +236,13 @@ mod tests {
             assert_eq!(decode_to_writer(&frame).unwrap(), msg);
         }
         assert!(!read_frame(&mut reader, MAX_FRAME, &mut frame).unwrap(), "clean end");
-        let report = SyncReport { events: 3, spooled: Some("locked".into()), lost: None, cpu_ns: 7 };
+        let report = SyncReport {
+            events: 3,
+            spooled: Some("locked".into()),
+            lost: None,
+            cpu_ns: 7,
+            fallback: Some("/tmp/prov-1000/spool".into()),
+        };
         encode_frame(&report, MAX_REPLY, &mut buf).unwrap();
         assert_eq!(decode_reply(&buf).unwrap(), report);
     }

@@ -17,7 +17,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -198,6 +198,73 @@ pub fn await_ended(dir: &Path, limit: Duration) -> bool {
         }
     }
     true
+}
+
+/// Where the records of `database` wait when neither it nor the spool can
+/// be written (a read-only home, a full filesystem): a directory of this
+/// user under /tmp, found the same way by every prov of this user whatever
+/// its environment, one spool in it per database, so that a record goes
+/// into the journal it was meant for. See [`open_fallback`].
+pub fn fallback_dir(database: &Path) -> PathBuf {
+    let key = xxhash_rust::xxh3::xxh3_64(database.as_os_str().as_encoded_bytes());
+    PathBuf::from(format!("/tmp/prov-{}", nix::unistd::geteuid().as_raw())).join(format!("spool-{key:016x}"))
+}
+
+/// The fallback spool directory of `database`, created (mode 0700) if need
+/// be and checked as the sockets' are: directories, not links, this
+/// user's, nobody else's to change. In /tmp anyone could have made them
+/// first: then they are refused, with the reason.
+pub fn open_fallback(database: &Path) -> io::Result<PathBuf> {
+    let dir = fallback_dir(database);
+    let parent = dir.parent().unwrap_or(&dir);
+    for d in [parent, &dir] {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        check_own_dir(d)?;
+    }
+    Ok(dir)
+}
+
+/// The fallback spool directory of `database` if its parent exists and
+/// both are this user's alone (the spool itself may be absent): what a
+/// query or the writer ingests, what doctor counts. Records in a directory
+/// someone else could write are nobody's.
+pub fn fallback_if_ours(database: &Path) -> Option<PathBuf> {
+    checked_fallback(database).ok().flatten()
+}
+
+/// [`fallback_if_ours`], with why not: Ok(None) when its parent does not
+/// exist yet, Err when a directory on the way is not this user's alone.
+pub fn checked_fallback(database: &Path) -> io::Result<Option<PathBuf>> {
+    let dir = fallback_dir(database);
+    match check_own_dir(dir.parent().unwrap_or(&dir)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    match check_own_dir(&dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(Some(dir)),
+    }
+}
+
+/// A directory (not a link) of this user that nobody else can write.
+fn check_own_dir(dir: &Path) -> io::Result<()> {
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = nix::unistd::geteuid().as_raw();
+    let problem = if !meta.is_dir() {
+        "is not a directory"
+    } else if meta.uid() != me {
+        "belongs to another user"
+    } else if meta.mode() & 0o022 != 0 {
+        "can be written by other users"
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{} {problem}", dir.display())))
 }
 
 /// Another writer of the same uuid is a bug; an ingester holds a lock only

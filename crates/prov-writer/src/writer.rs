@@ -3,7 +3,7 @@
 //! messages. The collector never waits for SQLite except when its caller
 //! asks for a `Sync`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -244,6 +244,9 @@ impl Writer {
         };
         if let Some(store) = store {
             let _ = store.ingest_spool(&self.spool_dir);
+            if let Some(fallback) = prov_store::spool::fallback_if_ours(&self.database) {
+                let _ = store.ingest_spool(&fallback);
+            }
         }
     }
 
@@ -415,13 +418,31 @@ impl Writer {
         crate::log::line(&format!("record {uuid} goes to the spool: {why}"));
         self.report.spooled.get_or_insert(why.clone());
         let Some(begin) = self.begin.clone() else { return };
-        match SpoolWriter::create(&self.spool_dir, &begin.uuid)
-            .and_then(|mut s| s.append(&SpoolEntry::Begin(begin)).map(|()| s))
-        {
-            Ok(spool) => self.sink = Sink::Spool(spool),
+        let open = |dir: &Path| {
+            SpoolWriter::create(dir, &begin.uuid)
+                .and_then(|mut s| s.append(&SpoolEntry::Begin(begin.clone())).map(|()| s))
+        };
+        let e = match open(&self.spool_dir) {
+            Ok(spool) => {
+                self.sink = Sink::Spool(spool);
+                return;
+            }
+            Err(e) => e,
+        };
+        // Both places named: where the record could not go.
+        let why = format!("{why}; nor the spool {}: {e}", self.spool_dir.display());
+        // A read-only home or a full filesystem: the record waits in the
+        // fallback spool, which the next writer or query with a writable
+        // database ingests.
+        match prov_store::spool::open_fallback(&self.database).and_then(|dir| open(&dir).map(|s| (dir, s))) {
+            Ok((dir, spool)) => {
+                crate::log::line(&format!("record {uuid} waits in {}: {why}", dir.display()));
+                self.report.spooled = Some(why);
+                self.report.fallback = Some(dir.display().to_string());
+                self.sink = Sink::Spool(spool);
+            }
             Err(e) => {
-                // Both places named: where the record could not go.
-                let why = format!("{why}; nor the spool {}: {e}", self.spool_dir.display());
+                let why = format!("{why}; nor {}: {e}", prov_store::spool::fallback_dir(&self.database).display());
                 crate::log::line(&format!("record {uuid} is lost: {why}"));
                 self.report.lost.get_or_insert(why);
                 self.sink = Sink::None;
