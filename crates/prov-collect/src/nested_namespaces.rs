@@ -270,3 +270,66 @@ fn is_setns(arch: u32, nr: i32) -> bool {
     }
     i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_setns
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_names_the_first_programs_and_counts_the_rest() {
+        let mut calls = NamespaceCalls::new(1);
+        assert_eq!(calls.reason(), None);
+        for (i, p) in ["bwrap", "unshare", "podman", "conmon", "crun"].iter().enumerate() {
+            calls.note(format!("{p} (pid {i}) made a mount namespace of its own"));
+        }
+        assert_eq!(calls.count(), 5);
+        assert_eq!(
+            calls.reason().unwrap(),
+            "bwrap (pid 0) made a mount namespace of its own; unshare (pid 1) made a mount namespace of its own; \
+             podman (pid 2) made a mount namespace of its own (and 2 more): files used there were not seen"
+        );
+        // The next record starts clean, in the same namespace.
+        calls.next_record();
+        assert_eq!((calls.count(), calls.reason(), calls.own_namespace), (0, None, 1));
+    }
+
+    #[test]
+    fn setns_is_told_from_unshare_and_clone() {
+        assert!(is_setns(0, libc::SYS_setns as i32));
+        assert!(!is_setns(0, libc::SYS_unshare as i32));
+        assert!(!is_setns(0, libc::SYS_clone as i32));
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert!(is_setns(3 | 0x4000_0000, 346), "i386 setns");
+            assert!(!is_setns(3 | 0x4000_0000, 310), "i386 unshare");
+            assert!(is_setns(0, libc::SYS_setns as i32 | 0x4000_0000), "x32 setns");
+        }
+    }
+
+    /// Notes left for another observation's namespace reach that one (and
+    /// only it, on this host), once.
+    #[test]
+    fn notes_reach_the_observation_of_their_namespace() {
+        let dir = std::env::temp_dir().join(format!("prov-nested-notes-{}", std::process::id()));
+        let mut outer = NamespaceCalls::new(100);
+        outer.keep_notes_in(dir.clone(), "h");
+        outer.leave_note(200, 42, "bwrap (pid 42) made a mount namespace of its own");
+        outer.leave_note(300, 43, "unshare (pid 43) made a mount namespace of its own");
+        let mut inner = NamespaceCalls::new(200);
+        inner.keep_notes_in(dir.clone(), "h");
+        inner.collect_notes();
+        assert_eq!(inner.count(), 0, "only an enclosed observation reads notes");
+        inner.enclosed();
+        inner.collect_notes();
+        assert_eq!(inner.count(), 1);
+        assert!(inner.reason().unwrap().starts_with("bwrap (pid 42)"));
+        inner.collect_notes();
+        assert_eq!(inner.count(), 1, "a note is read once");
+        let mut elsewhere = NamespaceCalls::new(300);
+        elsewhere.keep_notes_in(dir.clone(), "other-host");
+        elsewhere.enclosed();
+        elsewhere.collect_notes();
+        assert_eq!(elsewhere.count(), 0, "another host's namespace with the same number");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
