@@ -114,7 +114,8 @@ fn hostile_names_and_command_texts_are_shown_escaped() {
     let (_, wrote, _) = human(&case, &["query".as_ref(), "wrote".as_ref(), "copy.csv".as_ref()]);
     assert!(wrote.contains(HOSTILE_SHOWN) && wrote.contains(WORD_SHOWN), "{wrote}");
     let (_, read, _) = human(&case, &["query".as_ref(), "read".as_ref(), hostile.as_os_str()]);
-    assert!(read.contains(&format!("* read  {}/{HOSTILE_SHOWN}", case.work.display())), "{read}");
+    // Asked from the work directory: the file is shown relative to it.
+    assert!(read.contains(&format!("* read  {HOSTILE_SHOWN}")), "{read}");
     let unknown = case.work.join(OsStr::from_bytes(b"gone\x1b[2J\xff.csv"));
     let (out, _, nobody) = human(&case, &["query".as_ref(), "wrote".as_ref(), unknown.as_os_str()]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
