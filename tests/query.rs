@@ -322,7 +322,7 @@ fn delete_frees_archived_scripts_nothing_else_uses() {
     let output = found[0]["files"].as_array().unwrap().iter().find(|f| f["access"] == "write").unwrap().clone();
     assert!(output.get("archived").is_none(), "{output:#}");
     let human = String::from_utf8(case.prov(["query", "wrote", "b.out"]).stdout).unwrap();
-    assert!(human.lines().any(|l| l.contains("/b.sh") && l.ends_with("[archived]")), "{human}");
+    assert!(human.lines().any(|l| l.contains(" b.sh ") && l.ends_with("[archived]")), "{human}");
     let out = case.prov(["delete", "--text", "b.sh", "--yes"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("and 1 archived content(s)"), "{}", describe(&out));
     assert_eq!(archive(&case), (2, 1));
