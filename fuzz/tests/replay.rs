@@ -120,7 +120,13 @@ fn writer_pipe_seeds() {
         stream.extend_from_slice(&frame);
     }
     std::fs::write(dir.join("seed-stream"), &stream).unwrap();
-    let reply = SyncReport { events: 2, spooled: Some("database is locked".into()), lost: None, cpu_ns: 1_000_000 };
+    let reply = SyncReport {
+        events: 2,
+        spooled: Some("database is locked".into()),
+        lost: None,
+        cpu_ns: 1_000_000,
+        fallback: None,
+    };
     encode_frame(&reply, MAX_FRAME, &mut frame).unwrap();
     std::fs::write(dir.join("seed-reply"), &frame).unwrap();
 }
