@@ -643,8 +643,8 @@ impl Observation<'_> {
         for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
             st.writer.log(failure);
         }
-        for caveat in st.namespace_calls.caveats() {
-            st.writer.log(caveat);
+        if let Some(why) = st.namespace_calls.unwatched_reason() {
+            st.writer.log(why);
         }
         if st.begun {
             st.settle(self.group)?;

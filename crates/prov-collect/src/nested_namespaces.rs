@@ -132,7 +132,13 @@ impl NamespaceCalls {
             match caller.namespace {
                 // A process of another observation, started inside this
                 // command: that observation's record is told.
-                Some(ns) if ns != self.own_namespace && self.own_namespace != 0 => self.leave_note(ns, call.pid, &line),
+                Some(ns) if ns != self.own_namespace && self.own_namespace != 0 => {
+                    // Untold, the other record would look complete: this one
+                    // says it instead.
+                    if !self.leave_note(ns, call.pid, &line) {
+                        self.note(line);
+                    }
+                }
                 _ => self.note(line),
             }
         }
@@ -147,21 +153,24 @@ impl NamespaceCalls {
     }
 
     /// For the observation of namespace `ns`, whose command's process made
-    /// the call (best effort: without a directory, nobody is told).
-    fn leave_note(&self, ns: u64, pid: u32, line: &str) {
-        let Some((dir, host)) = &self.notes else { return };
+    /// the call; false if the note could not be left.
+    fn leave_note(&self, ns: u64, pid: u32, line: &str) -> bool {
+        let Some((dir, host)) = &self.notes else { return false };
         if std::fs::create_dir_all(dir).is_err() {
-            return;
+            return false;
         }
         let now = SystemTime::now();
         let stamp = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let _ = std::fs::write(dir.join(format!("{host}-{ns}-{pid}-{stamp}")), line);
+        if std::fs::write(dir.join(format!("{host}-{ns}-{pid}-{stamp}")), line).is_err() {
+            return false;
+        }
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let old = entry.metadata().ok().and_then(|m| m.modified().ok()).and_then(|m| now.duration_since(m).ok());
             if old.is_some_and(|age| age > NOTE_LIFETIME) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
+        true
     }
 
     /// Takes the notes enclosing observations left for this one.
@@ -202,14 +211,10 @@ impl NamespaceCalls {
         Some(format!("{}{more}{NESTED_NAMESPACES_REASON_END}", self.programs.join("; ")))
     }
 
-    /// Said in the collector's log: calls of this record that another
-    /// observation notes, or that nothing could watch.
-    pub fn caveats(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        out.extend(
-            self.unwatched.iter().map(|why| format!("mount namespaces made by this command not watched: {why}")),
-        );
-        out
+    /// For the collector's log: why some program of the command could not
+    /// be watched at all.
+    pub fn unwatched_reason(&self) -> Option<String> {
+        self.unwatched.as_ref().map(|why| format!("mount namespaces made by this command not watched: {why}"))
     }
 
     /// For the next record of the observation (the last one's processes are
@@ -310,11 +315,12 @@ mod tests {
     /// only it, on this host), once.
     #[test]
     fn notes_reach_the_observation_of_their_namespace() {
+        assert!(!NamespaceCalls::new(100).leave_note(200, 42, "x"), "no place for notes: the caller counts it itself");
         let dir = std::env::temp_dir().join(format!("prov-nested-notes-{}", std::process::id()));
         let mut outer = NamespaceCalls::new(100);
         outer.keep_notes_in(dir.clone(), "h");
-        outer.leave_note(200, 42, "bwrap (pid 42) made a mount namespace of its own");
-        outer.leave_note(300, 43, "unshare (pid 43) made a mount namespace of its own");
+        assert!(outer.leave_note(200, 42, "bwrap (pid 42) made a mount namespace of its own"));
+        assert!(outer.leave_note(300, 43, "unshare (pid 43) made a mount namespace of its own"));
         let mut inner = NamespaceCalls::new(200);
         inner.keep_notes_in(dir.clone(), "h");
         inner.collect_notes();
