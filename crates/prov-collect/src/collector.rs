@@ -501,13 +501,15 @@ impl Observation<'_> {
                 if self.mounts_changed_now() {
                     self.mark_new_mounts(st);
                 }
+                // The command's last process was reaped before `End`: its
+                // listeners have hung up, and the record need not wait for
+                // a later look (which would store its last part after the
+                // answer).
+                st.catch_up_with_listeners();
                 // Only where the observation may serve another record: the
                 // others end as before.
                 if st.reuse_asked {
                     self.catch_up_with_tracker(st);
-                    // The command's last process was reaped before `End`:
-                    // its listeners have hung up, or are about to say why not.
-                    st.catch_up_with_listeners();
                     // A mount that could not be marked: the namespace is no
                     // longer what was prepared (said now, not at the end).
                     for failure in self.mounts.as_ref().map(MountWatch::failures).unwrap_or_default() {
