@@ -1,0 +1,204 @@
+//! `prov diff A B`: what differs between two recorded commands, or
+//! between the chains that made two files: command texts, exit statuses,
+//! programs run (executable, arguments), inputs and outputs (path and
+//! content), in a compact summary. Paths below a side's working
+//! directory are compared relative to it, so two runs in two checkouts
+//! line up.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use prov_model::escape::escape;
+use prov_store::{FileRow, ProcessRow, Store};
+use serde_json::{json, Value};
+
+use crate::chain::{self, Chain};
+use crate::query::open_store;
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// A command's id, or a file (its lineage: the commands that made it).
+    /// An argument of digits is an id; write ./42 for a file named 42.
+    #[arg(value_name = "A")]
+    pub a: OsString,
+    /// The other command or file.
+    #[arg(value_name = "B")]
+    pub b: OsString,
+    /// One JSON object (see the reference) instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One side: its commands, their processes, its inputs and outputs by
+/// the name they are compared under.
+struct Side {
+    label: String,
+    texts: Vec<String>,
+    statuses: Vec<Option<i32>>,
+    /// Executable -> the argument lists it ran with.
+    programs: BTreeMap<String, BTreeSet<String>>,
+    inputs: BTreeMap<String, FileRow>,
+    outputs: BTreeMap<String, FileRow>,
+}
+
+fn side(store: &Store, chain: &Chain) -> Result<Side> {
+    let base = chain.steps.first().map(|s| s.command.cwd.clone()).unwrap_or_default();
+    let key = |p: &[u8]| escape(prov_export::text::relative_to(p, &base));
+    let mut programs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for step in &chain.steps {
+        for p in store.processes_of(step.command.id)? {
+            let ProcessRow { record, .. } = p;
+            if record.exe.is_empty() {
+                continue;
+            }
+            let args = match record.unknown {
+                Some(_) => "(arguments unknown)".to_string(),
+                None => record.args.split(|&b| b == 0).filter(|w| !w.is_empty()).map(key).collect::<Vec<_>>().join(" "),
+            };
+            programs.entry(escape(&record.exe)).or_default().insert(args);
+        }
+    }
+    Ok(Side {
+        label: chain.label.clone(),
+        texts: chain.steps.iter().map(|s| escape(&s.command.text)).collect(),
+        statuses: chain.steps.iter().map(|s| s.command.exit_status).collect(),
+        programs,
+        inputs: chain.inputs().into_iter().map(|(p, f)| (key(&p), f.clone())).collect(),
+        outputs: chain.outputs().into_iter().map(|(p, f)| (key(&p), f.clone())).collect(),
+    })
+}
+
+/// How one file differs between the sides; None when identical.
+fn file_change(a: Option<&FileRow>, b: Option<&FileRow>) -> Option<String> {
+    match (a, b) {
+        (Some(_), None) => Some("only in A".into()),
+        (None, Some(_)) => Some("only in B".into()),
+        (Some(a), Some(b)) => {
+            let same_content = a.hash.is_some() && a.hash == b.hash && a.hash_params == b.hash_params;
+            match (a.size == b.size, same_content) {
+                (true, true) => None,
+                (true, false) => Some("content".into()),
+                (false, _) => Some(format!("size {} → {}, content", a.size, b.size)),
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+/// The differences of two maps of files: (name, change).
+fn file_changes(a: &BTreeMap<String, FileRow>, b: &BTreeMap<String, FileRow>) -> Vec<(String, String)> {
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    names.into_iter().filter_map(|n| file_change(a.get(n), b.get(n)).map(|c| (n.clone(), c))).collect()
+}
+
+struct Diff {
+    a: Side,
+    b: Side,
+    inputs: Vec<(String, String)>,
+    outputs: Vec<(String, String)>,
+    /// Executable -> how its runs differ.
+    programs: Vec<(String, String)>,
+}
+
+impl Diff {
+    fn new(a: Side, b: Side) -> Diff {
+        let inputs = file_changes(&a.inputs, &b.inputs);
+        let outputs = file_changes(&a.outputs, &b.outputs);
+        let exes: BTreeSet<&String> = a.programs.keys().chain(b.programs.keys()).collect();
+        let programs = exes
+            .into_iter()
+            .filter_map(|exe| {
+                let change = match (a.programs.get(exe), b.programs.get(exe)) {
+                    (Some(_), None) => "run in A only".to_string(),
+                    (None, Some(_)) => "run in B only".to_string(),
+                    (Some(x), Some(y)) if x != y => {
+                        let only = |p: &BTreeSet<String>, q: &BTreeSet<String>| {
+                            p.difference(q).cloned().collect::<Vec<_>>().join("; ")
+                        };
+                        format!("arguments {} → {}", only(x, y), only(y, x))
+                    }
+                    _ => return None,
+                };
+                Some((exe.clone(), change))
+            })
+            .collect();
+        Diff { a, b, inputs, outputs, programs }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.a.texts == self.b.texts
+            && self.a.statuses == self.b.statuses
+            && self.inputs.is_empty()
+            && self.outputs.is_empty()
+            && self.programs.is_empty()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("A {}  B {}", self.a.label, self.b.label)];
+        if self.a.texts != self.b.texts {
+            lines.push(format!(" text         - {}", self.a.texts.join(" ; ")));
+            lines.push(format!("              + {}", self.b.texts.join(" ; ")));
+        }
+        if self.a.statuses != self.b.statuses {
+            let show = |s: &[Option<i32>]| {
+                s.iter().map(|c| c.map_or("?".into(), |c| c.to_string())).collect::<Vec<_>>().join(",")
+            };
+            lines.push(format!(" exit status  {} → {}", show(&self.a.statuses), show(&self.b.statuses)));
+        }
+        let width = self.inputs.iter().chain(&self.outputs).map(|(n, _)| n.chars().count()).max().unwrap_or(0);
+        for (exe, change) in &self.programs {
+            lines.push(format!(" program      {exe} | {change}"));
+        }
+        for (kind, changes) in [("input ", &self.inputs), ("output", &self.outputs)] {
+            for (name, change) in changes {
+                lines.push(format!(" {kind}       {name:width$} | {change}"));
+            }
+        }
+        lines.push(format!(
+            " {} of {} inputs, {} of {} outputs, {} programs differ",
+            self.inputs.len(),
+            self.a.inputs.len().max(self.b.inputs.len()),
+            self.outputs.len(),
+            self.a.outputs.len().max(self.b.outputs.len()),
+            self.programs.len()
+        ));
+        lines
+    }
+
+    fn json(&self) -> Value {
+        let changes = |c: &[(String, String)]| -> Vec<Value> {
+            c.iter().map(|(n, what)| json!({ "name": n, "change": what })).collect()
+        };
+        json!({
+            "type": "diff",
+            "a": { "label": self.a.label, "texts": self.a.texts, "exit_statuses": self.a.statuses },
+            "b": { "label": self.b.label, "texts": self.b.texts, "exit_statuses": self.b.statuses },
+            "same": self.is_empty(),
+            "text_differs": self.a.texts != self.b.texts,
+            "exit_status_differs": self.a.statuses != self.b.statuses,
+            "programs": changes(&self.programs),
+            "inputs": changes(&self.inputs),
+            "outputs": changes(&self.outputs),
+        })
+    }
+}
+
+pub fn diff(args: DiffArgs) -> Result<ExitCode> {
+    let Some(store) = open_store()? else { bail!("no records yet") };
+    let a = side(&store, &chain::of_argument(&store, &args.a)?)?;
+    let b = side(&store, &chain::of_argument(&store, &args.b)?)?;
+    let d = Diff::new(a, b);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        crate::output::write_json(&mut out, &d.json())?;
+    } else {
+        for line in d.lines() {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(if d.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(crate::rerun::DIFFERS) })
+}
