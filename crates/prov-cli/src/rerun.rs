@@ -69,6 +69,9 @@ pub fn rerun(args: RerunArgs) -> Result<ExitCode> {
     if args.check {
         let report = rerun_check::compare(&chain, &scratch, inputs, &statuses, args.in_place);
         report.print(args.json)?;
+        if !args.json && !args.in_place {
+            eprintln!("prov: the re-run's files are in {}", escape(scratch.upper_root().as_os_str().as_bytes()));
+        }
         return Ok(if report.reproduced() { ExitCode::SUCCESS } else { ExitCode::from(DIFFERS) });
     }
     let last = statuses.last().map_or(1, |s| s.status);
@@ -239,4 +242,17 @@ fn run_traced(chain: &Chain, scratch: &Scratch) -> Result<Vec<StepStatus>> {
         Err(_) => bail!("the sandbox did not start (prov run exited with {status}); nothing was run"),
     };
     Ok(statuses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_means_the_directory_or_below_it() {
+        assert!(is_within(b"/home/u/proj", b"/home/u"));
+        assert!(is_within(b"/home/u", b"/home/u"));
+        assert!(!is_within(b"/home/u2", b"/home/u"));
+        assert!(is_within(b"/anything", b"/"));
+    }
 }

@@ -127,6 +127,9 @@ fn enter_sandbox(covers: &[Cover], run_dir: &Path) -> Result<()> {
     for dir in covers.iter().map(|c| PathBuf::from(OsString::from_vec(c.dir.clone()))).chain([run_dir.to_owned()]) {
         set_read_only(&dir, false, false)?;
     }
+    // The old working directory is the one under the overlay: leave it
+    // (each step's line enters its own).
+    std::env::set_current_dir("/").context("cannot enter /")?;
     Ok(())
 }
 
