@@ -93,7 +93,11 @@ fn a_deterministic_pipeline_reproduces_without_touching_the_users_files() {
     let history = case.query(["history", "-n", "3"]);
     let sandboxed: Vec<&Value> = history.iter().filter(|c| c["text"].as_str().unwrap().contains("__sandbox")).collect();
     assert!(!sandboxed.is_empty(), "{history:?}");
-    assert!(sandboxed[0]["incomplete"].to_string().contains("mount namespace of its own"), "{:?}", sandboxed[0]);
+    assert!(
+        sandboxed[0]["incomplete_reason"].as_str().unwrap_or("").contains("made a mount namespace of its own"),
+        "{:?}",
+        sandboxed[0]
+    );
 }
 
 #[test]
