@@ -33,14 +33,29 @@ pub struct DiffArgs {
     pub json: bool,
 }
 
+/// The runs of one executable: how often with each argument list, and how
+/// often with arguments unknown (a process that ended before they could be
+/// read).
+#[derive(Default, PartialEq, Eq)]
+struct Runs {
+    known: BTreeMap<String, usize>,
+    unknown: usize,
+}
+
+impl Runs {
+    fn count(&self) -> usize {
+        self.known.values().sum::<usize>() + self.unknown
+    }
+}
+
 /// One side: its commands, their processes, its inputs and outputs by
 /// the name they are compared under.
 struct Side {
     label: String,
     texts: Vec<String>,
     statuses: Vec<Option<i32>>,
-    /// Executable -> the argument lists it ran with.
-    programs: BTreeMap<String, BTreeSet<String>>,
+    /// Executable -> how it ran.
+    programs: BTreeMap<String, Runs>,
     inputs: BTreeMap<String, FileRow>,
     outputs: BTreeMap<String, FileRow>,
 }
@@ -48,18 +63,21 @@ struct Side {
 fn side(store: &Store, chain: &Chain) -> Result<Side> {
     let base = chain.steps.first().map(|s| s.command.cwd.clone()).unwrap_or_default();
     let key = |p: &[u8]| escape(prov_export::text::relative_to(p, &base));
-    let mut programs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut programs: BTreeMap<String, Runs> = BTreeMap::new();
     for step in &chain.steps {
         for p in store.processes_of(step.command.id)? {
             let ProcessRow { record, .. } = p;
             if record.exe.is_empty() {
                 continue;
             }
-            let args = match record.unknown {
-                Some(_) => "(arguments unknown)".to_string(),
-                None => record.args.split(|&b| b == 0).filter(|w| !w.is_empty()).map(key).collect::<Vec<_>>().join(" "),
-            };
-            programs.entry(escape(&record.exe)).or_default().insert(args);
+            let runs = programs.entry(escape(&record.exe)).or_default();
+            match record.unknown {
+                Some(_) => runs.unknown += 1,
+                None => {
+                    let args = record.args.split(|&b| b == 0).filter(|w| !w.is_empty()).map(key).collect::<Vec<_>>();
+                    *runs.known.entry(args.join(" ")).or_default() += 1;
+                }
+            }
         }
     }
     Ok(Side {
@@ -102,6 +120,9 @@ struct Diff {
     outputs: Vec<(String, String)>,
     /// Executable -> how its runs differ.
     programs: Vec<(String, String)>,
+    /// Programs whose known arguments differ while some of their runs'
+    /// arguments are unknown: not counted as a difference.
+    uncertain: usize,
 }
 
 impl Diff {
@@ -109,24 +130,37 @@ impl Diff {
         let inputs = file_changes(&a.inputs, &b.inputs);
         let outputs = file_changes(&a.outputs, &b.outputs);
         let exes: BTreeSet<&String> = a.programs.keys().chain(b.programs.keys()).collect();
-        let programs = exes
-            .into_iter()
-            .filter_map(|exe| {
-                let change = match (a.programs.get(exe), b.programs.get(exe)) {
-                    (Some(_), None) => "run in A only".to_string(),
-                    (None, Some(_)) => "run in B only".to_string(),
-                    (Some(x), Some(y)) if x != y => {
-                        let only = |p: &BTreeSet<String>, q: &BTreeSet<String>| {
-                            p.difference(q).cloned().collect::<Vec<_>>().join("; ")
-                        };
-                        format!("arguments {} → {}", only(x, y), only(y, x))
+        let mut uncertain = 0;
+        let mut programs = Vec::new();
+        for exe in exes {
+            let change = match (a.programs.get(exe), b.programs.get(exe)) {
+                (Some(_), None) => "run in A only".to_string(),
+                (None, Some(_)) => "run in B only".to_string(),
+                (Some(x), Some(y)) if x.unknown + y.unknown == 0 && x.known != y.known => {
+                    let only = |p: &Runs, q: &Runs| {
+                        p.known
+                            .keys()
+                            .filter(|k| p.known.get(*k) != q.known.get(*k))
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    };
+                    format!("arguments {} → {}", only(x, y), only(y, x))
+                }
+                // Some arguments were not read: only the number of runs
+                // can be compared.
+                (Some(x), Some(y)) if x.count() != y.count() => format!("ran {} → {} times", x.count(), y.count()),
+                (Some(x), Some(y)) => {
+                    if x.known != y.known {
+                        uncertain += 1;
                     }
-                    _ => return None,
-                };
-                Some((exe.clone(), change))
-            })
-            .collect();
-        Diff { a, b, inputs, outputs, programs }
+                    continue;
+                }
+                (None, None) => continue,
+            };
+            programs.push((exe.clone(), change));
+        }
+        Diff { a, b, inputs, outputs, programs, uncertain }
     }
 
     fn is_empty(&self) -> bool {
@@ -158,14 +192,21 @@ impl Diff {
                 lines.push(format!(" {kind}       {name:width$} | {change}"));
             }
         }
-        lines.push(format!(
+        let mut summary = format!(
             " {} of {} inputs, {} of {} outputs, {} programs differ",
             self.inputs.len(),
             self.a.inputs.len().max(self.b.inputs.len()),
             self.outputs.len(),
             self.a.outputs.len().max(self.b.outputs.len()),
             self.programs.len()
-        ));
+        );
+        if self.uncertain > 0 {
+            summary.push_str(&format!(
+                "; the arguments of {} more cannot be compared (some processes ended before they were read)",
+                self.uncertain
+            ));
+        }
+        lines.push(summary);
         lines
     }
 
@@ -181,6 +222,7 @@ impl Diff {
             "text_differs": self.a.texts != self.b.texts,
             "exit_status_differs": self.a.statuses != self.b.statuses,
             "programs": changes(&self.programs),
+            "programs_uncertain": self.uncertain,
             "inputs": changes(&self.inputs),
             "outputs": changes(&self.outputs),
         })
