@@ -8,6 +8,7 @@
 mod admin;
 mod browse;
 mod chain;
+mod command_env;
 mod config;
 mod diff;
 mod docs;
