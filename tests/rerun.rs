@@ -275,3 +275,65 @@ fn bad_input_is_one_line() {
     let out = case.prov(["rerun"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
+
+/// `prov run -- sh -c SCRIPT` with extra variables set.
+fn run_with_env(case: &Case, script: &str, env: &[(&str, &str)]) {
+    let mut cmd = case.command(case.inst.prov());
+    cmd.args(["run", "--", "sh", "-c", script]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{script}: {}", describe(&out));
+}
+
+#[test]
+fn a_rerun_gets_the_recorded_variables_over_the_current_ones() {
+    let case = Case::new("rerun-env");
+    run_with_env(&case, "echo \"$OMP_NUM_THREADS\" > threads.txt", &[("OMP_NUM_THREADS", "3")]);
+    let id = last_id(&case);
+    // Now the user's environment says 5; the recorded 3 applies.
+    let mut cmd = case.command(case.inst.prov());
+    cmd.args(["rerun", "--scratch", &scratch(&case), &id, "--check"]).env("OMP_NUM_THREADS", "5");
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(stdout(&out).trim(), "reproduced: 1 of 1 outputs identical");
+}
+
+#[test]
+fn diff_names_changed_variables_and_executables() {
+    let case = Case::new("diff-env");
+    case.write("tool.sh", b"#!/bin/sh\necho one > out.txt\n");
+    std::fs::set_permissions(case.work.join("tool.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    run_with_env(&case, "./tool.sh", &[("SLURM_JOB_ID", "4241")]);
+    let first = last_id(&case);
+    case.write("tool.sh", b"#!/bin/sh\necho two, longer > out.txt\n");
+    run_with_env(&case, "./tool.sh", &[("SLURM_JOB_ID", "4242")]);
+    let second = last_id(&case);
+
+    let out = case.prov(["diff", &first, &second, "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let env: Vec<(&str, &str)> = v["environment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["change"].as_str().unwrap()))
+        .collect();
+    assert_eq!(env, [("SLURM_JOB_ID", "4241 → 4242")], "{v}");
+    let programs: Vec<(&str, &str)> = v["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["change"].as_str().unwrap()))
+        .collect();
+    assert!(
+        programs
+            .iter()
+            .any(|(exe, change)| exe.ends_with("/tool.sh") && change.starts_with("executable changed (size")),
+        "{v}"
+    );
+    assert_eq!(changed(&v, "outputs"), names(&["out.txt"]), "{v}");
+    let text = stdout(&case.prov(["diff", &first, &second]));
+    assert!(text.lines().any(|l| l.contains("env") && l.contains("SLURM_JOB_ID | 4241 → 4242")), "{text}");
+}

@@ -11,6 +11,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use prov_export::lineage::{self, Direction, Target, WalkOptions};
 use prov_export::plan;
+use prov_model::env::Environment;
 use prov_model::escape::escape;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, Store};
@@ -20,6 +21,8 @@ use crate::query::absolute;
 pub struct ChainStep {
     pub command: CommandRow,
     pub files: Vec<FileRow>,
+    /// The environment it ran in; None when none was recorded.
+    pub environment: Option<Environment>,
     /// Shell lines that move files to the names later steps read them as.
     pub moves: Vec<Vec<u8>>,
 }
@@ -37,11 +40,9 @@ pub struct Chain {
 pub fn of_command(store: &Store, id: i64) -> Result<Chain> {
     let Some(command) = store.command(id)? else { bail!("no recorded command has the id {id}") };
     let files = store.files_of(id)?;
-    Ok(Chain {
-        steps: vec![ChainStep { command, files, moves: Vec::new() }],
-        refused: Vec::new(),
-        label: format!("#{id}"),
-    })
+    let environment = store.environment_of(id)?;
+    let step = ChainStep { command, files, environment, moves: Vec::new() };
+    Ok(Chain { steps: vec![step], refused: Vec::new(), label: format!("#{id}") })
 }
 
 /// The commands that made `file`, oldest first.
@@ -66,14 +67,12 @@ pub fn of_file(store: &Store, file: &OsStr) -> Result<Chain> {
             moves.insert(step.command.id, lines.by_ref().take(step.moves.len()).collect());
         }
     }
-    let steps = records
-        .iter()
-        .map(|(c, f)| ChainStep {
-            command: c.clone(),
-            files: f.clone(),
-            moves: moves.remove(&c.id).unwrap_or_default(),
-        })
-        .collect();
+    let mut steps = Vec::new();
+    for (command, files) in &records {
+        let environment = store.environment_of(command.id)?;
+        let moves = moves.remove(&command.id).unwrap_or_default();
+        steps.push(ChainStep { command: command.clone(), files: files.clone(), environment, moves });
+    }
     Ok(Chain { steps, refused: made.refused, label: escape(bytes) })
 }
 

@@ -40,6 +40,8 @@ pub struct DiffArgs {
 struct Runs {
     known: BTreeMap<String, usize>,
     unknown: usize,
+    /// The executable file's (size, partial hash) in each run recorded.
+    files: BTreeSet<(u64, Option<u64>)>,
 }
 
 impl Runs {
@@ -58,6 +60,12 @@ struct Side {
     programs: BTreeMap<String, Runs>,
     inputs: BTreeMap<String, FileRow>,
     outputs: BTreeMap<String, FileRow>,
+    /// The recorded variables (of the last command that has each).
+    env: BTreeMap<String, String>,
+    /// The git commit of the working directory's repository, with "+dirty".
+    git: Option<String>,
+    /// Commands without a recorded environment.
+    env_unknown: usize,
 }
 
 fn side(store: &Store, chain: &Chain) -> Result<Side> {
@@ -71,6 +79,9 @@ fn side(store: &Store, chain: &Chain) -> Result<Side> {
                 continue;
             }
             let runs = programs.entry(escape(&record.exe)).or_default();
+            if let Some(f) = &record.exe_file {
+                runs.files.insert((f.size, f.hash));
+            }
             match record.unknown {
                 Some(_) => runs.unknown += 1,
                 None => {
@@ -80,7 +91,19 @@ fn side(store: &Store, chain: &Chain) -> Result<Side> {
             }
         }
     }
+    let mut env = BTreeMap::new();
+    let mut git = None;
+    for e in chain.steps.iter().filter_map(|s| s.environment.as_ref()) {
+        env.extend(e.pairs().into_iter().map(|(n, v)| (escape(n), escape(v))));
+        if let Some(g) = &e.git {
+            let dirty = if g.dirty == Some(true) { "+dirty" } else { "" };
+            git = Some(format!("{}{dirty}", g.commit.as_deref().unwrap_or("(no commit)")));
+        }
+    }
     Ok(Side {
+        env,
+        git,
+        env_unknown: chain.steps.iter().filter(|s| s.environment.is_none()).count(),
         label: chain.label.clone(),
         texts: chain.steps.iter().map(|s| escape(&s.command.text)).collect(),
         statuses: chain.steps.iter().map(|s| s.command.exit_status).collect(),
@@ -107,6 +130,33 @@ fn file_change(a: Option<&FileRow>, b: Option<&FileRow>) -> Option<String> {
     }
 }
 
+/// How an executable differs: its size, else its content.
+fn executable_change(a: &BTreeSet<(u64, Option<u64>)>, b: &BTreeSet<(u64, Option<u64>)>) -> String {
+    let sizes = |s: &BTreeSet<(u64, Option<u64>)>| s.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>().join(",");
+    if sizes(a) != sizes(b) {
+        format!("executable changed (size {} → {}, content)", sizes(a), sizes(b))
+    } else {
+        "executable changed (content)".into()
+    }
+}
+
+/// The differences of two maps of variables: (name, change).
+fn env_changes(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let change = match (a.get(n), b.get(n)) {
+                (Some(x), None) => format!("removed (was {x})"),
+                (None, Some(y)) => format!("added: {y}"),
+                (Some(x), Some(y)) if x != y => format!("{x} → {y}"),
+                _ => return None,
+            };
+            Some((n.clone(), change))
+        })
+        .collect()
+}
+
 /// The differences of two maps of files: (name, change).
 fn file_changes(a: &BTreeMap<String, FileRow>, b: &BTreeMap<String, FileRow>) -> Vec<(String, String)> {
     let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
@@ -120,6 +170,8 @@ struct Diff {
     outputs: Vec<(String, String)>,
     /// Executable -> how its runs differ.
     programs: Vec<(String, String)>,
+    /// Variables added, removed or changed.
+    env: Vec<(String, String)>,
     /// Programs whose known arguments differ while some of their runs'
     /// arguments are unknown: not counted as a difference.
     uncertain: usize,
@@ -136,6 +188,9 @@ impl Diff {
             let change = match (a.programs.get(exe), b.programs.get(exe)) {
                 (Some(_), None) => "run in A only".to_string(),
                 (None, Some(_)) => "run in B only".to_string(),
+                (Some(x), Some(y)) if !x.files.is_empty() && !y.files.is_empty() && x.files != y.files => {
+                    executable_change(&x.files, &y.files)
+                }
                 (Some(x), Some(y)) if x.unknown + y.unknown == 0 && x.known != y.known => {
                     let only = |p: &Runs, q: &Runs| {
                         p.known
@@ -160,12 +215,15 @@ impl Diff {
             };
             programs.push((exe.clone(), change));
         }
-        Diff { a, b, inputs, outputs, programs, uncertain }
+        let env = env_changes(&a.env, &b.env);
+        Diff { a, b, inputs, outputs, programs, uncertain, env }
     }
 
     fn is_empty(&self) -> bool {
         self.a.texts == self.b.texts
             && self.a.statuses == self.b.statuses
+            && self.env.is_empty()
+            && self.a.git == self.b.git
             && self.inputs.is_empty()
             && self.outputs.is_empty()
             && self.programs.is_empty()
@@ -184,6 +242,13 @@ impl Diff {
             lines.push(format!(" exit status  {} → {}", show(&self.a.statuses), show(&self.b.statuses)));
         }
         let width = self.inputs.iter().chain(&self.outputs).map(|(n, _)| n.chars().count()).max().unwrap_or(0);
+        for (name, change) in &self.env {
+            lines.push(format!(" env          {name} | {change}"));
+        }
+        if self.a.git != self.b.git {
+            let show = |g: &Option<String>| g.clone().unwrap_or_else(|| "no repository".into());
+            lines.push(format!(" git          {} → {}", show(&self.a.git), show(&self.b.git)));
+        }
         for (exe, change) in &self.programs {
             lines.push(format!(" program      {exe} | {change}"));
         }
@@ -200,6 +265,10 @@ impl Diff {
             self.a.outputs.len().max(self.b.outputs.len()),
             self.programs.len()
         );
+        let unknown = self.a.env_unknown + self.b.env_unknown;
+        if unknown > 0 {
+            summary.push_str(&format!("; {unknown} commands have no recorded environment"));
+        }
         if self.uncertain > 0 {
             summary.push_str(&format!(
                 "; the arguments of {} more cannot be compared (some processes ended before they were read)",
@@ -223,6 +292,9 @@ impl Diff {
             "exit_status_differs": self.a.statuses != self.b.statuses,
             "programs": changes(&self.programs),
             "programs_uncertain": self.uncertain,
+            "environment": changes(&self.env),
+            "git": { "a": self.a.git, "b": self.b.git },
+            "environment_unknown": self.a.env_unknown + self.b.env_unknown,
             "inputs": changes(&self.inputs),
             "outputs": changes(&self.outputs),
         })

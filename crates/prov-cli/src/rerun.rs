@@ -223,7 +223,7 @@ fn run_traced(chain: &Chain, scratch: &Scratch) -> Result<Vec<StepStatus>> {
         .map(|s| {
             let mut lines = vec![prov_export::plan::rerun_line(&s.command)];
             lines.extend(s.moves.iter().cloned());
-            PlanStep { id: s.command.id, lines, env: crate::rerun_env::recorded(&s.command) }
+            PlanStep { id: s.command.id, lines, env: crate::rerun_env::recorded(s.command.id, s.environment.as_ref()) }
         })
         .collect();
     let plan = Plan { covers: scratch.covers.clone(), run_dir: scratch.run_dir(), steps };
