@@ -114,7 +114,8 @@ enum Command {
     /// Run a recorded command again, in a sandbox, and compare.
     ///
     /// The command's text runs with its shell in its recorded directory,
-    /// traced like any command, inside an unprivileged user and mount
+    /// with its recorded variables over the current environment, traced
+    /// like any command, inside an unprivileged user and mount
     /// namespace: an overlay over the directories it may write in (its
     /// directory, those of its outputs, HOME, /tmp) takes its writes in a
     /// scratch layer, and every other mount is read-only, so your files
@@ -127,8 +128,9 @@ enum Command {
     Rerun(rerun::RerunArgs),
     /// What differs between two commands, or the chains that made two files.
     ///
-    /// Command texts, exit statuses, programs run (executable, arguments),
-    /// inputs and outputs (path, size, content), one line each. A path
+    /// Command texts, exit statuses, environments (recorded variables, git
+    /// commit), programs run (executable hash, arguments), inputs and
+    /// outputs (path, size, content), one line each. A path
     /// below a side's directory is compared relative to it. Exit status 0
     /// when nothing differs, 3 when something does.
     Diff(diff::DiffArgs),
