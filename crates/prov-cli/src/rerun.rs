@@ -43,7 +43,7 @@ pub struct RerunArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the scratch layer goes (a new directory is made inside DIR;
-    /// default /var/tmp/prov-rerun-UID, or the cache directory).
+    /// default /var/tmp/prov-rerun-UID, or rerun/ beside the journal).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
 }
