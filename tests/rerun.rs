@@ -337,3 +337,20 @@ fn diff_names_changed_variables_and_executables() {
     let text = stdout(&case.prov(["diff", &first, &second]));
     assert!(text.lines().any(|l| l.contains("env") && l.contains("SLURM_JOB_ID | 4241 → 4242")), "{text}");
 }
+
+#[test]
+fn a_line_typed_in_bash_is_run_again_by_bash() {
+    let case = Case::new("rerun-bash");
+    case.write("in.txt", b"b\na\n");
+    let mut shell = prov_e2e::pty::Shell::start(&case, "bash");
+    // bash syntax sh would not read: a here-string and [[ ]].
+    shell.run("[[ -e in.txt ]] && sort <<< \"$(cat in.txt)\" > sorted.txt");
+    shell.exit();
+    let found = case.query(["history", "--text", "sort <<<"]);
+    let recorded = &found[0];
+    assert_eq!(recorded["shell"], "bash", "{recorded}");
+    let id = recorded["id"].as_i64().unwrap().to_string();
+    let out = rerun(&case, &[&id, "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(stdout(&out).trim(), "reproduced: 1 of 1 outputs identical");
+}

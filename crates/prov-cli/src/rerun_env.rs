@@ -11,7 +11,7 @@ use prov_model::escape::escape;
 pub fn recorded(id: i64, env: Option<&Environment>) -> Vec<(Vec<u8>, Vec<u8>)> {
     let Some(env) = env else {
         eprintln!(
-            "prov: #{id} has no recorded environment (recorded before prov kept them): it runs in the current one"
+            "prov: #{id} has no recorded environment: it runs in the current one"
         );
         return Vec::new();
     };
