@@ -16,7 +16,7 @@ use prov_model::escape::escape;
 use prov_model::Access;
 use prov_store::{CommandRow, FileRow, Store};
 
-use crate::query::absolute;
+use crate::file_args::absolute;
 
 pub struct ChainStep {
     pub command: CommandRow,

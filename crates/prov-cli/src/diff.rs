@@ -17,7 +17,7 @@ use prov_store::{FileRow, ProcessRow, Store};
 use serde_json::{json, Value};
 
 use crate::chain::{self, Chain};
-use crate::query::open_store;
+use crate::journal::{self, Reach};
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
@@ -301,8 +301,8 @@ impl Diff {
     }
 }
 
-pub fn diff(args: DiffArgs) -> Result<ExitCode> {
-    let Some(store) = open_store()? else { bail!("no records yet") };
+pub fn diff(args: DiffArgs, reach: Reach) -> Result<ExitCode> {
+    let Some(store) = journal::open_for(reach)? else { bail!("no records yet") };
     let a = side(&store, &chain::of_argument(&store, &args.a)?)?;
     let b = side(&store, &chain::of_argument(&store, &args.b)?)?;
     let d = Diff::new(a, b);

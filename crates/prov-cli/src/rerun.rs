@@ -16,7 +16,7 @@ use prov_model::escape::escape;
 use prov_model::Access;
 
 use crate::chain::{self, Chain};
-use crate::query::open_store;
+use crate::journal::{self, Reach};
 use crate::rerun_check;
 use crate::sandbox::{Cover, Plan, PlanStep, StepStatus, STATUS_FILE};
 
@@ -51,8 +51,8 @@ pub struct RerunArgs {
 /// What `--check` exits with when something differs.
 pub const DIFFERS: u8 = 3;
 
-pub fn rerun(args: RerunArgs) -> Result<ExitCode> {
-    let Some(store) = open_store()? else { bail!("no records yet") };
+pub fn rerun(args: RerunArgs, reach: Reach) -> Result<ExitCode> {
+    let Some(store) = journal::open_for(reach)? else { bail!("no records yet") };
     let chain = match (&args.id, &args.lineage) {
         (Some(id), _) => chain::of_command(&store, *id)?,
         (None, Some(file)) => chain::of_file(&store, file)?,
@@ -168,7 +168,7 @@ fn make_scratch(chain: &Chain, asked: Option<&Path>, in_place: bool) -> Result<S
     }
     let uid = nix::unistd::getuid();
     let candidates: Vec<PathBuf> = match asked {
-        Some(dir) => vec![crate::query::absolute(dir)?],
+        Some(dir) => vec![crate::file_args::absolute(dir)?],
         None => {
             let cache = prov_model::paths::Locations::from_env().ok().map(|l| l.default_database());
             [

@@ -10,9 +10,7 @@ use prov_model::escape::escape;
 /// environment; says on standard error what cannot be restored.
 pub fn recorded(id: i64, env: Option<&Environment>) -> Vec<(Vec<u8>, Vec<u8>)> {
     let Some(env) = env else {
-        eprintln!(
-            "prov: #{id} has no recorded environment: it runs in the current one"
-        );
+        eprintln!("prov: #{id} has no recorded environment: it runs in the current one");
         return Vec::new();
     };
     let mut set = Vec::new();
