@@ -203,7 +203,13 @@ enum Command {
     Docs { dir: std::path::PathBuf },
     /// Internal: prepare the next observation for the shell integration.
     #[command(name = "__prepare", hide = true)]
-    Prepare { session: String, shell: String },
+    Prepare {
+        session: String,
+        shell: String,
+        /// The shim's protocol version (prov-protocol's VERSION); none from
+        /// the first version's shim, which passed none.
+        version: Option<u32>,
+    },
     /// Internal: keep an observation ready for `prov run` (started by it).
     #[command(name = "__run-preparer", hide = true)]
     RunPreparer,
@@ -434,8 +440,8 @@ fn every_other_subcommand() -> ExitCode {
         Command::Browse(args) => browse::browse(args, reach),
         Command::Shell { shell } => shell::shell(shell),
         Command::Docs { dir } => docs::write_all::<Cli>(&dir),
-        Command::Prepare { session, shell } => {
-            let answered = shell::prepare(session, shell);
+        Command::Prepare { session, shell, version } => {
+            let answered = shell::prepare(session, shell, version);
             sync::push_in_background(None);
             answered
         }

@@ -12,21 +12,18 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::redact::Redactor;
-use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::{CommandEnd, Completeness, FileEvent};
+use prov_protocol::control::{RecordIdentity, StoreReport, ToCaller, ToCollector};
+use prov_protocol::helper::JoinReport;
+use prov_protocol::writer_pipe::{SyncReport, ToWriter};
+use prov_protocol::{ipc, long_text};
 
 use crate::error::CollectorError;
 use crate::fanotify::{RawEvent, Reader};
-use crate::ipc;
-use crate::long_text;
 use crate::members::Members;
 use crate::nested_namespaces::NamespaceCalls;
 use crate::new_mounts::MountWatch;
 use crate::new_pids::NewPids;
-use crate::protocol::{
-    RecordIdentity, StoreReport, ToCaller, ToCollector, ENCLOSED_TAG, NAMESPACE_LISTENER_TAG, UNOBSERVED_TAG,
-    UNTRACED_TAG, UNWATCHED_TAG,
-};
 use crate::resolve::Resolver;
 use crate::writer_link::WriterLink;
 
@@ -359,21 +356,26 @@ impl Observation<'_> {
     /// or says why a process ran untraced; its hang-up means the command's
     /// last process is gone.
     fn read_tracker(&mut self, st: &mut State) {
-        match ipc::recv(self.tracker.as_fd()) {
-            Ok(Some((msg, fds))) if msg.first() == Some(&NAMESPACE_LISTENER_TAG) => {
+        let (msg, fds) = match ipc::recv(self.tracker.as_fd()) {
+            Ok(Some(received)) => received,
+            Ok(None) | Err(_) => {
+                self.tracker_open = false;
+                return;
+            }
+        };
+        match JoinReport::read(&msg) {
+            Some((JoinReport::NamespaceListener, _)) => {
                 fds.into_iter().for_each(|l| st.namespace_calls.add_listener(l));
             }
-            Ok(Some((msg, _))) if msg.first() == Some(&ENCLOSED_TAG) => st.namespace_calls.enclosed(),
-            Ok(Some((msg, _))) if msg.first() == Some(&UNWATCHED_TAG) => {
-                st.namespace_calls.unwatched(String::from_utf8_lossy(&msg[1..]).into_owned());
+            Some((JoinReport::Enclosed, _)) => st.namespace_calls.enclosed(),
+            Some((JoinReport::Unwatched, why)) => {
+                st.namespace_calls.unwatched(String::from_utf8_lossy(why).into_owned());
             }
-            Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
-            Ok(Some((msg, _))) if msg.first() == Some(&UNTRACED_TAG) => {
-                let why = String::from_utf8_lossy(&msg[1..]).into_owned();
-                st.untraced.get_or_insert(why);
+            Some((JoinReport::Unobserved, _)) => st.unobserved_setuid += 1,
+            Some((JoinReport::Untraced, why)) => {
+                st.untraced.get_or_insert(String::from_utf8_lossy(why).into_owned());
             }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => self.tracker_open = false,
+            None => {}
         }
     }
 
@@ -430,7 +432,10 @@ impl Observation<'_> {
             }
         };
         match serde_json::from_slice::<ToCollector>(&msg) {
-            Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
+            Ok(ToCollector::Prepare { version, .. }) if version != prov_protocol::VERSION => {
+                return Err(CollectorError::Protocol("Prepare of another protocol version"));
+            }
+            Ok(ToCollector::Prepare { settings, identity, .. }) if st.resolver.is_none() => {
                 let root = self.ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
                 st.writer.send(ToWriter::Setup {
                     database: settings.database.clone(),

@@ -17,10 +17,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use prov_model::writer_pipe::{
+use prov_model::ArchivedRead;
+use prov_protocol::writer_pipe::{
     decode_reply, read_frame, write_frame, FrameError, SyncReport, ToWriter, MAX_ARCHIVED_FILE, MAX_FRAME, MAX_REPLY,
 };
-use prov_model::ArchivedRead;
 
 /// The writer's file name, next to the collector's.
 const WRITER: &str = "prov-writer";

@@ -1,7 +1,9 @@
-//! Messages between `prov` (the CLI or, later, the shell shim) and the
-//! collector over the SOCK_SEQPACKET control socket: one JSON object per
-//! datagram. The helper itself only ever sends one raw message: `E` followed
-//! by a one-line error, when it cannot set up an observation.
+//! Messages between `prov` (the CLI, `prov __prepare`) or the shell shim
+//! and the collector over the SOCK_SEQPACKET control socket: one JSON
+//! object per datagram. The helper itself only ever sends one raw message
+//! there, its error (`helper::ERROR_TAG`). The shim writes `Begin` and
+//! `End` and reads `Stored` in C (preload/shim_messages.h,
+//! preload/shim_parse.h): the `shim` test checks those against these types.
 
 use std::path::PathBuf;
 
@@ -41,7 +43,13 @@ pub enum ToCaller {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToCollector {
-    Prepare { settings: Settings, identity: RecordIdentity },
+    /// `version`: the caller's [`crate::VERSION`]; a collector of another
+    /// version ends the observation instead of misreading what follows.
+    Prepare {
+        version: u32,
+        settings: Settings,
+        identity: RecordIdentity,
+    },
     Begin(CommandStart),
     End(CommandEnd),
 }
@@ -151,21 +159,3 @@ pub struct StoreReport {
     #[serde(default)]
     pub reusable: bool,
 }
-
-/// Tag of the helper's error datagram.
-pub const HELPER_ERROR_TAG: u8 = b'E';
-/// Tag of a join helper's report on the tracker socket: a setuid/setgid
-/// program (path follows) ran outside the observation.
-pub const UNOBSERVED_TAG: u8 = b'U';
-/// Tag of a join helper's report on the tracker socket: the program could
-/// not enter the observation and runs untraced (the reason follows).
-pub const UNTRACED_TAG: u8 = b'X';
-/// Tag of a join helper's report on the tracker socket: the seccomp listener
-/// of the program's namespace filter is attached (see nested_namespaces).
-pub const NAMESPACE_LISTENER_TAG: u8 = b'S';
-/// Tag of a join helper's report on the tracker socket: the program carries
-/// an enclosing observation's namespace filter, which notes its calls.
-pub const ENCLOSED_TAG: u8 = b'N';
-/// Tag of a join helper's report on the tracker socket: the program's
-/// namespace calls cannot be watched (the reason follows).
-pub const UNWATCHED_TAG: u8 = b'W';
