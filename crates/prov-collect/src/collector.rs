@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::redact::Redactor;
 use prov_model::{CommandEnd, Completeness, FileEvent};
-use prov_protocol::control::{RecordIdentity, StoreReport, ToCaller, ToCollector};
+use prov_protocol::control::{BeginAnswer, EndSent, RecordIdentity, StoreReport, ToCaller, ToCollector};
 use prov_protocol::helper::JoinReport;
 use prov_protocol::writer_pipe::{SyncReport, ToWriter};
 use prov_protocol::{ipc, long_text};
@@ -464,23 +464,24 @@ impl Observation<'_> {
                 }
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
-                let confirm = start.confirm;
-                let kept_by_caller = start.ack;
+                let awaits = start.awaits;
                 st.reuse_asked = start.reuse;
-                if !start.end_when_idle {
+                if start.end == EndSent::AtExit {
                     self.command_end = None;
                 }
-                if start.ack {
+                if awaits == BeginAnswer::Watching {
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
                 }
                 st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
                 st.begun = true;
-                if text_known && kept_by_caller && !confirm {
+                // A caller that keeps the start itself lets it wait for
+                // the writer's next idle moment.
+                if text_known && awaits == BeginAnswer::Watching {
                     st.begin_due = Some(Instant::now() + IDLE_FLUSH);
                 } else if text_known {
                     st.start_record();
                 }
-                if confirm {
+                if awaits == BeginAnswer::Begun {
                     // The writer answers a sync once it has stored all it got.
                     let _ = st.writer.sync();
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Begun, &[]);

@@ -59,10 +59,9 @@ mod tests {
             cwd: b"/".to_vec(),
             start_ns: 1,
             text_in_fd: None,
-            confirm: false,
-            ack: false,
+            awaits: Default::default(),
             reuse: false,
-            end_when_idle: false,
+            end: Default::default(),
         }
     }
 

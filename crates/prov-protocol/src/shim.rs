@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use prov_model::CommandEnd;
 
-use crate::control::{StoreReport, ToCaller, ToCollector};
+use crate::control::{BeginAnswer, EndSent, StoreReport, ToCaller, ToCollector};
 use crate::shell_preparer::{self, FromShim, Request};
 use crate::{long_text, VERSION};
 
@@ -66,13 +66,15 @@ fn every_begin_the_shim_writes_is_a_begin() {
     let Ok(ToCollector::Begin(held)) = serde_json::from_str(&m["begin-held"]) else { panic!("{}", m["begin-held"]) };
     assert_eq!((held.seq, &held.text, held.start_ns), (7, &text, 1_700_000_000_123_456_789));
     assert_eq!(held.cwd, b"/home/u/\xe9t\xe9");
-    assert!(held.reuse && held.end_when_idle && !held.confirm && !held.ack);
+    assert!(held.reuse);
+    assert_eq!((held.awaits, held.end), (BeginAnswer::Nothing, EndSent::WhenIdle));
     assert_eq!(held.text_in_fd, None);
 
     // To the preparer (a command without an observation): no hand-back.
     let Ok(FromShim::Begin(plain)) = serde_json::from_str(&m["begin"]) else { panic!("{}", m["begin"]) };
     assert_eq!((plain.seq, plain.text.len(), plain.cwd.as_slice()), (u64::MAX, 0, &b"/"[..]));
-    assert!(!plain.reuse && !plain.end_when_idle);
+    assert!(!plain.reuse);
+    assert_eq!((plain.awaits, plain.end), (BeginAnswer::Nothing, EndSent::AtExit));
 
     let Ok(ToCollector::Begin(in_fd)) = serde_json::from_str(&m["begin-in-fd"]) else { panic!("{}", m["begin-in-fd"]) };
     assert_eq!(in_fd.text_in_fd, Some(long_text::INLINE_MAX as u64 + 1));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
-use prov_protocol::control::{CommandStart, StoreReport, ToCaller, ToCollector};
+use prov_protocol::control::{BeginAnswer, CommandStart, EndSent, StoreReport, ToCaller, ToCollector};
 use prov_protocol::{ipc, long_text};
 
 use super::handover;
@@ -57,11 +57,10 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
         text_in_fd: None,
-        confirm: !kept,
-        ack: kept,
+        awaits: if kept { BeginAnswer::Watching } else { BeginAnswer::Begun },
         reuse,
         // We wait for the command, and send End as soon as it is gone.
-        end_when_idle: false,
+        end: EndSent::AtExit,
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).
