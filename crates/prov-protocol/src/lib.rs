@@ -16,6 +16,7 @@
 //! with the types here.
 #![deny(unsafe_code)]
 
+mod begin_wire;
 pub mod control;
 #[allow(unsafe_code)]
 pub mod fds;
