@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod error;
 pub mod fanotify;
+pub mod git_state;
 pub mod members;
 pub mod nested_namespaces;
 pub mod new_mounts;

@@ -36,6 +36,10 @@ pub enum WriterError {
     Stopped(String),
 }
 
+// Frames are nearly all of the channel's traffic and a Sync is rare:
+// boxing the frame would add an allocation to every message to save
+// space in the rare one.
+#[allow(clippy::large_enum_variant)]
 enum Outgoing {
     Frame(ToWriter),
     Sync(mpsc::Sender<Result<SyncReport, WriterError>>),

@@ -57,6 +57,8 @@ pub(crate) struct StartOnTheWire {
     reuse: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     end_when_idle: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "prov_model::record::opt_bytes_as_hex")]
+    env: Option<Vec<u8>>,
 }
 
 impl TryFrom<StartOnTheWire> for CommandStart {
@@ -78,6 +80,7 @@ impl TryFrom<StartOnTheWire> for CommandStart {
             awaits,
             reuse: w.reuse,
             end: if w.end_when_idle { EndSent::WhenIdle } else { EndSent::AtExit },
+            env: w.env,
         })
     }
 }
@@ -94,6 +97,7 @@ impl From<CommandStart> for StartOnTheWire {
             ack: s.awaits == BeginAnswer::Watching,
             reuse: s.reuse,
             end_when_idle: s.end == EndSent::WhenIdle,
+            env: s.env,
         }
     }
 }
@@ -112,6 +116,7 @@ mod tests {
             awaits,
             reuse,
             end,
+            env: Some(b"HOME=/h/u\0".to_vec()),
         }
     }
 

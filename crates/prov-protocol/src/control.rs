@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use prov_model::config::{ArchiveConfig, PathFilter};
+use prov_model::env::EnvConfig;
 use prov_model::redact::RedactConfig;
 use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
 use serde::{Deserialize, Serialize};
@@ -89,6 +90,10 @@ pub struct CommandStart {
     pub reuse: bool,
     /// When the caller sends `End`.
     pub end: EndSent,
+    /// The environment's variables the caller took (`NAME=VALUE` entries
+    /// each ending in a NUL), not yet selected nor redacted: the
+    /// collector applies `[env]` and `[redact]`. None: not captured.
+    pub env: Option<Vec<u8>>,
 }
 
 impl RecordIdentity {
@@ -103,6 +108,7 @@ impl RecordIdentity {
             user: self.user,
             shell: self.shell,
             start_ns: start.start_ns,
+            env: start.env.map(|vars| prov_model::env::Environment { vars, git: None }),
         }
     }
 }
@@ -126,6 +132,9 @@ pub struct Settings {
     /// Which secrets are taken out of the command text before it is stored.
     #[serde(default)]
     pub redact: RedactConfig,
+    /// Which environment variables are recorded.
+    #[serde(default)]
+    pub env: EnvConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -62,6 +62,7 @@ mod tests {
             awaits: Default::default(),
             reuse: false,
             end: Default::default(),
+            env: None,
         }
     }
 
