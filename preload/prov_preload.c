@@ -73,6 +73,7 @@
 #include "bash_history.h"
 #include "bash_prompt.h"
 #include "bash_trap.h"
+#include "shim_messages.h"
 #include "shim_parse.h"
 #include "shim_shell.h"
 #include "shim_util.h"
@@ -290,12 +291,10 @@ static int input_waiting(void)
  * end wins over "collector gone" (the command's own end time and status). */
 static void keep_orphan_end(const char *end, int len)
 {
-    static const char head[] = "{\"End\":";
-    int head_len = (int)sizeof head - 1;
-    if (S.prep_sock < 0 || S.storing < 0 || len <= head_len || memcmp(end, head, (size_t)head_len)) return;
+    if (S.prep_sock < 0 || S.storing < 0) return;
     char msg[sizeof S.pending_end + 8];
-    int n = snprintf(msg, sizeof msg, "{\"Orphan\":%.*s", len - head_len, end + head_len);
-    if (n > 0 && n < (int)sizeof msg) (void)send_with_fds(S.prep_sock, msg, (size_t)n, &S.storing, 1, MSG_DONTWAIT);
+    int n = msg_orphan(msg, sizeof msg, end, len);
+    if (n > 0) (void)send_with_fds(S.prep_sock, msg, (size_t)n, &S.storing, 1, MSG_DONTWAIT);
 }
 
 /* The ended command's End, held since its end hook (end_observation), goes
@@ -363,7 +362,7 @@ static int give_back_stored(int wait_ms)
     int handed = 0;
     if (n > 0 && ngot == 1 && stored_reusable(msg, (size_t)n) && S.prep_sock >= 0) {
         int fds[3] = { S.storing, S.storing_root, got[0] };
-        handed = send_with_fds(S.prep_sock, "A", 1, fds, 3, MSG_DONTWAIT) == 1;
+        handed = send_with_fds(S.prep_sock, AGAIN_REQUEST, 1, fds, 3, MSG_DONTWAIT) == 1;
     }
     /* Our copies: the preparer has its own now, or the collector is to see
      * its control socket hang up and end. */
@@ -373,7 +372,7 @@ static int give_back_stored(int wait_ms)
     return handed;
 }
 
-/* Starts `prov __prepare SESSION SHELL` in its own session, stdio on
+/* Starts `prov __prepare SESSION SHELL VERSION` in its own session, stdio on
  * /dev/null, with its end of a fresh socketpair as fd 3: if it dies without
  * an answer, our end hangs up and nobody waits. posix_spawn (vfork-like) keeps
  * this off the prompt's critical path; the shell reaps the child like any
@@ -385,7 +384,7 @@ static void spawn_preparer(void)
     /* The preparer of this shell waits for the next request: no process
      * start. One that is gone (or never started) is started anew. */
     if (S.prep_sock >= 0) {
-        if (give_back_stored(REUSE_WAIT_MS) || send(S.prep_sock, "P", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+        if (give_back_stored(REUSE_WAIT_MS) || send(S.prep_sock, PREPARE_REQUEST, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
             S.preparing = 1;
             S.preparer_late = 0;
             return;
@@ -395,7 +394,7 @@ static void spawn_preparer(void)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) return;
     int peer = move_high(sv[1], 1); /* never 3 itself: dup2 onto 3 must clear CLOEXEC */
-    char *argv[] = { "prov", "__prepare", S.session, S.shell, NULL };
+    char *argv[] = { "prov", "__prepare", S.session, S.shell, PROV_PROTOCOL_VERSION, NULL };
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -527,13 +526,8 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
         }
     }
     struct buf msg = {0};
-    int bad = buf_str(&msg, "{\"Begin\":{\"seq\":") || buf_u64(&msg, ++S.seq) || buf_str(&msg, ",\"text\":\"")
-        || (memfd < 0 && buf_hex(&msg, (unsigned char *)text->p, text->len))
-        || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
-        || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
-        || (sock == S.ctl && buf_str(&msg, ",\"reuse\":true,\"end_when_idle\":true"))
-        || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
-        || buf_str(&msg, "}}");
+    int bad = msg_begin(&msg, ++S.seq, memfd < 0 ? (const unsigned char *)text->p : NULL, text->len, cwd,
+                        (uint64_t)now_ns(), sock == S.ctl);
     int rc = -1;
     if (!bad) rc = send_with_fds(sock, msg.p, msg.len, &memfd, memfd >= 0 ? 1 : 0, flags) < 0 ? -1 : 0;
     if (memfd >= 0) close(memfd);
@@ -558,10 +552,7 @@ static void end_unobserved(const char *status)
     S.unobserved = 0;
     struct buf msg = {0};
     const char *why = S.last_warning[0] ? S.last_warning : "no observation could be prepared";
-    int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
-        || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
-        || buf_str(&msg, ",\"why\":\"") || buf_hex(&msg, (const unsigned char *)why, strlen(why))
-        || buf_str(&msg, "\"}}");
+    int bad = msg_end(&msg, (uint64_t)now_ns(), status, why);
     if (!bad) (void)send(S.prep_sock, msg.p, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT);
     buf_free(&msg);
 }
@@ -661,9 +652,7 @@ static void end_observation(const char *status)
     if (S.unobserved) end_unobserved(status);
     if (S.active) {
         struct buf msg = {0};
-        int bad = buf_str(&msg, "{\"End\":{\"end_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
-            || buf_str(&msg, ",\"exit_status\":") || buf_u64(&msg, (uint64_t)atoi(status))
-            || buf_str(&msg, "}}");
+        int bad = msg_end(&msg, (uint64_t)now_ns(), status, NULL);
         /* The shell's own tracker now, before the prompt's hooks fork
          * anything that would inherit it: when End is read, the collector
          * then knows whether the command's last process is gone, and so

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use chrono::{Local, SecondsFormat, TimeZone, Utc};
-use prov_collect::protocol::{ToCaller, ToCollector};
-use prov_model::writer_pipe::{self, SyncReport, ToWriter};
 use prov_model::Config;
+use prov_protocol::control::{ToCaller, ToCollector};
+use prov_protocol::writer_pipe::{self, SyncReport, ToWriter};
 use prov_store::spool::{self, SpoolEntry};
 use prov_store::{Store, StoreError};
 
@@ -111,7 +111,7 @@ impl Drop for ScratchStore {
     }
 }
 
-/// A control datagram (`prov_collect::protocol`), decoded as the collector
+/// A control datagram (`prov_protocol::control`), decoded as the collector
 /// (`ToCollector`) and `prov` (`ToCaller`) decode them: any process of the
 /// user can connect to these sockets' peers' ends it inherited. A message
 /// decoded and encoded again must decode to the same message.
@@ -198,7 +198,7 @@ fn one_line_error(message: &str, prefix: Option<&str>) {
 }
 
 /// The pipe between the collector and prov-writer
-/// (`prov_model::writer_pipe`): the writer decodes the collector's frames,
+/// (`prov_protocol::writer_pipe`): the writer decodes the collector's frames,
 /// and the collector decodes the writer's replies, which the user can forge
 /// (prov-writer is the user's to ptrace). A frame that decodes, encoded
 /// again, decodes to the same message; errors are one line; a stream of

@@ -78,8 +78,8 @@ fn writer_pipe() {
 #[test]
 #[ignore]
 fn writer_pipe_seeds() {
-    use prov_model::writer_pipe::{encode_frame, SyncReport, ToWriter, MAX_FRAME};
     use prov_model::*;
+    use prov_protocol::writer_pipe::{encode_frame, SyncReport, ToWriter, MAX_FRAME};
     let begin = CommandBegin {
         uuid: "0192c0de-0000-7000-8000-000000000001".into(),
         session: "0192c0de-0000-7000-8000-000000000002".into(),
@@ -101,12 +101,39 @@ fn writer_pipe_seeds() {
         pid: Some(4242),
     };
     let messages = [
-        ("setup", ToWriter::Setup { database: "/home/u/.local/share/prov/prov.db".into(), spool_dir: "/home/u/.local/state/prov/spool".into(), busy_timeout_ms: 5000 }),
+        (
+            "setup",
+            ToWriter::Setup {
+                database: "/home/u/.local/share/prov/prov.db".into(),
+                spool_dir: "/home/u/.local/state/prov/spool".into(),
+                busy_timeout_ms: 5000,
+            },
+        ),
         ("begin", ToWriter::Begin(begin)),
-        ("events", ToWriter::Events(vec![event(Access::Read, b"/home/u/proj/data.csv", Some(0x1234_5678_9abc_def0)), event(Access::Write, b"/home/u/proj/\xffsorted.csv", None)])),
-        ("archive", ToWriter::Archive(vec![ArchivedRead { path: b"/home/u/proj/run.sh".to_vec(), mode: 0o755, mtime_ns: 1, content: b"#!/bin/sh\nsort \"$1\"\n".to_vec() }])),
+        (
+            "events",
+            ToWriter::Events(vec![
+                event(Access::Read, b"/home/u/proj/data.csv", Some(0x1234_5678_9abc_def0)),
+                event(Access::Write, b"/home/u/proj/\xffsorted.csv", None),
+            ]),
+        ),
+        (
+            "archive",
+            ToWriter::Archive(vec![ArchivedRead {
+                path: b"/home/u/proj/run.sh".to_vec(),
+                mode: 0o755,
+                mtime_ns: 1,
+                content: b"#!/bin/sh\nsort \"$1\"\n".to_vec(),
+            }]),
+        ),
         ("completeness", ToWriter::Completeness(Completeness { queue_overflows: 1, denied: 2, ..Default::default() })),
-        ("end", ToWriter::End(CommandEnd { text: Some(b"late text".to_vec()), ..CommandEnd::with_status(1_763_900_001_000_000_000, 7) })),
+        (
+            "end",
+            ToWriter::End(CommandEnd {
+                text: Some(b"late text".to_vec()),
+                ..CommandEnd::with_status(1_763_900_001_000_000_000, 7)
+            }),
+        ),
         ("log", ToWriter::Log("record 0192c0de goes to the spool: database is locked".into())),
         ("sync", ToWriter::Sync),
     ];

@@ -40,6 +40,7 @@ mod mounts;
 mod namespace_filter;
 #[allow(unsafe_code)]
 mod sys;
+mod wire;
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -86,7 +87,7 @@ fn run(args: Vec<OsString>) -> ! {
     if let Err(f) = result {
         if let Some(fd) = ctl {
             // The caller waits on the control socket; tell it there too.
-            let _ = sys::send(fd, format!("E{}", f.message).as_bytes());
+            let _ = sys::send(fd, &[&[wire::ERROR_TAG], f.message.as_bytes()].concat());
         }
         sys::say(&f.message);
         std::process::exit(f.exit_code);
@@ -309,27 +310,30 @@ fn observe(ctl: RawFd) -> Result<(), Failure> {
     // so the kernel starts it non-dumpable although every id is the user's;
     // with the user's own group it never looks like a holder either.
     drop_privileges(&id)?;
+    // At the numbers wire.rs names, in order from wire::FIRST_FD.
     let fds = [
-        ctl,
-        group.as_raw_fd(),
-        observed_ns.as_raw_fd(),
-        ns_root.as_raw_fd(),
-        tracker_collector.as_raw_fd(),
-        tracker_command.as_raw_fd(),
-        holder_write.as_raw_fd(),
-        // Last, so it lands at 10; it must survive the close of all others
-        // but not the exec.
-        collector.as_raw_fd(),
+        (wire::CTL_FD, ctl),
+        (wire::GROUP_FD, group.as_raw_fd()),
+        (wire::NAMESPACE_FD, observed_ns.as_raw_fd()),
+        (wire::NS_ROOT_FD, ns_root.as_raw_fd()),
+        (wire::TRACKER_FD, tracker_collector.as_raw_fd()),
+        (wire::TRACKER_FOR_COMMAND_FD, tracker_command.as_raw_fd()),
+        (wire::HOLDER_PIPE_FD, holder_write.as_raw_fd()),
+        // Last: it must survive the close of all others but not the exec.
+        (wire::COLLECTOR_EXE_FD, collector.as_raw_fd()),
     ];
-    sys::arrange_fds(&fds).map_err(|e| os_fail("cannot pass descriptors", e))?;
-    let collector_fd = 3 + fds.len() as RawFd - 1;
-    std::mem::forget(collector); // its number now belongs to the dup at 10
+    if fds.iter().enumerate().any(|(i, &(at, _))| at != wire::FIRST_FD + i as RawFd) {
+        return Err(fail("the collector's descriptors are out of order"));
+    }
+    sys::arrange_fds(&fds.map(|(_, fd)| fd)).map_err(|e| os_fail("cannot pass descriptors", e))?;
+    let collector_fd = wire::COLLECTOR_EXE_FD;
+    std::mem::forget(collector); // its number now belongs to the dup at COLLECTOR_EXE_FD
     sys::set_cloexec_raw(collector_fd).map_err(|e| os_fail("cannot pass descriptors", e))?;
     let argv = [
         c"prov-collector".to_owned(),
         CString::new(holder_pid.to_string()).unwrap_or_default(),
         CString::new(unmarked.to_string()).unwrap_or_default(),
-        CString::new(if reports_fd_errors { "fd-errors" } else { "no-fd-errors" }).unwrap_or_default(),
+        CString::new(if reports_fd_errors { wire::FD_ERRORS_ARG } else { wire::NO_FD_ERRORS_ARG }).unwrap_or_default(),
     ];
     let err = sys::fexecve(collector_fd, &argv, &[]);
     Err(os_fail("cannot execute prov-collector", err))
@@ -620,22 +624,24 @@ fn join(args: &[OsString]) -> Result<(), Failure> {
     };
     // The collector marks the record untraced, with the reason.
     if let (Some(why), Some(fd)) = (untraced, tracker_fd) {
-        let mut msg = b"X".to_vec();
+        let mut msg = vec![wire::UNTRACED_TAG];
         msg.extend_from_slice(why.as_bytes());
         let _ = sys::send(fd, &msg);
     }
     if privileged_target {
         if let Some(fd) = tracker_fd {
-            let mut msg = b"U".to_vec();
+            let mut msg = vec![wire::UNOBSERVED_TAG];
             msg.extend_from_slice(path.as_bytes());
             let _ = sys::send(fd, &msg);
         }
     }
     if let (Some(watch), Some(fd)) = (watch, tracker_fd) {
         let _ = match watch {
-            NamespaceWatch::Listener(listener) => sys::send_with_fd(fd, b"S", listener.as_fd()),
-            NamespaceWatch::Enclosed => sys::send(fd, b"N"),
-            NamespaceWatch::Unavailable(why) => sys::send(fd, format!("W{why}").as_bytes()),
+            NamespaceWatch::Listener(listener) => {
+                sys::send_with_fd(fd, &[wire::NAMESPACE_LISTENER_TAG], listener.as_fd())
+            }
+            NamespaceWatch::Enclosed => sys::send(fd, &[wire::ENCLOSED_TAG]),
+            NamespaceWatch::Unavailable(why) => sys::send(fd, &[&[wire::UNWATCHED_TAG], why.as_bytes()].concat()),
         };
     }
     sys::reset_sigpipe();

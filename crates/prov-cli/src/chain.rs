@@ -14,7 +14,7 @@ use prov_export::plan;
 use prov_model::env::Environment;
 use prov_model::escape::escape;
 use prov_model::Access;
-use prov_store::{CommandRow, FileRow, Store};
+use prov_store::{CommandRow, FileRow, Reader};
 
 use crate::file_args::absolute;
 
@@ -37,7 +37,7 @@ pub struct Chain {
 }
 
 /// Command `id`, or a one-line error naming it.
-pub fn of_command(store: &Store, id: i64) -> Result<Chain> {
+pub fn of_command(store: &Reader, id: i64) -> Result<Chain> {
     let Some(command) = store.command(id)? else { bail!("no recorded command has the id {id}") };
     let files = store.files_of(id)?;
     let environment = store.environment_of(id)?;
@@ -46,7 +46,7 @@ pub fn of_command(store: &Store, id: i64) -> Result<Chain> {
 }
 
 /// The commands that made `file`, oldest first.
-pub fn of_file(store: &Store, file: &OsStr) -> Result<Chain> {
+pub fn of_file(store: &Reader, file: &OsStr) -> Result<Chain> {
     let path = absolute(Path::new(file))?;
     let bytes = path.as_os_str().as_bytes();
     let target = Target::on_disk(store, bytes)?;
@@ -77,7 +77,7 @@ pub fn of_file(store: &Store, file: &OsStr) -> Result<Chain> {
 }
 
 /// `of_command` for an argument made of digits, else `of_file`.
-pub fn of_argument(store: &Store, arg: &OsStr) -> Result<Chain> {
+pub fn of_argument(store: &Reader, arg: &OsStr) -> Result<Chain> {
     match arg.to_str().and_then(|s| s.strip_prefix('#').unwrap_or(s).parse::<i64>().ok()) {
         Some(id) => of_command(store, id),
         None => of_file(store, arg),

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 use prov_model::escape::escape;
-use prov_store::{FileRow, ProcessRow, Store};
+use prov_store::{FileRow, ProcessRow, Reader};
 use serde_json::{json, Value};
 
 use crate::chain::{self, Chain};
@@ -68,7 +68,7 @@ struct Side {
     env_unknown: usize,
 }
 
-fn side(store: &Store, chain: &Chain) -> Result<Side> {
+fn side(store: &Reader, chain: &Chain) -> Result<Side> {
     let base = chain.steps.first().map(|s| s.command.cwd.clone()).unwrap_or_default();
     let key = |p: &[u8]| escape(prov_export::text::relative_to(p, &base));
     let mut programs: BTreeMap<String, Runs> = BTreeMap::new();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use prov_model::escape::{escape, escape_controls};
-use prov_store::{spool, Store, StoreError};
+use prov_store::{spool, Reader, Store, StoreError};
 
 use crate::run::outcome::STORE_WAIT;
 use crate::setup::UserSetup;
@@ -99,19 +99,19 @@ impl CaughtUp {
 
 /// The journal `reach` names, for the user whose setup is loaded from the
 /// environment; None when there are no records yet.
-pub fn open_for(reach: Reach) -> Result<Option<Store>> {
+pub fn open_for(reach: Reach) -> Result<Option<Reader>> {
     open(&UserSetup::load_for_reading()?, reach)
 }
 
 /// The journal `reach` names, caught up first (see [`catch_up`]), opened
 /// read-only; None when there are no records yet. Says (on stderr) what
 /// the answer may be missing.
-pub fn open(setup: &UserSetup, reach: Reach) -> Result<Option<Store>> {
+pub fn open(setup: &UserSetup, reach: Reach) -> Result<Option<Reader>> {
     let caught_up = catch_up(setup);
     if reach.reads_central(setup) {
         return crate::sync::open_central(setup, reach == Reach::Everywhere);
     }
-    let store = match Store::open_read_only(&setup.database()) {
+    let store = match Reader::open(&setup.database()) {
         Ok(s) => s,
         Err(StoreError::NoDatabase(_)) => return Ok(None),
         Err(e) => return Err(e.into()),

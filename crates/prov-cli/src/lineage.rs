@@ -253,7 +253,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs, reach: Reach) -> Result<ExitCode
 /// as it is now: a later command that wrote the same content there is not
 /// where this version came from. `prov browse` and `prov report` show it.
 pub fn tree_of_version(
-    store: &prov_store::Store,
+    store: &prov_store::Reader,
     file: &prov_store::FileRow,
     glyphs: Glyphs,
 ) -> Result<Option<String>> {

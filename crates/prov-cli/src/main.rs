@@ -234,7 +234,13 @@ enum Command {
     Docs { dir: std::path::PathBuf },
     /// Internal: prepare the next observation for the shell integration.
     #[command(name = "__prepare", hide = true)]
-    Prepare { session: String, shell: String },
+    Prepare {
+        session: String,
+        shell: String,
+        /// The shim's protocol version (prov-protocol's VERSION); none from
+        /// the first version's shim, which passed none.
+        version: Option<u32>,
+    },
     /// Internal: the sandbox of `prov rerun` (run by it under `prov run`).
     #[command(name = "__sandbox", hide = true)]
     Sandbox { plan: std::path::PathBuf },
@@ -471,8 +477,8 @@ fn every_other_subcommand() -> ExitCode {
         Command::Browse(args) => browse::browse(args, reach),
         Command::Shell { shell } => shell::shell(shell),
         Command::Docs { dir } => docs::write_all::<Cli>(&dir),
-        Command::Prepare { session, shell } => {
-            let answered = shell::prepare(session, shell);
+        Command::Prepare { session, shell, version } => {
+            let answered = shell::prepare(session, shell, version);
             sync::push_in_background(None);
             answered
         }

@@ -8,8 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use prov_collect::ipc;
-use prov_collect::protocol::{RecordIdentity, ToCaller, ToCollector, HELPER_ERROR_TAG};
+use prov_protocol::control::{RecordIdentity, ToCaller, ToCollector};
+use prov_protocol::helper;
+use prov_protocol::ipc;
 
 use crate::setup::{self, UserSetup};
 use crate::spawn;
@@ -101,7 +102,7 @@ pub fn send_prepare(
     user: &UserSetup,
     identity: RecordIdentity,
 ) -> Result<(), String> {
-    let prepare = ToCollector::Prepare { settings: user.settings(), identity };
+    let prepare = ToCollector::Prepare { version: prov_protocol::VERSION, settings: user.settings(), identity };
     ipc::send_json(ctl, &prepare, &[]).map_err(|e| format!("collector unreachable: {e}"))
 }
 
@@ -134,7 +135,7 @@ fn start_with(helper: &std::path::Path) -> Result<Observation, String> {
         Ok(None) => return Err("the helper exited without an answer".into()),
         Err(e) => return Err(format!("cannot talk to the helper: {e}")),
     };
-    if msg.first() == Some(&HELPER_ERROR_TAG) {
+    if msg.first() == Some(&helper::ERROR_TAG) {
         return Err(String::from_utf8_lossy(&msg[1..]).into_owned());
     }
     let holder_pid = match serde_json::from_slice::<ToCaller>(&msg) {

@@ -13,7 +13,7 @@ use prov_export::lineage::{Direction, Lookup, MatchKind, Matched, Target, WalkOp
 use prov_model::config::QueryConfig;
 use prov_model::escape::escape;
 use prov_model::Access;
-use prov_store::{FileRow, Selected, Store};
+use prov_store::{FileRow, Reader, Selected};
 
 use crate::file_args::absolute;
 use crate::filters::FilterArgs;
@@ -28,7 +28,7 @@ use crate::terminal::{ColorChoice, Pager, Paint};
 const FILE_LIST_LIMIT: u64 = 1000;
 
 /// The journal `reach` names, and the configured defaults of queries.
-fn open_store_and_config(reach: Reach) -> Result<(Option<Store>, QueryConfig)> {
+fn open_store_and_config(reach: Reach) -> Result<(Option<Reader>, QueryConfig)> {
     let setup = UserSetup::load_for_reading()?;
     Ok((journal::open(&setup, reach)?, setup.config.query))
 }
@@ -269,18 +269,18 @@ pub fn session(
 /// Prints commands as `show` says, each with its files when asked for:
 /// the matched ones marked, and for commands with very many files only the
 /// matched ones and some others unless `all_files`.
-fn print(store: &Store, found: &[Selected], show: &Show) -> Result<()> {
+fn print(store: &Reader, found: &[Selected], show: &Show) -> Result<()> {
     print_then(store, found, show, None)
 }
 
 /// `print`, and a last line after the commands (human output only).
-fn print_then(store: &Store, found: &[Selected], show: &Show, last: Option<&str>) -> Result<()> {
+fn print_then(store: &Reader, found: &[Selected], show: &Show, last: Option<&str>) -> Result<()> {
     print_with(store, found, show, last, None)
 }
 
 /// `print_then`, with how each command matched a file asked about.
 fn print_with(
-    store: &Store,
+    store: &Reader,
     found: &[Selected],
     show: &Show,
     last: Option<&str>,
@@ -346,7 +346,7 @@ fn print_with(
 }
 
 /// Exports the commands found, oldest first, each with all its files.
-fn export(store: &Store, found: &[Selected], format: prov_export::Format, output: Option<&Path>) -> Result<()> {
+fn export(store: &Reader, found: &[Selected], format: prov_export::Format, output: Option<&Path>) -> Result<()> {
     let mut records = Vec::with_capacity(found.len());
     for (command, _) in found.iter().rev() {
         records.push((command.clone(), store.files_of(command.id)?));
@@ -357,7 +357,7 @@ fn export(store: &Store, found: &[Selected], format: prov_export::Format, output
 }
 
 /// A command's files to list, and how many it has in all.
-fn files_shown(store: &Store, id: i64, matched: &[FileRow], all: bool) -> Result<(Vec<FileRow>, u64)> {
+fn files_shown(store: &Reader, id: i64, matched: &[FileRow], all: bool) -> Result<(Vec<FileRow>, u64)> {
     let total = store.file_count(id)?;
     if all || total <= FILE_LIST_LIMIT {
         return Ok((store.files_of(id)?, total));

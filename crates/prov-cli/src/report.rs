@@ -123,7 +123,7 @@ pub fn report(
 /// command that wrote what each read (the link `prov query lineage` draws),
 /// and each version's lineage tree, walked once per distinct version.
 fn writers_and_lineages(
-    store: &prov_store::Store,
+    store: &prov_store::Reader,
     records: &[(prov_store::CommandRow, Vec<prov_store::FileRow>)],
     per_access: usize,
 ) -> Result<(BTreeMap<i64, i64>, BTreeMap<i64, String>)> {

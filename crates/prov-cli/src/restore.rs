@@ -20,7 +20,7 @@ use nix::sys::stat::{fstatat, mkdirat, Mode};
 use nix::unistd::{linkat, unlinkat, UnlinkatFlags};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::record::bytes_as_hex;
-use prov_store::{ArchivedFile, Store};
+use prov_store::{ArchivedFile, Reader};
 use rustix::fs::{renameat_with, RenameFlags};
 use serde_json::{json, Value};
 
@@ -113,7 +113,7 @@ pub fn restore(args: RestoreArgs, reach: Reach) -> Result<ExitCode> {
 /// Without --to or --in-place: what would be restored, and how the file
 /// at its recorded path compares, written to standard output; how to write
 /// them, on standard error.
-fn plan(store: &Store, files: &[ArchivedFile]) -> Result<()> {
+fn plan(store: &Reader, files: &[ArchivedFile]) -> Result<()> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     for f in files {
         let now = match std::fs::read(OsStr::from_bytes(&f.path)) {
@@ -132,7 +132,7 @@ fn plan(store: &Store, files: &[ArchivedFile]) -> Result<()> {
 }
 
 /// The archived files the arguments select, in the order they were read.
-fn select(store: &Store, args: &RestoreArgs) -> Result<Vec<ArchivedFile>> {
+fn select(store: &Reader, args: &RestoreArgs) -> Result<Vec<ArchivedFile>> {
     let path = args.file.as_deref().map(|f| absolute(Path::new(f))).transpose()?;
     let path_bytes = path.as_ref().map(|p| p.as_os_str().as_bytes());
     match (args.id, path_bytes) {
@@ -188,7 +188,7 @@ fn list(files: &[ArchivedFile], json: bool) -> Result<()> {
 
 /// Writes one file; `Ok(None)` when the user declined to overwrite.
 fn restore_one(
-    store: &Store,
+    store: &Reader,
     file: &ArchivedFile,
     to: &RestoreDir,
     to_path: &Path,

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use prov_collect::protocol::Settings;
 use prov_model::escape::escape;
 use prov_model::paths::{check_private_path, Locations, NotPrivate, Problem};
 use prov_model::{Access, Config};
+use prov_protocol::control::Settings;
 
 /// How long a collector waits for a locked database before spooling.
 const BUSY_TIMEOUT_MS: u64 = 2000;

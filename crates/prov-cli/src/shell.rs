@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
-use prov_collect::ipc;
-use prov_collect::protocol::{CommandStart, RecordIdentity};
 use prov_model::config::ShellConfig;
 use prov_model::CommandEnd;
+use prov_protocol::control::{CommandStart, RecordIdentity};
+use prov_protocol::ipc;
+use prov_protocol::shell_preparer::{self, FromShim, Request};
 
 use crate::observe;
 use crate::setup::{self, UserSetup};
@@ -154,22 +155,20 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
 /// with the command for the CPU.
 const AHEAD_WHEN_FASTER: u32 = 4;
 
-/// The shim's requests: prepare the next observation (`P`), or take this
-/// one back for another record and hand it out again (`A`, with its
-/// control socket, namespace root and the collector's new tracker).
-const PREPARE_TAG: &[u8] = b"P";
-const AGAIN_TAG: &[u8] = b"A";
-
-/// `prov __prepare SESSION SHELL`, fd 3 being the shim's socket: answers
-/// `R<holder pid>[ skip-space]` with [control socket, namespace root,
-/// tracker], or `E<one-line reason>`; then waits for the shim's next request
-/// (`P`, or `A` with an observation whose collector offered it for another
-/// record) and answers again, until the shim hangs up (its shell is gone).
+/// `prov __prepare SESSION SHELL VERSION`, fd 3 being the shim's socket:
+/// answers `R<holder pid>[ skip-space]` with [control socket, namespace
+/// root, tracker], or `E<one-line reason>`; then waits for the shim's next
+/// request (`P`, or `A` with an observation whose collector offered it for
+/// another record) and answers again, until the shim hangs up (its shell is
+/// gone). The messages are prov-protocol's `shell_preparer`.
 /// Started once per shell: the preparer's own start is no longer on each
 /// command's way. Meanwhile the shim sends the start and end of each command
 /// it had to run without an observation, and their record is stored here.
-pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
+pub fn prepare(session: String, shell: String, shim_version: Option<u32>) -> Result<ExitCode> {
     let shim = shim_socket()?;
+    if let Some(why) = shell_preparer::refusal_of_shim(shim_version) {
+        return refuse_every_request(shim, &why);
+    }
     let mut unobserved = Unobserved { session: &session, shell: &shell, start: None, handed: Default::default() };
     // Who and where: the same for every record of this shell.
     let identity = observe::identity(session.clone(), &shell);
@@ -217,8 +216,8 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
         }
         loop {
             match ipc::recv(shim) {
-                Ok(Some((message, _))) if message == PREPARE_TAG => break,
-                Ok(Some((message, fds))) if message == AGAIN_TAG => {
+                Ok(Some((message, _))) if Request::read(&message) == Some(Request::Prepare) => break,
+                Ok(Some((message, fds))) if Request::read(&message) == Some(Request::Again) => {
                     given_back = Some(fds);
                     break;
                 }
@@ -228,26 +227,6 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
             }
         }
     }
-}
-
-/// What the shim sends about a command it runs without an observation.
-#[derive(serde::Deserialize)]
-enum FromShim {
-    Begin(CommandStart),
-    End {
-        end_ns: i64,
-        exit_status: i32,
-        /// The warning the shell printed: why there was no observation.
-        #[serde(with = "prov_model::record::bytes_as_hex")]
-        why: Vec<u8>,
-    },
-    /// The end of an observed command whose collector died, or whose
-    /// writer did, before it stored that end: the shell's own end time and
-    /// status, with the record's control socket, which names the record.
-    Orphan {
-        end_ns: i64,
-        exit_status: i32,
-    },
 }
 
 /// Why a record ended by the shell (`FromShim::Orphan`) is incomplete.
@@ -286,7 +265,7 @@ impl Unobserved<'_> {
             Ok(FromShim::Begin(mut start)) => {
                 // A text too long for the datagram came in a memfd; one that
                 // cannot be read is kept empty rather than losing the record.
-                let _ = prov_collect::long_text::receive_text(&mut start, fds);
+                let _ = prov_protocol::long_text::receive_text(&mut start, fds);
                 self.start = Some(start);
             }
             Ok(FromShim::End { end_ns, exit_status, why }) => {
@@ -442,19 +421,35 @@ fn send_prepared(shim: BorrowedFd<'_>, prepared: &Prepared) -> Result<()> {
             // The shim applies [shell] skip_space_prefixed itself, and waits
             // for the next preparation as long as prepare_wait_ms and this
             // one's duration say (preload/shim_parse.h, prepare_wait_ms).
-            let answer = format!(
-                "R{}{} took={} wait={}",
+            let answer = shell_preparer::ready(
                 ready.holder_pid,
-                if ready.config.skip_space_prefixed { " skip-space" } else { "" },
-                ready.took.as_millis().min(i32::MAX as u128),
+                ready.config.skip_space_prefixed,
+                ready.took.as_millis().min(i32::MAX as u128) as u64,
                 ready.config.prepare_wait_ms.0.min(i32::MAX as u32),
             );
-            ipc::send(shim, answer.as_bytes(), &fds)?;
+            ipc::send(shim, &answer, &fds)?;
         }
         // The shim prints the reason on the user's terminal.
-        Err(reason) => ipc::send(shim, format!("E{}", prov_model::escape::escape_controls(reason)).as_bytes(), &[])?,
+        Err(reason) => ipc::send(shim, &shell_preparer::refused(&prov_model::escape::escape_controls(reason)), &[])?,
     }
     Ok(())
+}
+
+/// For a shim of another protocol version: `why`, as the answer to every
+/// request until the shell is gone; nothing else it sends is read.
+fn refuse_every_request(shim: BorrowedFd<'_>, why: &str) -> Result<ExitCode> {
+    loop {
+        if send_prepared(shim, &Err(why.to_string())).is_err() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        loop {
+            match ipc::recv(shim) {
+                Ok(Some((message, _))) if Request::read(&message).is_some() => break,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
+            }
+        }
+    }
 }
 
 /// The collectors this preparer started (each the helper it exec'd) that

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use prov_model::escape::escape;
-use prov_store::Store;
+use prov_store::{Reader, Store};
 use prov_sync::{pull, push, Central, SyncError};
 
 use crate::setup::UserSetup;
@@ -203,7 +203,7 @@ fn pull_into_cache(central: &mut Central, cache: &std::path::Path) -> Result<(),
 /// reached, the cache as last pulled, with a note; with no cache, an error
 /// if `--everywhere` was `asked` for, else (the configuration's default)
 /// this host's journal, with a note.
-pub fn open_central(setup: &UserSetup, asked: bool) -> Result<Option<Store>> {
+pub fn open_central(setup: &UserSetup, asked: bool) -> Result<Option<Reader>> {
     let config = connection(setup)?;
     let cache = cache_path(setup);
     let refreshed = (|| -> Result<(), SyncError> {
@@ -226,7 +226,7 @@ pub fn open_central(setup: &UserSetup, asked: bool) -> Result<Option<Store>> {
         };
         eprintln!("prov: note: {}; showing {shown}", prov_model::escape::escape_controls(&e.to_string()));
     }
-    match Store::open_read_only(&read) {
+    match Reader::open(&read) {
         Ok(s) => Ok(Some(s)),
         Err(prov_store::StoreError::NoDatabase(_)) => Ok(None),
         Err(e) => Err(e.into()),

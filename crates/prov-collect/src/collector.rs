@@ -13,21 +13,18 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::env::EnvConfig;
 use prov_model::redact::Redactor;
-use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::{CommandEnd, Completeness, FileEvent};
+use prov_protocol::control::{BeginAnswer, EndSent, RecordIdentity, StoreReport, ToCaller, ToCollector};
+use prov_protocol::helper::JoinReport;
+use prov_protocol::writer_pipe::{SyncReport, ToWriter};
+use prov_protocol::{ipc, long_text};
 
 use crate::error::CollectorError;
 use crate::fanotify::{RawEvent, Reader};
-use crate::ipc;
-use crate::long_text;
 use crate::members::Members;
 use crate::nested_namespaces::NamespaceCalls;
 use crate::new_mounts::MountWatch;
 use crate::new_pids::NewPids;
-use crate::protocol::{
-    RecordIdentity, StoreReport, ToCaller, ToCollector, ENCLOSED_TAG, NAMESPACE_LISTENER_TAG, UNOBSERVED_TAG,
-    UNTRACED_TAG, UNWATCHED_TAG,
-};
 use crate::resolve::Resolver;
 use crate::writer_link::WriterLink;
 
@@ -362,21 +359,26 @@ impl Observation<'_> {
     /// or says why a process ran untraced; its hang-up means the command's
     /// last process is gone.
     fn read_tracker(&mut self, st: &mut State) {
-        match ipc::recv(self.tracker.as_fd()) {
-            Ok(Some((msg, fds))) if msg.first() == Some(&NAMESPACE_LISTENER_TAG) => {
+        let (msg, fds) = match ipc::recv(self.tracker.as_fd()) {
+            Ok(Some(received)) => received,
+            Ok(None) | Err(_) => {
+                self.tracker_open = false;
+                return;
+            }
+        };
+        match JoinReport::read(&msg) {
+            Some((JoinReport::NamespaceListener, _)) => {
                 fds.into_iter().for_each(|l| st.namespace_calls.add_listener(l));
             }
-            Ok(Some((msg, _))) if msg.first() == Some(&ENCLOSED_TAG) => st.namespace_calls.enclosed(),
-            Ok(Some((msg, _))) if msg.first() == Some(&UNWATCHED_TAG) => {
-                st.namespace_calls.unwatched(String::from_utf8_lossy(&msg[1..]).into_owned());
+            Some((JoinReport::Enclosed, _)) => st.namespace_calls.enclosed(),
+            Some((JoinReport::Unwatched, why)) => {
+                st.namespace_calls.unwatched(String::from_utf8_lossy(why).into_owned());
             }
-            Ok(Some((msg, _))) if msg.first() == Some(&UNOBSERVED_TAG) => st.unobserved_setuid += 1,
-            Ok(Some((msg, _))) if msg.first() == Some(&UNTRACED_TAG) => {
-                let why = String::from_utf8_lossy(&msg[1..]).into_owned();
-                st.untraced.get_or_insert(why);
+            Some((JoinReport::Unobserved, _)) => st.unobserved_setuid += 1,
+            Some((JoinReport::Untraced, why)) => {
+                st.untraced.get_or_insert(String::from_utf8_lossy(why).into_owned());
             }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => self.tracker_open = false,
+            None => {}
         }
     }
 
@@ -433,7 +435,10 @@ impl Observation<'_> {
             }
         };
         match serde_json::from_slice::<ToCollector>(&msg) {
-            Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
+            Ok(ToCollector::Prepare { version, .. }) if version != prov_protocol::VERSION => {
+                return Err(CollectorError::Protocol("Prepare of another protocol version"));
+            }
+            Ok(ToCollector::Prepare { settings, identity, .. }) if st.resolver.is_none() => {
                 let root = self.ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
                 st.writer.send(ToWriter::Setup {
                     database: settings.database.clone(),
@@ -460,13 +465,12 @@ impl Observation<'_> {
                 }
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
-                let confirm = start.confirm;
-                let kept_by_caller = start.ack;
+                let awaits = start.awaits;
                 st.reuse_asked = start.reuse;
-                if !start.end_when_idle {
+                if start.end == EndSent::AtExit {
                     self.command_end = None;
                 }
-                if start.ack {
+                if awaits == BeginAnswer::Watching {
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
                 }
                 let mut begin = identity.begin(start);
@@ -478,12 +482,14 @@ impl Observation<'_> {
                 }
                 st.held_begin = Some(ToWriter::Begin(begin));
                 st.begun = true;
-                if text_known && kept_by_caller && !confirm {
+                // A caller that keeps the start itself lets it wait for
+                // the writer's next idle moment.
+                if text_known && awaits == BeginAnswer::Watching {
                     st.begin_due = Some(Instant::now() + IDLE_FLUSH);
                 } else if text_known {
                     st.start_record();
                 }
-                if confirm {
+                if awaits == BeginAnswer::Begun {
                     // The writer answers a sync once it has stored all it got.
                     let _ = st.writer.sync();
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Begun, &[]);

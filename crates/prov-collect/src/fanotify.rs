@@ -104,7 +104,7 @@ pub(crate) fn parse(mut bytes: &[u8], read_at_ns: u64, out: &mut Vec<RawEvent>) 
             -1 => EventFile::None,
             fd if fd < 0 => EventFile::Error(-fd),
             // Installed for us by the kernel in this read.
-            fd => EventFile::Open(crate::sys::own_new_fd(fd)),
+            fd => EventFile::Open(prov_protocol::fds::own_new_fd(fd)),
         };
         // Info records (metadata_len..event_len) are not requested; skipped.
         out.push(RawEvent { mask, file, pid, read_at_ns });

@@ -1,7 +1,7 @@
 //! prov-collector: started only by prov-helper's `observe`, never by users.
 //! It arrives with the user's ids, non-dumpable (installed unreadable to
-//! users, see the helper's `open_collector`), and descriptors 3..=9 in a
-//! fixed order.
+//! users, see the helper's `open_collector`), and descriptors 3..=9 in the
+//! order `prov_protocol::helper` names.
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use nix::unistd::{getresuid, setsid};
 use prov_collect::collector::{self, Handover};
 use prov_collect::error::CollectorError;
+use prov_protocol::helper;
 
 fn main() -> ExitCode {
     // The helper starts us by descriptor (execveat): older kernels (5.10
@@ -26,8 +27,9 @@ fn main() -> ExitCode {
         eprintln!("prov-collector: bad arguments");
         return ExitCode::from(2);
     };
+    // In the order of helper::CTL_FD ..= helper::HOLDER_PIPE_FD.
     let [ctl, group, namespace, ns_root, tracker, tracker_for_command, holder_pipe] =
-        match prov_collect::sys::take_inherited_fds(3) {
+        match prov_collect::sys::take_inherited_fds::<{ helper::COLLECTOR_FDS }>(helper::FIRST_FD) {
             Ok(fds) => fds,
             Err(e) => {
                 eprintln!("prov-collector: {}", CollectorError::Handover(e));
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
         holder_pipe,
         holder_pid,
         unmarked_mounts,
-        reports_fd_errors: fd_errors == "fd-errors",
+        reports_fd_errors: fd_errors == helper::FD_ERRORS_ARG,
     };
     let is_root = getresuid().is_ok_and(|u| u.real.is_root());
     match collector::run(handover, !is_root) {

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::new_pids::{self, NewPids};
-use crate::sys;
 
 /// How long one look waits for processes in the last steps of their exit. It
 /// takes microseconds; only a close the kernel blocks on (a hung network
@@ -95,7 +94,7 @@ impl Members {
         for (pid, place) in self.scan(&mount_ids) {
             // Pinned by the pidfd, the number cannot name another process
             // now: checked again, it is still where it was.
-            let Ok(pidfd) = sys::pidfd_open(pid) else { continue };
+            let Ok(pidfd) = prov_protocol::fds::pidfd_open(pid) else { continue };
             match (place, self.place(pid, &mount_ids)) {
                 (Place::Inside, Place::Inside) => {
                     alive.push(pidfd);
@@ -268,12 +267,12 @@ mod tests {
         let mut members = Members::of(&ns.into(), -1, None).unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
-        let pidfd = sys::pidfd_open(pid).unwrap();
+        let pidfd = prov_protocol::fds::pidfd_open(pid).unwrap();
         // Exited, not yet reaped: a zombie, in no namespace.
         wait_exited(vec![pidfd], Duration::from_secs(10));
         assert_eq!(members.place(pid, &MountIds::default()), Place::Leaving);
         let started = Instant::now();
-        wait_exited(vec![sys::pidfd_open(pid).unwrap()], Duration::from_secs(10));
+        wait_exited(vec![prov_protocol::fds::pidfd_open(pid).unwrap()], Duration::from_secs(10));
         assert!(started.elapsed() < Duration::from_secs(1), "a zombie's pidfd is readable at once");
         assert!(!members.pids().contains(&pid));
         child.wait().unwrap();
@@ -283,7 +282,7 @@ mod tests {
     fn a_process_still_running_is_waited_for_at_most_the_limit() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let started = Instant::now();
-        wait_exited(vec![sys::pidfd_open(child.id() as i32).unwrap()], Duration::from_millis(100));
+        wait_exited(vec![prov_protocol::fds::pidfd_open(child.id() as i32).unwrap()], Duration::from_millis(100));
         assert!(started.elapsed() >= Duration::from_millis(50), "waited, then gave up");
         child.kill().unwrap();
         child.wait().unwrap();

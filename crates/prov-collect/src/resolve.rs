@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use nix::fcntl::AtFlags;
 use nix::unistd::{faccessat, AccessFlags};
 use prov_model::config::extension;
-use prov_model::writer_pipe::MAX_ARCHIVED_FILE;
 use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
+use prov_protocol::writer_pipe::MAX_ARCHIVED_FILE;
 
 use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_OPEN_EXEC, FAN_Q_OVERFLOW};
 use crate::processes::{ExecEvent, ProcessTable};
-use crate::protocol::Settings;
 use crate::provignore::ProvIgnore;
+use prov_protocol::control::Settings;
 
 /// What makes an event a repeat: access, device, inode, mtime, size.
 type SeenKey = (Access, u64, u64, i64, u64);

@@ -17,10 +17,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use prov_model::writer_pipe::{
+use prov_model::ArchivedRead;
+use prov_protocol::writer_pipe::{
     decode_reply, read_frame, write_frame, FrameError, SyncReport, ToWriter, MAX_ARCHIVED_FILE, MAX_FRAME, MAX_REPLY,
 };
-use prov_model::ArchivedRead;
 
 /// The writer's file name, next to the collector's.
 const WRITER: &str = "prov-writer";
@@ -36,6 +36,10 @@ pub enum WriterError {
     Stopped(String),
 }
 
+// Frames are nearly all of the channel's traffic and a Sync is rare:
+// boxing the frame would add an allocation to every message to save
+// space in the rare one.
+#[allow(clippy::large_enum_variant)]
 enum Outgoing {
     Frame(ToWriter),
     Sync(mpsc::Sender<Result<SyncReport, WriterError>>),

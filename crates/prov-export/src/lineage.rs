@@ -35,7 +35,7 @@ use std::rc::Rc;
 
 use crate::Result;
 use prov_model::{Access, HashParams};
-use prov_store::{CommandRow, FileRow, Store};
+use prov_store::{CommandRow, FileRow, Reader};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -206,7 +206,7 @@ pub struct Target {
 
 impl Target {
     /// The file at `path` now, hashed with every parameter set in use.
-    pub fn on_disk(store: &Store, path: &[u8]) -> Result<Target> {
+    pub fn on_disk(store: &Reader, path: &[u8]) -> Result<Target> {
         Ok(Target { path: path.to_vec(), now: Version::on_disk(path, &store.hash_params_in_use()?) })
     }
 }
@@ -244,12 +244,12 @@ pub struct Lineage {
 
 /// Walks from `target` in `direction`, at most `max_depth` commands deep,
 /// following the same file only.
-pub fn walk(store: &Store, target: Target, direction: Direction, max_depth: Option<usize>) -> Result<Lineage> {
+pub fn walk(store: &Reader, target: Target, direction: Direction, max_depth: Option<usize>) -> Result<Lineage> {
     walk_with(store, target, direction, &WalkOptions { max_depth, ..WalkOptions::default() })
 }
 
 /// Walks from `target` in `direction` as `opts` say.
-pub fn walk_with(store: &Store, target: Target, direction: Direction, opts: &WalkOptions) -> Result<Lineage> {
+pub fn walk_with(store: &Reader, target: Target, direction: Direction, opts: &WalkOptions) -> Result<Lineage> {
     let mut lookup = Lookup::with_options(store, opts);
     let mut lineage = Lineage {
         target,
@@ -345,18 +345,18 @@ pub type Matched = (CommandRow, Vec<(FileRow, MatchKind)>);
 /// The store's event lookups, each asked once per walk: a file read by a
 /// hundred commands of the lineage costs one query.
 pub struct Lookup<'s> {
-    store: &'s Store,
+    store: &'s Reader,
     cache: HashMap<LookupKey, Found>,
     by_content: bool,
     include_own: bool,
 }
 
 impl<'s> Lookup<'s> {
-    pub fn new(store: &'s Store) -> Lookup<'s> {
+    pub fn new(store: &'s Reader) -> Lookup<'s> {
         Lookup::with_options(store, &WalkOptions::default())
     }
 
-    pub fn with_options(store: &'s Store, opts: &WalkOptions) -> Lookup<'s> {
+    pub fn with_options(store: &'s Reader, opts: &WalkOptions) -> Lookup<'s> {
         Lookup { store, cache: HashMap::new(), by_content: opts.by_content, include_own: opts.include_own }
     }
 
@@ -659,11 +659,11 @@ mod tests {
 
     /// A store in a temporary directory with commands `(start, events)`;
     /// ids are 1, 2, … in order.
-    fn store_with(name: &str, commands: &[(i64, &[Event])]) -> (Store, std::path::PathBuf) {
+    fn store_with(name: &str, commands: &[(i64, &[Event])]) -> (Reader, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("prov-export-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let db = dir.join("prov.db");
-        let mut store = Store::open(&db, std::time::Duration::from_secs(5)).unwrap();
+        let mut store = prov_store::Store::open(&db, std::time::Duration::from_secs(5)).unwrap();
         for (i, (start, events)) in commands.iter().enumerate() {
             let begin = prov_model::CommandBegin {
                 uuid: format!("00000000-0000-0000-0000-{i:012}"),
@@ -694,7 +694,7 @@ mod tests {
             store.end_command(id, &prov_model::CommandEnd::with_status(start + 1, 0)).unwrap();
         }
         drop(store);
-        (Store::open_read_only(&db).unwrap(), dir)
+        (Reader::open(&db).unwrap(), dir)
     }
 
     /// The target as a version on disk would be (no inode: never checked
@@ -714,7 +714,7 @@ mod tests {
         l.records().iter().map(|(c, _)| c.id).collect()
     }
 
-    fn writers(store: &Store, t: &Target) -> Vec<(i64, &'static str)> {
+    fn writers(store: &Reader, t: &Target) -> Vec<(i64, &'static str)> {
         let mut lookup = Lookup::new(store);
         lookup
             .writers_of_file(t.now.as_ref(), &t.path)

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use prov_model::escape::escape;
 use prov_model::Access;
-use prov_store::{CommandRow, FileRow, ProcessRow, Store};
+use prov_store::{CommandRow, FileRow, ProcessRow, Reader};
 
 use crate::glyphs::Glyphs;
 use crate::lineage::{Direction, Lookup, Target, Version, WalkOptions};
@@ -50,7 +50,7 @@ struct CommandData {
 type StepKey = (i64, Option<i64>);
 
 struct Walk<'s> {
-    store: &'s Store,
+    store: &'s Reader,
     lookup: Lookup<'s>,
     commands: HashMap<i64, CommandData>,
     index: HashMap<StepKey, usize>,
@@ -59,7 +59,7 @@ struct Walk<'s> {
 }
 
 /// Walks upstream from `target`, at most `max_depth` steps deep.
-pub fn walk_processes(store: &Store, target: Target, opts: &WalkOptions) -> Result<ProcessLineage> {
+pub fn walk_processes(store: &Reader, target: Target, opts: &WalkOptions) -> Result<ProcessLineage> {
     let max_depth = opts.max_depth;
     let path = target.path.clone();
     // The writer of the file as it is now, as the command lineage finds it.

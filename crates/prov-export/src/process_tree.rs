@@ -3,7 +3,7 @@
 //! the process lineage and the process-step exports).
 
 use prov_model::Access;
-use prov_store::{FileRow, ProcessRow, Store};
+use prov_store::{FileRow, ProcessRow, Reader};
 
 use crate::Result;
 
@@ -20,7 +20,7 @@ pub struct ProcessNode {
 
 /// The command's processes, in tree order (each after its parent), with
 /// the files each closed.
-pub fn process_tree(store: &Store, command_id: i64) -> Result<Vec<ProcessNode>> {
+pub fn process_tree(store: &Reader, command_id: i64) -> Result<Vec<ProcessNode>> {
     if store.processes_of(command_id)?.is_empty() {
         return Ok(Vec::new());
     }
@@ -28,7 +28,7 @@ pub fn process_tree(store: &Store, command_id: i64) -> Result<Vec<ProcessNode>> 
 }
 
 /// `process_tree` for a command whose events are loaded already.
-pub fn process_tree_of(store: &Store, command_id: i64, files: &[FileRow]) -> Result<Vec<ProcessNode>> {
+pub fn process_tree_of(store: &Reader, command_id: i64, files: &[FileRow]) -> Result<Vec<ProcessNode>> {
     let rows = store.processes_of(command_id)?;
     if rows.is_empty() {
         return Ok(Vec::new());

@@ -9,7 +9,7 @@
 //! processes, its first processes wrote files themselves, or a step's
 //! arguments or directory are unknown.
 
-use prov_store::{CommandRow, FileRow, Store};
+use prov_store::{CommandRow, FileRow, Reader};
 
 use crate::process_tree::{process_tree, ProcessNode};
 use crate::text::shell_quote;
@@ -19,7 +19,10 @@ use crate::Result;
 pub const STEP_UUID_PREFIX: &str = "process-step:";
 
 /// `records` with each command replaced by its process steps where it can be.
-pub fn process_steps(store: &Store, records: &[(CommandRow, Vec<FileRow>)]) -> Result<Vec<(CommandRow, Vec<FileRow>)>> {
+pub fn process_steps(
+    store: &Reader,
+    records: &[(CommandRow, Vec<FileRow>)],
+) -> Result<Vec<(CommandRow, Vec<FileRow>)>> {
     let mut out = Vec::new();
     for (command, files) in records {
         let nodes = process_tree(store, command.id)?;

@@ -14,7 +14,6 @@ pub mod record;
 pub mod redact;
 pub mod setting;
 pub mod small_file;
-pub mod writer_pipe;
 
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};

@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use crate::error::{Context, Result, StoreError};
 use crate::write::Writer;
-use crate::Store;
+use crate::{Reader, Store};
 
 /// zstd level: scripts are small, so a fast level costs little ratio.
 const ZSTD_LEVEL: i32 = 3;
@@ -90,7 +90,9 @@ impl Store {
     pub fn add_archived(&mut self, id: i64, files: &[ArchivedRead]) -> Result<()> {
         self.write_tx(|w| w.add_archived(id, files))
     }
+}
 
+impl Reader {
     /// The archived files of a command, in the order they were read.
     pub fn archived_of(&self, command_id: i64) -> Result<Vec<ArchivedFile>> {
         let sql = format!("{FILE_SELECT} WHERE a.command_id = ?1 ORDER BY a.id");
@@ -142,7 +144,9 @@ impl Store {
         }
         Ok(content)
     }
+}
 
+impl Store {
     /// Removes archived files of commands that no longer exist, then the
     /// contents nothing refers to any more; returns how many contents were
     /// removed. Call after deleting commands.
@@ -166,7 +170,9 @@ impl Store {
             Ok(n as u64)
         })
     }
+}
 
+impl Reader {
     /// Counts of the archive, for statistics.
     pub fn archive_stats(&self) -> Result<ArchiveStats> {
         let files: i64 = self
@@ -414,7 +420,7 @@ mod tests {
             tx.pragma_update(None, "user_version", 1).unwrap();
             tx.commit().unwrap();
         }
-        let s = Store::open_read_only(&dir.db()).unwrap();
+        let s = crate::Reader::open(&dir.db()).unwrap();
         assert_eq!(s.archive_stats().unwrap(), ArchiveStats::default());
     }
 }

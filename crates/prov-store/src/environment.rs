@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension};
 
 use crate::error::{Context, Result};
 use crate::write::Writer;
-use crate::Store;
+use crate::Reader;
 
 /// One program a command ran, as its processes' executed files show it:
 /// each distinct (path, file) once, in the order first run.
@@ -20,7 +20,7 @@ pub struct Executable {
     pub file: Option<ExeFile>,
 }
 
-impl Store {
+impl Reader {
     /// The environment command `command_id` ran in; None when none was
     /// recorded (or no such command).
     pub fn environment_of(&self, command_id: i64) -> Result<Option<Environment>> {

@@ -9,7 +9,7 @@ use nix::unistd::{access, AccessFlags, Uid};
 use rusqlite::Connection;
 
 use crate::error::{Context, Result, StoreError};
-use crate::Store;
+use crate::{Reader, Store};
 
 /// SQLite's side files of a WAL database.
 const SIDE_FILES: [&str; 2] = ["-shm", "-wal"];
@@ -87,16 +87,23 @@ impl Store {
     /// Takes the write lock and lets it go, as a writer's first step does:
     /// fails, naming what blocks it, when records could not be written.
     pub fn check_writable(&self) -> Result<()> {
-        let probe = self.conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK");
+        let probe = self.reader.conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK");
         match probe {
             Ok(()) => Ok(()),
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ReadOnly => {
-                Err(StoreError::Unwritable { path: self.path.clone(), why: unwritable_reason(&self.path) })
+                Err(StoreError::Unwritable {
+                    path: self.reader.path.clone(),
+                    why: unwritable_reason(&self.reader.path),
+                })
             }
-            Err(e) => Err(StoreError::Sqlite { path: self.path.clone(), what: "taking the write lock", error: e }),
+            Err(e) => {
+                Err(StoreError::Sqlite { path: self.reader.path.clone(), what: "taking the write lock", error: e })
+            }
         }
     }
+}
 
+impl Reader {
     /// `PRAGMA quick_check`: `Err(Corrupt)` when the database is damaged.
     pub fn check_intact(&self) -> Result<()> {
         match quick_check(&self.conn, &self.path)? {
@@ -307,7 +314,7 @@ mod tests {
         let commands = repair.tables.iter().find(|t| t.table == "commands").unwrap();
         let events = repair.tables.iter().find(|t| t.table == "file_events").unwrap();
         assert!(commands.copied > 0 && events.copied > 0, "{repair:?}");
-        let s = Store::open_read_only(&dir.db()).unwrap();
+        let s = crate::Reader::open(&dir.db()).unwrap();
         s.check_intact().unwrap();
         assert_eq!(s.history(None).unwrap().len() as u64, commands.copied, "{repair:?}");
         // Repaired once, the database is whole: no second repair is asked for.
@@ -343,7 +350,7 @@ mod tests {
         for page in &event_pages[event_pages.len() / 2..][..3] {
             std::os::unix::fs::FileExt::write_all_at(&file, &garbage, *page as u64 * 4096).unwrap();
         }
-        let s = Store::open_read_only(&dir.db()).unwrap();
+        let s = crate::Reader::open(&dir.db()).unwrap();
         let err = s.check_intact().unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("prov doctor --repair"), "{err}");
@@ -354,7 +361,7 @@ mod tests {
         let events = repair.tables.iter().find(|t| t.table == "file_events").unwrap();
         assert!(events.copied > 7000 && events.copied < 8000, "{repair:?}");
         assert!(events.unreadable > 0, "{repair:?}");
-        let s = Store::open_read_only(&dir.db()).unwrap();
+        let s = crate::Reader::open(&dir.db()).unwrap();
         s.check_intact().unwrap();
         let history = s.history(None).unwrap();
         assert_eq!(history.len(), 40, "every command row was readable: {repair:?}");

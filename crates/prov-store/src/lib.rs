@@ -2,8 +2,11 @@
 //! querying them, and the spool that keeps records which could not be
 //! written until the database can take them.
 //!
-//! One `Store` is one connection. A writer opens with [`Store::open`], a
-//! query with [`Store::open_read_only`].
+//! Two handles, one connection each: a [`Reader`] answers queries and
+//! never writes (opened read-only, [`Reader::open`]); a [`Store`] writes
+//! records ([`Store::open`]) and reads through the `Reader` it holds
+//! (`Deref`), so a writer that must look before it writes needs no second
+//! connection.
 #![deny(unsafe_code)]
 
 mod archive;
@@ -45,10 +48,18 @@ use error::Context;
 /// How long a query waits for a writer that holds the database.
 pub const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A connection to the database, with the writer's interning caches.
-pub struct Store {
+/// A connection that answers queries: every method takes `&self` and
+/// reads. Opened by [`Reader::open`] the connection is read-only, so
+/// nothing done through it can change the journal.
+pub struct Reader {
     conn: Connection,
     path: PathBuf,
+}
+
+/// A connection that writes records, with the writer's interning caches.
+/// It reads too, through its [`Reader`].
+pub struct Store {
+    reader: Reader,
     /// Directory path -> dirs.id, so a repeated directory costs no query.
     dir_ids: HashMap<Vec<u8>, i64>,
     /// hash_params -> hash_params.id, same reason.
@@ -113,10 +124,81 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens an existing database for queries. A missing file is
+    fn new(conn: Connection, path: &Path) -> Store {
+        Store {
+            reader: Reader::new(conn, path),
+            dir_ids: HashMap::new(),
+            params_ids: HashMap::new(),
+            file_id: None,
+            busy_timeout: READ_BUSY_TIMEOUT,
+        }
+    }
+
+    /// Sets how long a write waits for another connection's lock (a
+    /// connection kept for the next record takes that record's setting).
+    pub fn set_busy_timeout(&mut self, busy_timeout: Duration) -> Result<()> {
+        self.busy_timeout = busy_timeout;
+        self.reader.conn.busy_timeout(busy_timeout).ctx(&self.reader.path, "setting busy timeout")
+    }
+
+    /// Copies what the write-ahead log holds into the database file, as far
+    /// as readers allow, without waiting for them (a no-op with the rollback
+    /// journal): for a connection that stays open while nothing is written,
+    /// so the file alone holds every stored record. Failing, it is left to
+    /// SQLite's own checkpoints.
+    ///
+    /// When all of the log was copied, the first write after it starts the
+    /// log over, with a new header that SQLite syncs before anything else
+    /// (an fsync). That write is made here, while nothing waits, so the
+    /// next record's commit only appends.
+    pub fn checkpoint(&self) {
+        let copied = self.reader.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        let Ok((0, frames, backfilled)) = copied else { return };
+        if frames > 0 && frames == backfilled {
+            self.write_nothing();
+        }
+    }
+
+    /// For a connection just opened, before anything waits on it: when the
+    /// write-ahead log is still empty (the last connection to close removed
+    /// it, so this open made a new one), its first write would put the
+    /// header in it and SQLite would sync that, and the directory for the
+    /// new file, first (two fsyncs). That write is made here, changing
+    /// nothing, so the first record's commit only appends.
+    pub fn start_log(&self) {
+        if std::fs::metadata(health::side_file(&self.reader.path, "-wal")).is_ok_and(|m| m.len() == 0) {
+            self.write_nothing();
+        }
+    }
+
+    /// A write that changes nothing (the schema version set to itself),
+    /// for what SQLite does at a log's first write. Skipped, not waited
+    /// for, while another connection writes.
+    fn write_nothing(&self) {
+        if self.reader.conn.busy_timeout(Duration::ZERO).is_err() {
+            return;
+        }
+        if let Ok(version) = schema::user_version(&self.reader.conn, &self.reader.path) {
+            let _ = self.reader.conn.pragma_update(None, "user_version", version);
+        }
+        let _ = self.reader.conn.busy_timeout(self.busy_timeout);
+    }
+
+    /// Whether the path still names the file this store writes to: false
+    /// once the database was deleted, or replaced by another file, while it
+    /// was open (the writes would go to a file nobody will read).
+    pub fn is_at_its_path(&self) -> bool {
+        self.file_id.is_none() || file_id(&self.reader.path) == self.file_id
+    }
+}
+
+impl Reader {
+    /// Opens an existing database for queries, read-only. A missing file is
     /// [`StoreError::NoDatabase`]. A database of an older schema is migrated
     /// first (through a short-lived writable connection).
-    pub fn open_read_only(path: &Path) -> Result<Store> {
+    pub fn open(path: &Path) -> Result<Reader> {
         match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(match fs::cannot_create(path) {
@@ -136,7 +218,7 @@ impl Store {
         if found < SCHEMA_VERSION {
             drop(conn);
             drop(Store::open(path, READ_BUSY_TIMEOUT)?);
-            return Store::open_read_only(path);
+            return Reader::open(path);
         }
         // One snapshot for all of this connection's statements: a query reads
         // the hash parameters first and the events later, and a collector
@@ -145,90 +227,38 @@ impl Store {
         // of range at index 8"). The connection is short-lived, as are the
         // queries; the snapshot is taken at the first read.
         conn.execute_batch("BEGIN DEFERRED").ctx(path, "starting a read transaction")?;
-        Ok(Store::new(conn, path))
+        Ok(Reader::new(conn, path))
     }
 
-    fn new(conn: Connection, path: &Path) -> Store {
+    fn new(conn: Connection, path: &Path) -> Reader {
         // Room for every statement of write.rs, query.rs and archive.rs.
         conn.set_prepared_statement_cache_capacity(48);
-        Store {
-            conn,
-            path: path.to_owned(),
-            dir_ids: HashMap::new(),
-            params_ids: HashMap::new(),
-            file_id: None,
-            busy_timeout: READ_BUSY_TIMEOUT,
-        }
+        Reader { conn, path: path.to_owned() }
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
-    /// Sets how long a write waits for another connection's lock (a
-    /// connection kept for the next record takes that record's setting).
-    pub fn set_busy_timeout(&mut self, busy_timeout: Duration) -> Result<()> {
-        self.busy_timeout = busy_timeout;
-        self.conn.busy_timeout(busy_timeout).ctx(&self.path, "setting busy timeout")
-    }
+impl std::ops::Deref for Store {
+    type Target = Reader;
 
-    /// Copies what the write-ahead log holds into the database file, as far
-    /// as readers allow, without waiting for them (a no-op with the rollback
-    /// journal): for a connection that stays open while nothing is written,
-    /// so the file alone holds every stored record. Failing, it is left to
-    /// SQLite's own checkpoints.
-    ///
-    /// When all of the log was copied, the first write after it starts the
-    /// log over, with a new header that SQLite syncs before anything else
-    /// (an fsync). That write is made here, while nothing waits, so the
-    /// next record's commit only appends.
-    pub fn checkpoint(&self) {
-        let copied = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        });
-        let Ok((0, frames, backfilled)) = copied else { return };
-        if frames > 0 && frames == backfilled {
-            self.write_nothing();
-        }
-    }
-
-    /// For a connection just opened, before anything waits on it: when the
-    /// write-ahead log is still empty (the last connection to close removed
-    /// it, so this open made a new one), its first write would put the
-    /// header in it and SQLite would sync that, and the directory for the
-    /// new file, first (two fsyncs). That write is made here, changing
-    /// nothing, so the first record's commit only appends.
-    pub fn start_log(&self) {
-        if std::fs::metadata(health::side_file(&self.path, "-wal")).is_ok_and(|m| m.len() == 0) {
-            self.write_nothing();
-        }
-    }
-
-    /// A write that changes nothing (the schema version set to itself),
-    /// for what SQLite does at a log's first write. Skipped, not waited
-    /// for, while another connection writes.
-    fn write_nothing(&self) {
-        if self.conn.busy_timeout(Duration::ZERO).is_err() {
-            return;
-        }
-        if let Ok(version) = schema::user_version(&self.conn, &self.path) {
-            let _ = self.conn.pragma_update(None, "user_version", version);
-        }
-        let _ = self.conn.busy_timeout(self.busy_timeout);
-    }
-
-    /// Whether the path still names the file this store writes to: false
-    /// once the database was deleted, or replaced by another file, while it
-    /// was open (the writes would go to a file nobody will read).
-    pub fn is_at_its_path(&self) -> bool {
-        self.file_id.is_none() || file_id(&self.path) == self.file_id
+    fn deref(&self) -> &Reader {
+        &self.reader
     }
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Store").field("path", &self.reader.path).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("path", &self.path).finish_non_exhaustive()
     }
 }
 

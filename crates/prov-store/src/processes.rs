@@ -8,7 +8,7 @@ use rusqlite::params;
 
 use crate::error::{Context, Result};
 use crate::write::Writer;
-use crate::{FileRow, Store};
+use crate::{FileRow, Reader, Store};
 
 /// A stored process image of a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,9 @@ impl Store {
     pub fn add_processes(&mut self, id: i64, processes: &[ProcessRecord]) -> Result<()> {
         self.write_tx(|w| w.add_processes(id, processes))
     }
+}
 
+impl Reader {
     /// A command's processes in the order they were seen.
     pub fn processes_of(&self, command_id: i64) -> Result<Vec<ProcessRow>> {
         self.conn

@@ -8,7 +8,7 @@ use prov_model::{Access, Completeness, HashParams};
 use rusqlite::{OptionalExtension, Row};
 
 use crate::error::{Context, Result};
-use crate::{paths, write::access_code, Store};
+use crate::{paths, write::access_code, Reader};
 
 /// A recorded command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +208,7 @@ pub(crate) struct RawFile {
     name: Vec<u8>,
 }
 
-impl Store {
+impl Reader {
     /// Every hash parameter set some event was hashed with.
     pub fn hash_params_in_use(&self) -> Result<Vec<HashParams>> {
         // hash_params only ever gets rows that an event references.
@@ -390,7 +390,7 @@ impl Store {
 pub(crate) struct DirPaths(HashMap<i64, Vec<u8>>);
 
 impl DirPaths {
-    fn path(&mut self, store: &Store, id: i64) -> Result<&[u8]> {
+    fn path(&mut self, store: &Reader, id: i64) -> Result<&[u8]> {
         if !self.0.contains_key(&id) {
             // Up to a known ancestor or a root, then down again.
             let mut stmt = store

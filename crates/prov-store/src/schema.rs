@@ -357,7 +357,7 @@ mod tests {
         let id = s.begin_command(&begin("u1", 1)).unwrap();
         drop(s);
         let mut s = open(&dir);
-        crate::schema::migrate(&mut s.conn, &dir.db()).unwrap();
+        crate::schema::migrate(&mut s.reader.conn, &dir.db()).unwrap();
         assert_eq!(crate::schema::user_version(&s.conn, &dir.db()).unwrap(), SCHEMA_VERSION);
         assert_eq!(s.command(id).unwrap().unwrap().uuid, "u1");
     }
@@ -367,7 +367,7 @@ mod tests {
         let dir = TempDir::new("newer");
         drop(open(&dir));
         Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
-        for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
+        for err in [Store::open(&dir.db(), T).err().unwrap(), crate::Reader::open(&dir.db()).err().unwrap()] {
             assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
             let msg = err.to_string();
             assert!(msg.contains(&format!("written by a newer prov (schema {})", SCHEMA_VERSION + 1)), "{msg}");
@@ -379,7 +379,7 @@ mod tests {
     fn read_only_open_migrates_an_empty_database() {
         let dir = TempDir::new("empty");
         std::fs::write(dir.db(), b"").unwrap();
-        let s = Store::open_read_only(&dir.db()).unwrap();
+        let s = crate::Reader::open(&dir.db()).unwrap();
         assert!(s.history(None).unwrap().is_empty());
     }
 
@@ -389,7 +389,7 @@ mod tests {
             let dir = TempDir::new("wrong-version");
             drop(open(&dir));
             Connection::open(dir.db()).unwrap().pragma_update(None, "user_version", wrong).unwrap();
-            for err in [Store::open(&dir.db(), T).err().unwrap(), Store::open_read_only(&dir.db()).err().unwrap()] {
+            for err in [Store::open(&dir.db(), T).err().unwrap(), crate::Reader::open(&dir.db()).err().unwrap()] {
                 let msg = err.to_string();
                 assert!(matches!(err, StoreError::WrongSchemaVersion { .. }), "{msg}");
                 assert!(!msg.contains("CREATE") && !msg.contains('\n') && msg.len() < 300, "{msg}");

@@ -14,7 +14,7 @@ use rusqlite::types::Value;
 
 use crate::error::{Context, Result};
 use crate::query::{command_row, command_sql, file_row, DirPaths, RawFile, FILE_COLUMNS, RUN_JOIN};
-use crate::{write::access_code, CommandRow, FileRow, Store};
+use crate::{write::access_code, CommandRow, FileRow, Reader, Store};
 
 /// A comparison of a filter on sizes, times or exit statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,7 +265,7 @@ fn command_clause(f: &CommandFilter) -> Clause {
     w
 }
 
-impl Store {
+impl Reader {
     /// The file filters as SQL; None when they name a directory never
     /// recorded (nothing can match).
     fn file_clause(&self, f: &FileFilter) -> Result<Option<Clause>> {
@@ -476,11 +476,13 @@ impl Store {
         let mut dirs = DirPaths::default();
         found.into_iter().map(|(c, raws)| Ok((c, self.resolve_dirs(raws, &mut dirs)?))).collect()
     }
+}
 
+impl Store {
     /// Deletes commands by id with their events and runs, in one transaction.
     pub fn delete_commands(&mut self, ids: &[i64]) -> Result<(u64, u64)> {
-        let path = self.path.clone();
-        let tx = self.conn.transaction().ctx(&path, "starting a deletion")?;
+        let path = self.reader.path.clone();
+        let tx = self.reader.conn.transaction().ctx(&path, "starting a deletion")?;
         crate::sync::lower_push_mark(&tx, &path, ids)?;
         let mut events = 0u64;
         {
@@ -511,7 +513,9 @@ impl Store {
         tx.commit().ctx(&path, "committing a deletion")?;
         Ok((ids.len() as u64, events))
     }
+}
 
+impl Reader {
     /// Sessions, newest activity first, with their commands' span and count.
     pub fn sessions(&self, filter: &CommandFilter, limit: Option<usize>) -> Result<Vec<SessionRow>> {
         let w = command_clause(filter);
@@ -642,7 +646,7 @@ mod tests {
         (s, [c1, c2, c3])
     }
 
-    fn ids(s: &Store, sel: Selection) -> Vec<i64> {
+    fn ids(s: &Reader, sel: Selection) -> Vec<i64> {
         s.select(&sel).unwrap().into_iter().map(|(c, _)| c.id).collect()
     }
 
@@ -846,7 +850,7 @@ mod tests {
         assert!(below(b"/h/u/pro").is_empty());
         // Queries open the database read-only; the subtree's TEMP table works there too.
         drop(s);
-        let ro = Store::open_read_only(&dir.db()).unwrap();
+        let ro = crate::Reader::open(&dir.db()).unwrap();
         assert_eq!(
             ids(&ro, file(FileFilter { dir: Some(b"/h/u/proj".to_vec()), ..Default::default() })),
             vec![top, deep]

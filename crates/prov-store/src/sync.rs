@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Context, Result};
 use crate::write::Writer;
-use crate::Store;
+use crate::{Reader, Store};
 
 /// sync_state key of the push mark: "ID UUID".
 const PUSHED_THROUGH: &str = "pushed_through";
@@ -31,7 +31,7 @@ pub struct PushCounts {
     pub running: u64,
 }
 
-impl Store {
+impl Reader {
     /// Ids of up to `limit` finished records not yet pushed, above id
     /// `after` (a push goes through the ids once, not from the start each
     /// round), in id order.
@@ -70,7 +70,9 @@ impl Store {
             .ctx(&self.path, what)?;
         Ok(PushCounts { pending: pending as u64, running: running as u64 })
     }
+}
 
+impl Store {
     /// Notes these records as pushed (the server has committed them), and
     /// moves the push mark up past them.
     pub fn mark_pushed(&mut self, uuids: &[String]) -> Result<()> {
@@ -90,8 +92,8 @@ impl Store {
     /// finished or not pushed (a journal from before the mark gets one).
     /// Writes only when it moves.
     pub fn advance_push_mark(&mut self) -> Result<()> {
-        let mark = push_mark(&self.conn).ctx(&self.path, "reading the push mark")?;
-        if next_mark(&self.conn, mark).ctx(&self.path, "reading the push mark")?.is_none() {
+        let mark = push_mark(&self.reader.conn).ctx(&self.reader.path, "reading the push mark")?;
+        if next_mark(&self.reader.conn, mark).ctx(&self.reader.path, "reading the push mark")?.is_none() {
             return Ok(());
         }
         self.write_tx(|w| w.advance_push_mark())
@@ -116,7 +118,9 @@ impl Store {
             Ok(())
         })
     }
+}
 
+impl Reader {
     /// Uuids of records to delete in the central store.
     pub fn central_deletions(&self) -> Result<Vec<String>> {
         self.conn
@@ -124,7 +128,9 @@ impl Store {
             .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
             .ctx(&self.path, "listing deletions for the central store")
     }
+}
 
+impl Store {
     /// These deletions are done in the central store.
     pub fn deleted_centrally(&mut self, uuids: &[String]) -> Result<()> {
         self.write_tx(|w| {
@@ -138,7 +144,9 @@ impl Store {
             Ok(())
         })
     }
+}
 
+impl Reader {
     /// The id of the record with this uuid.
     pub fn command_by_uuid(&self, uuid: &str) -> Result<Option<i64>> {
         self.conn
@@ -154,7 +162,9 @@ impl Store {
             .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
             .ctx(&self.path, "reading the sync state")
     }
+}
 
+impl Store {
     pub fn set_sync_state(&mut self, key: &str, value: &str) -> Result<()> {
         self.write_tx(|w| {
             w.conn

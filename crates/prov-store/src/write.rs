@@ -12,7 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 
 use crate::error::{Context, Result, StoreError};
 use crate::spool::SpoolEntry;
-use crate::{paths, Store};
+use crate::{paths, Reader, Store};
 
 /// A long-lived writer sees at most this many distinct directories before
 /// its cache is reset; bounds memory, costs one lookup per directory after.
@@ -56,7 +56,9 @@ impl Store {
             Ok(id)
         })
     }
+}
 
+impl Reader {
     /// Records without an end on `host`.
     pub fn unended(&self, host: &str) -> Result<Vec<Unended>> {
         self.conn
@@ -80,7 +82,9 @@ impl Store {
             .and_then(|mut s| s.query_map([host], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
             .ctx(&self.path, "looking for records without an end")
     }
+}
 
+impl Store {
     /// Ends a record its collector left without an end: status unknown,
     /// [`ABANDONED`] kept. A record ended meanwhile is left as it is.
     pub fn end_abandoned(&mut self, id: i64, end_ns: i64) -> Result<()> {
@@ -121,12 +125,12 @@ impl Store {
 
     /// Runs `f` in one IMMEDIATE transaction and commits.
     pub(crate) fn write_tx<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
-        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .ctx(&self.path, "starting a write transaction")?;
+        let tx = Transaction::new_unchecked(&self.reader.conn, TransactionBehavior::Immediate)
+            .ctx(&self.reader.path, "starting a write transaction")?;
         let mut w =
-            Writer { conn: &tx, path: &self.path, dir_ids: &mut self.dir_ids, params_ids: &mut self.params_ids };
+            Writer { conn: &tx, path: &self.reader.path, dir_ids: &mut self.dir_ids, params_ids: &mut self.params_ids };
         let result = f(&mut w);
-        let result = result.and_then(|v| tx.commit().ctx(&self.path, "committing").map(|()| v));
+        let result = result.and_then(|v| tx.commit().ctx(&self.reader.path, "committing").map(|()| v));
         if result.is_err() {
             // Rolled back: ids interned by this transaction no longer exist.
             self.dir_ids.clear();

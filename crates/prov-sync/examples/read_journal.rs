@@ -5,7 +5,7 @@
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: read_journal PATH");
-    let store = prov_store::Store::open_read_only(std::path::Path::new(&path)).expect("open");
+    let store = prov_store::Reader::open(std::path::Path::new(&path)).expect("open");
     let t = std::time::Instant::now();
     let ids: Vec<i64> = store.history(None).expect("history").iter().map(|c| c.id).collect();
     let mut events = 0;

@@ -1,13 +1,13 @@
 //! prov-writer: started by prov-collector (never by users) with a pipe of
 //! frames on stdin and a pipe for replies on stdout (see
-//! `prov_model::writer_pipe`). Ends when stdin closes and everything is stored.
+//! `prov_protocol::writer_pipe`). Ends when stdin closes and everything is stored.
 #![deny(unsafe_code)]
 
 use std::io::{BufReader, Write};
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-use prov_model::writer_pipe::{decode_to_writer, read_frame, write_frame, MAX_FRAME, MAX_REPLY};
+use prov_protocol::writer_pipe::{decode_to_writer, read_frame, write_frame, MAX_FRAME, MAX_REPLY};
 use prov_writer::{log, writer};
 
 /// Frames decoded ahead of the database: enough to merge the batches that

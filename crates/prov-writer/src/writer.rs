@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::CommandBegin;
+use prov_protocol::writer_pipe::{SyncReport, ToWriter};
 use prov_store::spool::{SpoolEntry, SpoolWriter};
 use prov_store::Store;
 
@@ -477,8 +477,8 @@ mod close_tests {
     use std::path::Path;
     use std::sync::mpsc;
 
-    use prov_model::writer_pipe::{SyncReport, ToWriter};
     use prov_model::{CommandBegin, CommandEnd};
+    use prov_protocol::writer_pipe::{SyncReport, ToWriter};
 
     fn record(uuid: &str, database: &Path, spool_dir: &Path) -> Vec<ToWriter> {
         let begin = CommandBegin {

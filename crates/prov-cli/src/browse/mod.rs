@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use prov_export::glyphs::Glyphs;
 use prov_export::lineage::{Lookup, MatchKind, Version};
 use prov_model::Access;
-use prov_store::Store;
+use prov_store::Reader;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::{execute, terminal};
@@ -62,7 +62,7 @@ pub fn browse(args: BrowseArgs, reach: crate::journal::Reach) -> Result<ExitCode
     if !complete {
         let path = store.path().to_owned();
         std::thread::spawn(move || {
-            let all = Store::open_read_only(&path).and_then(|s| s.history(None));
+            let all = Reader::open(&path).and_then(|s| s.history(None));
             let _ = tx.send(all.map(|rows| rows.into_iter().map(Entry::new).collect::<Vec<_>>()));
         });
     }
@@ -79,7 +79,7 @@ pub fn browse(args: BrowseArgs, reach: crate::journal::Reach) -> Result<ExitCode
     }
 }
 
-fn print_first_screen(app: &mut App, store: &Store) -> Result<ExitCode> {
+fn print_first_screen(app: &mut App, store: &Reader) -> Result<ExitCode> {
     let mut term = Terminal::new(ratatui::backend::TestBackend::new(160, 40))?;
     load_files(app, store);
     term.draw(|f| view::draw(f, app))?;
@@ -120,7 +120,7 @@ fn with_terminal<T>(f: impl FnOnce(&mut Term) -> Result<T>) -> Result<T> {
 fn run(
     term: &mut Term,
     app: &mut App,
-    store: &Store,
+    store: &Reader,
     rest: &mpsc::Receiver<prov_store::Result<Vec<Entry>>>,
 ) -> Result<Option<Vec<u8>>> {
     loop {
@@ -150,7 +150,7 @@ fn run(
 }
 
 /// The selected command's files, read when the selection changed.
-fn load_files(app: &mut App, store: &Store) {
+fn load_files(app: &mut App, store: &Reader) {
     let Some(id) = app.current().map(|e| e.row.id) else { return };
     if app.files.as_ref().is_some_and(|f| f.0 == id) {
         return;
@@ -164,7 +164,7 @@ fn load_files(app: &mut App, store: &Store) {
 }
 
 /// One key; Some(result) ends the browser.
-fn on_key(app: &mut App, store: &Store, key: KeyEvent) -> Result<Option<Option<Vec<u8>>>> {
+fn on_key(app: &mut App, store: &Reader, key: KeyEvent) -> Result<Option<Option<Vec<u8>>>> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     if app.popup.is_some() {
         match key.code {
@@ -218,7 +218,7 @@ fn on_key(app: &mut App, store: &Store, key: KeyEvent) -> Result<Option<Option<V
 /// moved); w: those that wrote its path (this version, under an old name,
 /// or an earlier version), never commands that only wrote the same content
 /// elsewhere; l: the lineage of that version, as `prov query lineage` draws it.
-fn file_key(app: &mut App, store: &Store, c: char) -> Result<()> {
+fn file_key(app: &mut App, store: &Reader, c: char) -> Result<()> {
     let Some(file) = app.current_file().cloned() else { return Ok(()) };
     let path = file.path.to_vec();
     match c {

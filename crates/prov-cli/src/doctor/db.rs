@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use prov_model::escape::escape;
-use prov_store::{spool, Store};
+use prov_store::{spool, Reader, Store};
 
 use crate::setup::UserSetup;
 
@@ -130,7 +130,7 @@ pub fn repair() -> Result<ExitCode> {
             repair.commands_missing_events
         );
     }
-    Store::open_read_only(&db)?.check_intact()?;
+    Reader::open(&db)?.check_intact()?;
     println!(
         "ok    new database {} (quick_check ok); the old one can go once nothing more is needed from it",
         shown(&db)

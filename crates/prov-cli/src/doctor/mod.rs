@@ -476,7 +476,7 @@ fn central_store(ctx: &Context) -> Vec<Finding> {
     if user.config.sync.url.is_none() {
         return Vec::new();
     }
-    let pending = prov_store::Store::open_read_only(&user.database()).and_then(|j| j.push_counts()).map_or_else(
+    let pending = prov_store::Reader::open(&user.database()).and_then(|j| j.push_counts()).map_or_else(
         |_| "records wait in the local journal".to_string(),
         |c| format!("{} record(s) pending", c.pending),
     );

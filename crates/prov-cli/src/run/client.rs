@@ -9,10 +9,10 @@ use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use prov_collect::protocol::{CommandStart, StoreReport, ToCaller, ToCollector};
-use prov_collect::{ipc, long_text};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
+use prov_protocol::control::{BeginAnswer, CommandStart, EndSent, StoreReport, ToCaller, ToCollector};
+use prov_protocol::{ipc, long_text};
 
 use super::handover;
 use super::outcome::{
@@ -59,11 +59,10 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         cwd: std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_default(),
         start_ns,
         text_in_fd: None,
-        confirm: !kept,
-        ack: kept,
+        awaits: if kept { BeginAnswer::Watching } else { BeginAnswer::Begun },
         reuse,
         // We wait for the command, and send End as soon as it is gone.
-        end_when_idle: false,
+        end: EndSent::AtExit,
         env: env.clone(),
     };
     // Without an observation the record is still kept, marked untraced
@@ -141,7 +140,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     // machine every process woken takes the free CPU in line with us).
     let handing_over =
         matches!(obs.collector, CollectorProcess::Pooled(_)) && start_file.as_ref().is_some_and(handover::possible);
-    let own_exit = handing_over.then(|| prov_collect::sys::pidfd_open(std::process::id() as i32).ok()).flatten();
+    let own_exit = handing_over.then(|| prov_protocol::fds::pidfd_open(std::process::id() as i32).ok()).flatten();
     let end_fds: Vec<_> = own_exit.iter().map(AsRawFd::as_raw_fd).collect();
     let end_sent = ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &end_fds).is_ok();
     if let (true, true, Some(file), CollectorProcess::Pooled(preparer)) =
@@ -212,7 +211,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
 /// here (a reinstall or chmod since), the rest only on the direct way.
 fn observation(
     user: &UserSetup,
-    identity: prov_collect::protocol::RecordIdentity,
+    identity: prov_protocol::control::RecordIdentity,
     asked: Option<Result<run_preparer::Asked, run_preparer::NotTaken>>,
 ) -> Result<Observation, String> {
     let mut absent = false;
@@ -238,7 +237,7 @@ fn observation(
 /// An observation started by this `prov run` itself, the helper its child.
 fn own_observation(
     user: &UserSetup,
-    identity: prov_collect::protocol::RecordIdentity,
+    identity: prov_protocol::control::RecordIdentity,
     helper: &Path,
 ) -> Result<Observation, String> {
     let obs = observe::start_unprepared(helper)?;

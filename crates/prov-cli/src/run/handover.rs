@@ -20,33 +20,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use prov_collect::ipc;
-use prov_collect::protocol::{StoreReport, ToCaller};
 use prov_model::CommandEnd;
+use prov_protocol::control::{StoreReport, ToCaller};
+use prov_protocol::ipc;
+use prov_protocol::run_preparer::{self, Handover, Timings, ToPreparer};
 use prov_store::{SpoolEntry, SpoolWriter};
-use serde::{Deserialize, Serialize};
 
-use super::outcome::{self, Timings, STORE_WAIT};
+use super::outcome::{self, STORE_WAIT};
 use super::record_end::StartFile;
 use crate::observe::Observation;
-
-/// `prov run` → preparer, on the connection its observation came on: the
-/// command has ended and the collector has `End`; finish the record
-/// (descriptors: control socket, namespace root, start file, stderr; then
-/// a [`Handover`] as JSON).
-pub const HANDOVER_TAG: u8 = b'E';
-
-/// What the preparer needs to finish the record as `prov run` would.
-#[derive(Serialize, Deserialize)]
-struct Handover {
-    end: CommandEnd,
-    /// The collector confirmed that the start is stored (`Begun`).
-    begun_seen: bool,
-    /// The start file's name: removed once the record is stored.
-    start_path: Vec<u8>,
-    /// PROV_BENCH_REPORT's file and the timings until the command's end.
-    bench: Option<(Vec<u8>, Timings)>,
-}
 
 /// Whether the record kept in `start_file` may be handed over at all.
 pub fn possible(start_file: &StartFile) -> bool {
@@ -78,7 +60,7 @@ pub fn hand_over(
     let handover = Handover { end: end.clone(), begun_seen, start_path, bench };
     let Ok(json) = serde_json::to_vec(&handover) else { return false };
     let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), start_file.as_raw_fd(), libc::STDERR_FILENO];
-    ipc::send(preparer.as_fd(), &[&[HANDOVER_TAG], json.as_slice()].concat(), &fds).is_ok()
+    ipc::send(preparer.as_fd(), &run_preparer::message(ToPreparer::Handover as u8, &json), &fds).is_ok()
 }
 
 /// Whether our stderr is something nobody reads to its end (a terminal, a
@@ -119,9 +101,9 @@ pub enum Heard {
 }
 
 impl Finishing {
-    /// From a [`HANDOVER_TAG`] message; None if it is not a whole one.
-    pub fn receive(msg: &[u8], fds: Vec<OwnedFd>) -> Option<Finishing> {
-        let handover: Handover = serde_json::from_slice(msg.strip_prefix(&[HANDOVER_TAG])?).ok()?;
+    /// From the body of a `Handover` message; None if it is not a whole one.
+    pub fn receive(body: &[u8], fds: Vec<OwnedFd>) -> Option<Finishing> {
+        let handover: Handover = serde_json::from_slice(body).ok()?;
         let [ctl, ns_root, start, stderr]: [OwnedFd; 4] = fds.try_into().ok()?;
         let path = PathBuf::from(std::ffi::OsString::from_vec(handover.start_path.clone()));
         let start = SpoolWriter::adopt(File::from(start), path).ok()?;
@@ -160,7 +142,7 @@ impl Finishing {
         }
         if let Some((path, timings)) = &self.handover.bench {
             let path = Path::new(std::ffi::OsStr::from_bytes(path));
-            outcome::bench_report(path, timings.clone().stored_now(), report);
+            outcome::bench_report(path, outcome::stored_now(timings.clone()), report);
         }
     }
 

@@ -6,8 +6,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prov_collect::protocol::StoreReport;
 use prov_model::escape::escape_controls;
+use prov_protocol::control::StoreReport;
+pub(crate) use prov_protocol::run_preparer::Timings;
 
 /// After its command has ended, `prov run` waits at most this long for the
 /// record to be stored; a collector slower than that finishes it alone.
@@ -56,27 +57,9 @@ pub(crate) fn store_problem(report: &StoreReport) -> Option<String> {
     }
 }
 
-/// From just before the record's start is sent: until the collector
-/// confirmed it, until the command ended, until the record was stored.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Timings {
-    pub(crate) begun_ns: i64,
-    /// The join helper started (posix_spawn returns once it has exec'd).
-    pub(crate) spawned_ns: i64,
-    pub(crate) command_ns: i64,
-    pub(crate) total_ns: i64,
-    /// The observation came ready from the run preparer.
-    pub(crate) prepared: bool,
-    /// Wall clock (ns since the epoch) when the record's start was sent.
-    pub(crate) start_ns: i64,
-    pub(crate) before_start_ns: Option<i64>,
-}
-
-impl Timings {
-    /// With the total until now: the record just stored.
-    pub(crate) fn stored_now(self) -> Timings {
-        Timings { total_ns: now_ns() - self.start_ns, ..self }
-    }
+/// The timings with the total until now: the record just stored.
+pub(crate) fn stored_now(timings: Timings) -> Timings {
+    Timings { total_ns: now_ns() - timings.start_ns, ..timings }
 }
 
 /// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the

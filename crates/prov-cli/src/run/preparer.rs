@@ -40,9 +40,10 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
     accept4, bind, connect, getsockopt, listen, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
 };
-use prov_collect::ipc;
+use prov_protocol::ipc;
+use prov_protocol::run_preparer::{self as wire, FromPreparer, ToPreparer};
 
-use super::handover::{next_deadline, Finishing, Heard, HANDOVER_TAG};
+use super::handover::{next_deadline, Finishing, Heard};
 use crate::observe::{self, CollectorProcess, Observation};
 
 /// How long an idle preparer stays, unless `PROV_RUN_LINGER` (seconds) says
@@ -65,21 +66,6 @@ const MAX_READY: usize = 2;
 /// collector stores the end once the run that handed it over has exited,
 /// as the next run starts.
 const BACK_SOON_WAIT: Duration = Duration::from_millis(5);
-
-/// Answer tags: an observation (`R<holder pid> <collector pid>`, descriptors: control
-/// socket, namespace root, tracker), none ready (`N`), and later on the
-/// same connection how its collector ended (`F<phrase>`).
-const READY_TAG: u8 = b'R';
-const NONE_TAG: u8 = b'N';
-const FATE_TAG: u8 = b'F';
-/// `prov run` → preparer, on the same connection: the observation is back
-/// for another record (descriptors: control socket, namespace root, the
-/// collector's new tracker). Or the record to finish: `run::handover`'s
-/// `HANDOVER_TAG`.
-const AGAIN_TAG: u8 = b'A';
-/// In the socket's name: a prov speaking another protocol with its
-/// preparer, collector or writer finds another preparer.
-const PROTOCOL: &str = "prov-run-preparer 4";
 
 /// The longest `PROV_RUN_LINGER` taken: a day.
 const LINGER_MAX: Duration = Duration::from_secs(86_400);
@@ -161,15 +147,14 @@ impl Asked {
     }
 }
 
-/// The parts of a `READY_TAG` answer: control socket, namespace root,
+/// The parts of a `Ready` answer: control socket, namespace root,
 /// tracker, holder and collector pids.
 fn ready_observation(msg: &[u8], mut fds: Vec<OwnedFd>) -> Option<(OwnedFd, OwnedFd, OwnedFd, i32, u32)> {
-    if msg.first() != Some(&READY_TAG) || fds.len() != 3 {
+    let (FromPreparer::Ready, body) = FromPreparer::read(msg)? else { return None };
+    if fds.len() != 3 {
         return None;
     }
-    let mut pids = std::str::from_utf8(&msg[1..]).ok()?.split(' ');
-    let holder_pid = pids.next()?.parse().ok()?;
-    let collector_pid = pids.next()?.parse().ok()?;
+    let (holder_pid, collector_pid) = wire::read_ready(body)?;
     let tracker = fds.pop()?;
     let ns_root = fds.pop()?;
     let ctl = fds.pop()?;
@@ -184,7 +169,7 @@ fn ready_observation(msg: &[u8], mut fds: Vec<OwnedFd>) -> Option<(OwnedFd, Owne
 pub fn hung_up(obs: &Observation) -> bool {
     let mut fds = [PollFd::new(obs.ctl.as_fd(), PollFlags::empty())];
     let closed = matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0);
-    let exited = |pid: i32| prov_collect::sys::pidfd_open(pid).map_or(true, |pidfd| !process_lives(&pidfd));
+    let exited = |pid: i32| prov_protocol::fds::pidfd_open(pid).map_or(true, |pidfd| !process_lives(&pidfd));
     closed || exited(obs.collector_pid as i32) || exited(obs.holder_pid)
 }
 
@@ -208,7 +193,7 @@ fn inside_observation() -> bool {
 /// we exit and the collector ends.
 pub fn give_back(conn: &OwnedFd, obs: &Observation, tracker: OwnedFd) {
     let fds = [obs.ctl.as_raw_fd(), obs.ns_root.as_raw_fd(), tracker.as_raw_fd()];
-    let _ = ipc::send(conn.as_fd(), &[AGAIN_TAG], &fds);
+    let _ = ipc::send(conn.as_fd(), &[ToPreparer::Again as u8], &fds);
 }
 
 /// How the collector of a taken observation ended, as the preparer (its
@@ -219,7 +204,10 @@ pub fn fate(conn: &OwnedFd) -> Option<String> {
         return None;
     }
     let (msg, _) = ipc::recv(conn.as_fd()).ok()??;
-    (msg.first() == Some(&FATE_TAG)).then(|| String::from_utf8_lossy(&msg[1..]).into_owned())
+    match FromPreparer::read(&msg)? {
+        (FromPreparer::Fate, fate) => Some(String::from_utf8_lossy(fate).into_owned()),
+        _ => None,
+    }
 }
 
 /// Starts `prov __run-preparer` in a session of its own, holding none of
@@ -262,7 +250,9 @@ impl Place {
         // gets a new preparer.
         let boot = prov_model::observer::boot_id_bytes().unwrap_or_default();
         let key = [
-            PROTOCOL.as_bytes(),
+            wire::SOCKET_NAME.as_bytes(),
+            b" ",
+            prov_protocol::VERSION.to_string().as_bytes(),
             b"\0",
             crate::setup::host_name().as_bytes(),
             b"\0",
@@ -417,7 +407,7 @@ struct Ready {
 
 /// A collector handed out and not yet ended: reaped when its pidfd says it
 /// has exited, and how it ended sent to its caller; or handed back by its
-/// caller for another record (`AGAIN_TAG`), then ready again.
+/// caller for another record (`ToPreparer::Again`), then ready again.
 struct Handed {
     collector: Child,
     pidfd: OwnedFd,
@@ -550,7 +540,7 @@ pub fn serve() -> anyhow::Result<ExitCode> {
                     finishing.collector_ended(&fate);
                 }
                 if let Some(caller) = h.caller {
-                    let _ = ipc::send(caller.as_fd(), [&[FATE_TAG], fate.as_bytes()].concat().as_slice(), &[]);
+                    let _ = ipc::send(caller.as_fd(), &wire::message(FromPreparer::Fate as u8, fate.as_bytes()), &[]);
                 }
             } else if h.finishing.is_some() {
                 still.extend(finish(h, answered[i], &pool));
@@ -562,7 +552,7 @@ pub fn serve() -> anyhow::Result<ExitCode> {
         if request {
             if let Ok(conn) = accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
                 // accept4 returned a new descriptor nobody owns.
-                let conn = prov_collect::sys::own_new_fd(conn);
+                let conn = prov_protocol::fds::own_new_fd(conn);
                 last_request = Instant::now();
                 // Answering again: runs need not skip us.
                 let _ = std::fs::remove_file(place.path(".stuck"));
@@ -596,18 +586,18 @@ fn answer(conn: OwnedFd, context: &Context, pool: &(Mutex<Pool>, Condvar)) -> Op
     }
     let same_context = peer_context(&conn, peer.pid()).is_some_and(|c| c == *context);
     let Some(ready) = same_context.then(|| take_alive(pool)).flatten() else {
-        let _ = ipc::send(conn.as_fd(), &[NONE_TAG], &[]);
+        let _ = ipc::send(conn.as_fd(), &[FromPreparer::NoneReady as u8], &[]);
         return None;
     };
     let Ready { ctl, ns_root, tracker, holder_pid, mut collector, generation } = ready;
     let fds = [ctl.as_raw_fd(), ns_root.as_raw_fd(), tracker.as_raw_fd()];
-    let sent = ipc::send(conn.as_fd(), format!("R{holder_pid} {}", collector.id()).as_bytes(), &fds).is_ok();
+    let sent = ipc::send(conn.as_fd(), &wire::ready(holder_pid, collector.id()), &fds).is_ok();
     let ctl_inode = inode(&ctl);
     // Our copies closed: only the caller, then its command, holds them (the
     // tracker's hang-up must come when the command's last process is gone).
     drop((ctl, ns_root, tracker));
     // Not reaped yet, so the number is still the collector's.
-    match prov_collect::sys::pidfd_open(collector.id() as i32) {
+    match prov_protocol::fds::pidfd_open(collector.id() as i32) {
         Ok(pidfd) => Some(Handed {
             collector,
             pidfd,
@@ -637,24 +627,26 @@ pub(crate) fn inode(fd: &OwnedFd) -> u64 {
 }
 
 /// A message from the caller of a handed-out observation: the observation
-/// back, clean, for another record (`AGAIN_TAG`, see `ready_again`), its
-/// record to finish (`HANDOVER_TAG`), or the caller gone.
+/// back, clean, for another record (`ToPreparer::Again`, see
+/// `ready_again`), its record to finish (`ToPreparer::Handover`), or the
+/// caller gone.
 /// Returns it when it stays handed out (watched until its collector ends).
 fn take_back(mut h: Handed, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {
     let message = h.caller.as_ref().and_then(|c| ipc::recv(c.as_fd()).ok().flatten());
     // Either way no more from this caller: it has exited or is exiting.
     h.caller = None;
     let Some((msg, mut fds)) = message else { return Some(h) };
-    if msg.first() == Some(&HANDOVER_TAG) {
-        h.finishing = Finishing::receive(&msg, fds);
-        return Some(h);
+    match ToPreparer::read(&msg) {
+        Some((ToPreparer::Handover, body)) => {
+            h.finishing = Finishing::receive(body, fds);
+            return Some(h);
+        }
+        Some((ToPreparer::Again, [])) => {}
+        _ => return Some(h),
     }
     let (Some(tracker), Some(ns_root), Some(ctl), true) = (fds.pop(), fds.pop(), fds.pop(), fds.is_empty()) else {
         return Some(h);
     };
-    if msg != [AGAIN_TAG] {
-        return Some(h);
-    }
     ready_again(h, ctl, ns_root, tracker, pool)
 }
 
@@ -752,7 +744,7 @@ fn ready_again(
 /// checked to be still alive, so the pid was still its own and not reused
 /// by a process of another context; older kernels keep that small race.
 fn peer_context(conn: &OwnedFd, pid: i32) -> Option<Context> {
-    let pidfd = prov_collect::sys::peer_pidfd(conn.as_fd()).ok();
+    let pidfd = prov_protocol::fds::peer_pidfd(conn.as_fd()).ok();
     let context = Context::of(&pid.to_string())?;
     match pidfd {
         Some(pidfd) if !process_lives(&pidfd) => None,
@@ -788,7 +780,7 @@ fn discard_ready(pool: &(Mutex<Pool>, Condvar)) -> Vec<Handed> {
     stale
         .into_iter()
         .filter_map(|Ready { mut collector, holder_pid, generation, .. }| {
-            match prov_collect::sys::pidfd_open(collector.id() as i32) {
+            match prov_protocol::fds::pidfd_open(collector.id() as i32) {
                 Ok(pidfd) => Some(Handed {
                     collector,
                     pidfd,

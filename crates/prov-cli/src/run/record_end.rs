@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use prov_model::{CommandBegin, CommandEnd};
-use prov_store::{SpoolEntry, SpoolWriter, Store};
+use prov_store::{Reader, SpoolEntry, SpoolWriter, Store};
 
 use crate::setup::{self, UserSetup};
 
@@ -62,7 +62,7 @@ pub fn spool_end(user: &UserSetup, uuid: &str, end: &CommandEnd) -> std::io::Res
 /// end may be there. Costs one read of the few records without an end; any
 /// failure leaves them for the next one.
 pub fn end_abandoned(database: &Path, spool: &Path) {
-    let Ok(store) = Store::open_read_only(database) else { return };
+    let Ok(store) = Reader::open(database) else { return };
     let Ok(unended) = store.unended(&setup::host_name()) else { return };
     drop(store);
     if unended.is_empty() {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::record::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};
+use prov_model::record::{ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord};
 
 /// The largest frame to the writer: a batch of events, or archived files
 /// (the collector archives no file larger than `MAX_ARCHIVED_FILE`).
@@ -171,8 +171,8 @@ pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T, max: usize, buf: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::HashParams;
-    use crate::record::Access;
+    use prov_model::hash::HashParams;
+    use prov_model::record::Access;
 
     fn event(i: u64) -> FileEvent {
         FileEvent {

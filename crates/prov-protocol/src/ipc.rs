@@ -50,7 +50,7 @@ fn recv_into(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<(Vec<u8>
                 for c in msg.cmsgs()? {
                     if let ControlMessageOwned::ScmRights(raw) = c {
                         // New in this process, from this very message.
-                        fds.extend(raw.into_iter().map(crate::sys::own_new_fd));
+                        fds.extend(raw.into_iter().map(crate::fds::own_new_fd));
                     }
                 }
                 break (msg.bytes, fds);

@@ -1,7 +1,9 @@
-//! Messages between `prov` (the CLI or, later, the shell shim) and the
-//! collector over the SOCK_SEQPACKET control socket: one JSON object per
-//! datagram. The helper itself only ever sends one raw message: `E` followed
-//! by a one-line error, when it cannot set up an observation.
+//! Messages between `prov` (the CLI, `prov __prepare`) or the shell shim
+//! and the collector over the SOCK_SEQPACKET control socket: one JSON
+//! object per datagram. The helper itself only ever sends one raw message
+//! there, its error (`helper::ERROR_TAG`). The shim writes `Begin` and
+//! `End` and reads `Stored` in C (preload/shim_messages.h,
+//! preload/shim_parse.h): the `shim` test checks those against these types.
 
 use std::path::PathBuf;
 
@@ -10,6 +12,9 @@ use prov_model::env::EnvConfig;
 use prov_model::redact::RedactConfig;
 use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
 use serde::{Deserialize, Serialize};
+
+use crate::begin_wire::StartOnTheWire;
+pub use crate::begin_wire::{BeginAnswer, EndSent};
 
 /// Collector → caller.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,7 +47,13 @@ pub enum ToCaller {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToCollector {
-    Prepare { settings: Settings, identity: RecordIdentity },
+    /// `version`: the caller's [`crate::VERSION`]; a collector of another
+    /// version ends the observation instead of misreading what follows.
+    Prepare {
+        version: u32,
+        settings: Settings,
+        identity: RecordIdentity,
+    },
     Begin(CommandStart),
     End(CommandEnd),
 }
@@ -58,43 +69,30 @@ pub struct RecordIdentity {
 }
 
 /// The parts known when it starts. Byte strings are hex (see prov_model).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// On the wire, what the caller waits for and when it ends are the flags
+/// the shim writes (`confirm`, `ack`, `reuse`, `end_when_idle`); here they
+/// are states, and a message with both `confirm` and `ack` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "StartOnTheWire", into = "StartOnTheWire")]
 pub struct CommandStart {
     pub seq: u64,
-    #[serde(with = "prov_model::record::bytes_as_hex")]
     pub text: Vec<u8>,
-    #[serde(with = "prov_model::record::bytes_as_hex")]
     pub cwd: Vec<u8>,
     pub start_ns: i64,
     /// A long text is not in `text` but in the memfd attached to the
     /// message, this many bytes (see `long_text`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_in_fd: Option<u64>,
-    /// The caller waits for `Begun` before it starts the command (`prov
-    /// run`: a batch step killed with everything around it at once still
-    /// leaves its record). The shell does not ask: its prompt must not wait.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub confirm: bool,
-    /// The caller waits for `Watching` before it starts the command (`prov
-    /// run`, which keeps the record's start itself).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ack: bool,
+    /// What the caller waits for before it starts the command.
+    pub awaits: BeginAnswer,
     /// The caller can hand the observation back for another record (`prov
-    /// run` with an observation from the run preparer): a clean one is
-    /// offered again with `Stored` (see `StoreReport::reusable`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// run` with an observation from the run preparer, the shell): a clean
+    /// one is offered again with `Stored` (see `StoreReport::reusable`).
     pub reuse: bool,
-    /// The caller sends `End` only once it waits anyway (the shell, at its
-    /// next read of the terminal, after the prompt is drawn), and closes its
-    /// tracker before. Until `End`, the collector keeps the command's end of
-    /// the tracker open itself, so that the hang-up does not wake it while
-    /// the shell prints its prompt (see `Observation::command_end`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub end_when_idle: bool,
+    /// When the caller sends `End`.
+    pub end: EndSent,
     /// The environment's variables the caller took (`NAME=VALUE` entries
     /// each ending in a NUL), not yet selected nor redacted: the
     /// collector applies `[env]` and `[redact]`. None: not captured.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "prov_model::record::opt_bytes_as_hex")]
     pub env: Option<Vec<u8>>,
 }
 
@@ -161,21 +159,3 @@ pub struct StoreReport {
     #[serde(default)]
     pub reusable: bool,
 }
-
-/// Tag of the helper's error datagram.
-pub const HELPER_ERROR_TAG: u8 = b'E';
-/// Tag of a join helper's report on the tracker socket: a setuid/setgid
-/// program (path follows) ran outside the observation.
-pub const UNOBSERVED_TAG: u8 = b'U';
-/// Tag of a join helper's report on the tracker socket: the program could
-/// not enter the observation and runs untraced (the reason follows).
-pub const UNTRACED_TAG: u8 = b'X';
-/// Tag of a join helper's report on the tracker socket: the seccomp listener
-/// of the program's namespace filter is attached (see nested_namespaces).
-pub const NAMESPACE_LISTENER_TAG: u8 = b'S';
-/// Tag of a join helper's report on the tracker socket: the program carries
-/// an enclosing observation's namespace filter, which notes its calls.
-pub const ENCLOSED_TAG: u8 = b'N';
-/// Tag of a join helper's report on the tracker socket: the program's
-/// namespace calls cannot be watched (the reason follows).
-pub const UNWATCHED_TAG: u8 = b'W';

@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 
+use crate::control::{CommandStart, ToCollector};
 use crate::ipc;
-use crate::protocol::{CommandStart, ToCollector};
 
 /// Texts up to this many bytes stay in the message itself.
 pub const INLINE_MAX: usize = 16 * 1024;
@@ -59,10 +59,9 @@ mod tests {
             cwd: b"/".to_vec(),
             start_ns: 1,
             text_in_fd: None,
-            confirm: false,
-            ack: false,
+            awaits: Default::default(),
             reuse: false,
-            end_when_idle: false,
+            end: Default::default(),
             env: None,
         }
     }
