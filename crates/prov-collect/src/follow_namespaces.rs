@@ -1,0 +1,488 @@
+//! Following a mount namespace a process of the command made for itself
+//! (bwrap, `unshare -Urm`, rootless podman, Apptainer): its mounts are
+//! copies that carry no fanotify mark, so as soon as it exists a thread of
+//! the collector has the setuid helper mark them (`prov-helper
+//! mark-nested`), watches its mount table and has mounts that appear there
+//! later marked too (bwrap's and Apptainer's binds come right after the
+//! namespace is made), as `new_mounts` does for the observed namespace.
+//! What is done in there before a mark lands is not seen: the record keeps
+//! counting the call (`nested_namespaces`) and says so.
+//!
+//! The helper marks only a namespace the user could enter anyway (owned by
+//! a user namespace the user made): one made by a setuid program or a root
+//! daemon is refused and stays not followed, with the reason.
+//!
+//! An event on such a mount names its file as seen inside. Its mount
+//! (statx's mount id) and the namespace's mount table say where that is on
+//! its filesystem, and a mount of the same filesystem in the observed
+//! namespace whose root holds it says where the host has it: a bind of a
+//! host directory is recorded at its host path (checked to reach the very
+//! file). A file with no such place (a tmpfs of the sandbox's own) keeps
+//! its inside path, behind a marker naming the program: `[bwrap:4711]/tmp/x`.
+//! The namespace is held open until the record is stored, so its mounts
+//! stay attached and their paths read whole.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::new_mounts::{appeared, run_helper, MountKey};
+
+/// How long the new namespace is looked for after its call went on: the
+/// call returns in microseconds; a caller stopped or descheduled on a busy
+/// machine may take longer.
+const FIND_WAIT: Duration = Duration::from_secs(1);
+
+/// A call that makes a mount namespace went on (see `nested_namespaces`).
+pub struct Made {
+    /// The caller, as this collector numbers processes.
+    pub pid: u32,
+    /// clone: the namespace is its new child's; unshare: its own.
+    pub by_clone: bool,
+    /// The caller's mount namespace before the call.
+    pub namespace_before: u64,
+    /// Names the program in paths that have no place on the host.
+    pub label: String,
+}
+
+/// What became of a namespace, or of its mounts.
+pub enum Outcome {
+    /// Its mounts are marked: what is done there from now on is seen.
+    Followed { pid: u32 },
+    NotFollowed { pid: u32, why: String },
+    /// Mounts with user data that appeared in a followed namespace; each
+    /// is marked once seen (what was done there before is missing).
+    Appeared(u64),
+    /// Mounts the helper could not mark.
+    Unmarked(u64),
+}
+
+enum Ask {
+    Follow(Made),
+    /// The record is stored: the namespaces are let go.
+    Forget,
+}
+
+/// A mount of a followed namespace, as its mount table tells it.
+struct NestedMount {
+    namespace: u64,
+    label: String,
+    device: Vec<u8>,
+    /// The directory of its filesystem mounted there.
+    root: Vec<u8>,
+    mount_point: Vec<u8>,
+    /// Still in its namespace's table at the last look: an event's link
+    /// then reads as seen inside, else from the mount's own root.
+    attached: bool,
+}
+
+/// A mount of the observed namespace.
+struct HostMount {
+    device: Vec<u8>,
+    root: Vec<u8>,
+    mount_point: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Tables {
+    mounts: HashMap<u64, NestedMount>,
+    host: Vec<HostMount>,
+    namespaces: HashSet<u64>,
+}
+
+/// What the resolver and the namespace calls ask about the followed
+/// namespaces, kept up to date by the follower's thread.
+#[derive(Default)]
+pub struct Followed {
+    any: AtomicBool,
+    tables: Mutex<Tables>,
+}
+
+/// Where a file on a followed namespace's mount is.
+pub struct Place {
+    /// `[PROGRAM:PID]`, for a path that is kept as seen inside.
+    pub label: String,
+    /// Its path as seen inside.
+    pub inside: Vec<u8>,
+    /// Paths the observed namespace may have it at, likeliest first; the
+    /// caller checks which one reaches the very file.
+    pub host: Vec<Vec<u8>>,
+}
+
+impl Followed {
+    /// Whether some namespace is followed (events may need a second look).
+    pub fn any(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
+    /// Whether `namespace` (an inode) is one made by the command and
+    /// followed or being followed.
+    pub fn includes(&self, namespace: u64) -> bool {
+        self.any() && self.tables.lock().is_ok_and(|t| t.namespaces.contains(&namespace))
+    }
+
+    /// The place of the file whose descriptor's link reads `link`, on the
+    /// mount `mount_id`; None if that is no followed namespace's mount.
+    pub fn place(&self, mount_id: u64, link: &[u8]) -> Option<Place> {
+        let tables = self.tables.lock().ok()?;
+        let m = tables.mounts.get(&mount_id)?;
+        // Attached, the link reads as seen inside; else (unmounted in
+        // there) from the mount's root.
+        let in_mount = match (m.attached, below(link, &m.mount_point)) {
+            (true, Some(rel)) => rel,
+            _ => link,
+        };
+        let inside = joined(&m.mount_point, in_mount);
+        let in_filesystem = joined(&m.root, in_mount);
+        let mut hosts: Vec<&HostMount> = tables
+            .host
+            .iter()
+            .filter(|h| h.device == m.device && below(&in_filesystem, &h.root).is_some())
+            .collect();
+        hosts.sort_by_key(|h| std::cmp::Reverse(h.root.len()));
+        let host = hosts
+            .into_iter()
+            .filter_map(|h| Some(joined(&h.mount_point, below(&in_filesystem, &h.root)?)))
+            .collect();
+        Some(Place { label: m.label.clone(), inside, host })
+    }
+}
+
+/// `path` relative to `dir` ("" or "/…"), if it lies there.
+fn below<'a>(path: &'a [u8], dir: &[u8]) -> Option<&'a [u8]> {
+    if dir == b"/" {
+        return path.starts_with(b"/").then_some(path);
+    }
+    prov_model::config::is_within(path, dir).then(|| &path[dir.len()..])
+}
+
+fn joined(dir: &[u8], rel: &[u8]) -> Vec<u8> {
+    match (dir, rel) {
+        (b"/", b"") => b"/".to_vec(),
+        (b"/", _) => rel.to_vec(),
+        _ => [dir, rel].concat(),
+    }
+}
+
+/// The collector's side: asks the thread to follow, reads what became of it.
+pub struct Follower {
+    asks: Sender<Ask>,
+    wake: UnixStream,
+    followed: Arc<Followed>,
+    outcomes: Receiver<Outcome>,
+}
+
+impl Follower {
+    /// Starts the thread that follows namespaces for the observation of
+    /// `holder`, marking on `group`.
+    pub fn start(holder: i32, group: Arc<OwnedFd>) -> io::Result<Follower> {
+        let (wake, woken) = UnixStream::pair()?;
+        woken.set_nonblocking(true)?;
+        let (asks, asked) = mpsc::channel();
+        let (told, outcomes) = mpsc::channel();
+        let followed = Arc::new(Followed::default());
+        let mut watcher =
+            Watcher { holder, group, followed: Arc::clone(&followed), told, watched: Vec::new(), held: Vec::new() };
+        std::thread::Builder::new().name("namespace-follower".into()).spawn(move || watcher.run(&asked, woken))?;
+        Ok(Follower { asks, wake, followed, outcomes })
+    }
+
+    pub fn followed(&self) -> &Arc<Followed> {
+        &self.followed
+    }
+
+    pub fn follow(&mut self, made: Made) {
+        self.ask(Ask::Follow(made));
+    }
+
+    /// For the next record: the last one's namespaces are let go.
+    pub fn forget(&mut self) {
+        self.ask(Ask::Forget);
+    }
+
+    fn ask(&mut self, ask: Ask) {
+        if self.asks.send(ask).is_ok() {
+            let _ = self.wake.write(b"!");
+        }
+    }
+
+    /// What became of the namespaces since the last call.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.outcomes.try_iter().collect()
+    }
+}
+
+/// A followed namespace whose mount table is watched.
+struct Watched {
+    /// The process it was found in, whose table is read.
+    target: u32,
+    namespace: u64,
+    label: String,
+    mountinfo: File,
+    present: HashSet<MountKey>,
+}
+
+/// The thread's side.
+struct Watcher {
+    holder: i32,
+    group: Arc<OwnedFd>,
+    followed: Arc<Followed>,
+    told: Sender<Outcome>,
+    watched: Vec<Watched>,
+    /// The followed namespaces, held until the record is stored.
+    held: Vec<File>,
+}
+
+impl Watcher {
+    fn run(&mut self, asked: &Receiver<Ask>, mut woken: UnixStream) {
+        loop {
+            let mut fds = vec![PollFd::new(woken.as_fd(), PollFlags::POLLIN)];
+            fds.extend(self.watched.iter().map(|w| PollFd::new(w.mountinfo.as_fd(), PollFlags::POLLPRI)));
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+                Ok(_) => {}
+            }
+            let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+            drop(fds);
+            for i in (1..ready.len()).rev().filter(|&i| ready[i]) {
+                self.look_again(i - 1);
+            }
+            if ready[0] {
+                let mut buf = [0u8; 64];
+                loop {
+                    match woken.read(&mut buf) {
+                        // The collector is gone.
+                        Ok(0) => return,
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                for ask in asked.try_iter() {
+                    match ask {
+                        Ask::Follow(made) => self.follow(made),
+                        Ask::Forget => self.forget(),
+                    }
+                }
+            }
+        }
+    }
+
+    fn tell(&self, outcome: Outcome) {
+        let _ = self.told.send(outcome);
+    }
+
+    fn follow(&mut self, made: Made) {
+        let pid = made.pid;
+        let Some((target, namespace)) = find_namespace(&made) else {
+            let why = "its namespace was gone before it could be found".to_string();
+            return self.tell(Outcome::NotFollowed { pid, why });
+        };
+        if let Ok(mut t) = self.followed.tables.lock() {
+            t.namespaces.insert(namespace);
+        }
+        self.followed.any.store(true, Ordering::Relaxed);
+        // Opened before the marks: the table is current from then on.
+        let opened = File::open(format!("/proc/{target}/ns/mnt"))
+            .and_then(|ns| Ok((ns, File::open(format!("/proc/{target}/mountinfo"))?)));
+        let Ok((ns, mountinfo)) = opened else {
+            let why = "its process was gone before it could be followed".to_string();
+            return self.tell(Outcome::NotFollowed { pid, why });
+        };
+        self.held.push(ns);
+        let mut w = Watched { target, namespace, label: made.label, mountinfo, present: HashSet::new() };
+        if self.read_table(&mut w).is_none() {
+            let why = "its process was gone before it could be followed".to_string();
+            return self.tell(Outcome::NotFollowed { pid, why });
+        }
+        match run_helper("mark-nested", self.holder, self.group.as_fd(), &[target.to_string()]) {
+            Ok(unmarked) => {
+                self.tell(Outcome::Followed { pid });
+                if !unmarked.is_empty() {
+                    self.tell(Outcome::Unmarked(unmarked.len() as u64));
+                }
+                self.watched.push(w);
+            }
+            Err(why) => self.tell(Outcome::NotFollowed { pid, why }),
+        }
+    }
+
+    /// The watched namespace `i`'s table changed: mounts that appeared are
+    /// marked. A process that has exited shows no table: no longer watched.
+    fn look_again(&mut self, i: usize) {
+        let mut w = self.watched.swap_remove(i);
+        let Some(appeared) = self.read_table(&mut w) else { return };
+        if appeared > 0 {
+            self.tell(Outcome::Appeared(appeared));
+            match run_helper("mark-nested", self.holder, self.group.as_fd(), &[w.target.to_string()]) {
+                Ok(unmarked) if unmarked.is_empty() => {}
+                Ok(unmarked) => self.tell(Outcome::Unmarked(unmarked.len() as u64)),
+                Err(_) => self.tell(Outcome::Unmarked(appeared)),
+            }
+        }
+        self.watched.push(w);
+    }
+
+    /// Reads `w`'s mount table into the shared tables (with the observed
+    /// namespace's, for the host's places); how many mounts with user data
+    /// appeared. None: the table cannot be read (its process is gone).
+    fn read_table(&self, w: &mut Watched) -> Option<u64> {
+        let mut table = Vec::new();
+        w.mountinfo.rewind().ok()?;
+        w.mountinfo.read_to_end(&mut table).ok()?;
+        if table.is_empty() {
+            return None;
+        }
+        let new = appeared(&mut w.present, &table);
+        let host = std::fs::read(format!("/proc/{}/mountinfo", self.holder)).unwrap_or_default();
+        let mut t = self.followed.tables.lock().ok()?;
+        for m in t.mounts.values_mut().filter(|m| m.namespace == w.namespace) {
+            m.attached = false;
+        }
+        for (id, device, root, mount_point) in table.split(|&b| b == b'\n').filter_map(parse_line) {
+            let m = NestedMount { namespace: w.namespace, label: w.label.clone(), device, root, mount_point, attached: true };
+            t.mounts.insert(id, m);
+        }
+        t.host = host
+            .split(|&b| b == b'\n')
+            .filter_map(parse_line)
+            .map(|(_, device, root, mount_point)| HostMount { device, root, mount_point })
+            .collect();
+        Some(new)
+    }
+
+    fn forget(&mut self) {
+        self.watched.clear();
+        self.held.clear();
+        self.followed.any.store(false, Ordering::Relaxed);
+        if let Ok(mut t) = self.followed.tables.lock() {
+            *t = Tables::default();
+        }
+    }
+}
+
+/// The process in the namespace `made` made, and that namespace's inode:
+/// the caller itself once its namespace changed (unshare), or its child in
+/// another namespace than the caller's (clone). Looked for until FIND_WAIT.
+fn find_namespace(made: &Made) -> Option<(u32, u64)> {
+    let deadline = Instant::now() + FIND_WAIT;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        let candidates = if made.by_clone { children_of(made.pid) } else { vec![made.pid] };
+        for pid in candidates {
+            match namespace_of(pid) {
+                Some(ns) if ns != made.namespace_before => return Some((pid, ns)),
+                _ => {}
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// The children of thread `tid` (CONFIG_PROC_CHILDREN).
+fn children_of(tid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{tid}/task/{tid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The inode of `pid`'s mount namespace.
+pub fn namespace_of(pid: u32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok()?;
+    link.to_str()?.strip_prefix("mnt:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": id,
+/// device, root and mount point (unescaped).
+fn parse_line(line: &[u8]) -> Option<(u64, Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let mut fields = line.split(|&b| b == b' ');
+    let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    let device = fields.nth(1)?.to_vec();
+    let root = unescape(fields.next()?);
+    let mount_point = unescape(fields.next()?);
+    Some((id, device, root, mount_point))
+}
+
+/// The kernel writes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') << 6 | (d[1] - b'0') << 3 | (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn followed(nested: &[u8], host: &[u8]) -> Followed {
+        let f = Followed::default();
+        {
+            let mut t = f.tables.lock().unwrap();
+            for (id, device, root, mount_point) in nested.split(|&b| b == b'\n').filter_map(parse_line) {
+                let label = "bwrap:7".to_string();
+                t.mounts.insert(id, NestedMount { namespace: 1, label, device, root, mount_point, attached: true });
+            }
+            t.host = host
+                .split(|&b| b == b'\n')
+                .filter_map(parse_line)
+                .map(|(_, device, root, mount_point)| HostMount { device, root, mount_point })
+                .collect();
+        }
+        f
+    }
+
+    #[test]
+    fn a_bound_host_directory_maps_to_its_host_path() {
+        let f = followed(
+            b"88 67 254:0 /home/u/proj /work rw - ext4 /dev/vda rw\n89 67 0:40 / /tmp rw - tmpfs tmpfs rw\n\
+              90 67 254:0 / / rw - ext4 /dev/vda rw",
+            b"22 1 254:0 / / rw - ext4 /dev/vda rw\n23 22 254:0 /srv/data /data rw - ext4 /dev/vda rw",
+        );
+        let p = f.place(88, b"/work/x").unwrap();
+        assert_eq!(p.inside, b"/work/x");
+        assert_eq!(p.host, vec![b"/home/u/proj/x".to_vec()]);
+        // The longest host root first: a bind of a bind.
+        let p = f.place(90, b"/srv/data/f").unwrap();
+        assert_eq!(p.host, vec![b"/data/f".to_vec(), b"/srv/data/f".to_vec()]);
+        // A tmpfs of the sandbox's own: no place on the host.
+        let p = f.place(89, b"/tmp/y").unwrap();
+        assert_eq!((p.inside.as_slice(), p.host.len(), p.label.as_str()), (&b"/tmp/y"[..], 0, "bwrap:7"));
+        assert!(f.place(22, b"/x").is_none(), "not a followed namespace's mount");
+    }
+
+    #[test]
+    fn an_unmounted_mount_reads_from_its_root() {
+        let f = followed(b"89 67 0:40 /sub /mnt\\040x rw - tmpfs tmpfs rw", b"");
+        f.tables.lock().unwrap().mounts.get_mut(&89).unwrap().attached = false;
+        let p = f.place(89, b"/d/f").unwrap();
+        assert_eq!(p.inside, b"/mnt x/d/f");
+    }
+}
