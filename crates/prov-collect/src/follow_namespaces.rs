@@ -56,8 +56,13 @@ pub struct Made {
 /// What became of a namespace, or of its mounts.
 pub enum Outcome {
     /// Its mounts are marked: what is done there from now on is seen.
-    Followed { pid: u32 },
-    NotFollowed { pid: u32, why: String },
+    Followed {
+        pid: u32,
+    },
+    NotFollowed {
+        pid: u32,
+        why: String,
+    },
     /// Mounts with user data that appeared in a followed namespace; each
     /// is marked once seen (what was done there before is missing).
     Appeared(u64),
@@ -71,30 +76,29 @@ enum Ask {
     Forget,
 }
 
-/// A mount of a followed namespace, as its mount table tells it.
-struct NestedMount {
-    namespace: u64,
-    label: String,
+/// A mount as a mount table tells it.
+struct Mounted {
     device: Vec<u8>,
     /// The directory of its filesystem mounted there.
     root: Vec<u8>,
     mount_point: Vec<u8>,
+}
+
+/// A mount of a followed namespace.
+struct NestedMount {
+    namespace: u64,
+    label: String,
+    at: Mounted,
     /// Still in its namespace's table at the last look: an event's link
     /// then reads as seen inside, else from the mount's own root.
     attached: bool,
 }
 
-/// A mount of the observed namespace.
-struct HostMount {
-    device: Vec<u8>,
-    root: Vec<u8>,
-    mount_point: Vec<u8>,
-}
-
 #[derive(Default)]
 struct Tables {
     mounts: HashMap<u64, NestedMount>,
-    host: Vec<HostMount>,
+    /// The observed namespace's mounts.
+    host: Vec<Mounted>,
     namespaces: HashSet<u64>,
 }
 
@@ -133,26 +137,22 @@ impl Followed {
     /// mount `mount_id`; None if that is no followed namespace's mount.
     pub fn place(&self, mount_id: u64, link: &[u8]) -> Option<Place> {
         let tables = self.tables.lock().ok()?;
-        let m = tables.mounts.get(&mount_id)?;
+        let nested = tables.mounts.get(&mount_id)?;
+        let m = &nested.at;
         // Attached, the link reads as seen inside; else (unmounted in
         // there) from the mount's root.
-        let in_mount = match (m.attached, below(link, &m.mount_point)) {
+        let in_mount = match (nested.attached, below(link, &m.mount_point)) {
             (true, Some(rel)) => rel,
             _ => link,
         };
         let inside = joined(&m.mount_point, in_mount);
         let in_filesystem = joined(&m.root, in_mount);
-        let mut hosts: Vec<&HostMount> = tables
-            .host
-            .iter()
-            .filter(|h| h.device == m.device && below(&in_filesystem, &h.root).is_some())
-            .collect();
+        let mut hosts: Vec<&Mounted> =
+            tables.host.iter().filter(|h| h.device == m.device && below(&in_filesystem, &h.root).is_some()).collect();
         hosts.sort_by_key(|h| std::cmp::Reverse(h.root.len()));
-        let host = hosts
-            .into_iter()
-            .filter_map(|h| Some(joined(&h.mount_point, below(&in_filesystem, &h.root)?)))
-            .collect();
-        Some(Place { label: m.label.clone(), inside, host })
+        let host =
+            hosts.into_iter().filter_map(|h| Some(joined(&h.mount_point, below(&in_filesystem, &h.root)?))).collect();
+        Some(Place { label: nested.label.clone(), inside, host })
     }
 }
 
@@ -283,7 +283,7 @@ impl Watcher {
     fn follow(&mut self, made: Made) {
         let pid = made.pid;
         let Some((target, namespace)) = find_namespace(&made) else {
-            let why = "its namespace was gone before it could be found".to_string();
+            let why = "its new namespace could not be found".to_string();
             return self.tell(Outcome::NotFollowed { pid, why });
         };
         if let Ok(mut t) = self.followed.tables.lock() {
@@ -347,15 +347,10 @@ impl Watcher {
         for m in t.mounts.values_mut().filter(|m| m.namespace == w.namespace) {
             m.attached = false;
         }
-        for (id, device, root, mount_point) in table.split(|&b| b == b'\n').filter_map(parse_line) {
-            let m = NestedMount { namespace: w.namespace, label: w.label.clone(), device, root, mount_point, attached: true };
-            t.mounts.insert(id, m);
+        for (id, at) in table.split(|&b| b == b'\n').filter_map(parse_line) {
+            t.mounts.insert(id, NestedMount { namespace: w.namespace, label: w.label.clone(), at, attached: true });
         }
-        t.host = host
-            .split(|&b| b == b'\n')
-            .filter_map(parse_line)
-            .map(|(_, device, root, mount_point)| HostMount { device, root, mount_point })
-            .collect();
+        t.host = host.split(|&b| b == b'\n').filter_map(parse_line).map(|(_, at)| at).collect();
         Some(new)
     }
 
@@ -406,15 +401,15 @@ pub fn namespace_of(pid: u32) -> Option<u64> {
     link.to_str()?.strip_prefix("mnt:[")?.strip_suffix(']')?.parse().ok()
 }
 
-/// "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": id,
-/// device, root and mount point (unescaped).
-fn parse_line(line: &[u8]) -> Option<(u64, Vec<u8>, Vec<u8>, Vec<u8>)> {
+/// "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the
+/// id, and device, root and mount point (unescaped).
+fn parse_line(line: &[u8]) -> Option<(u64, Mounted)> {
     let mut fields = line.split(|&b| b == b' ');
     let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
     let device = fields.nth(1)?.to_vec();
     let root = unescape(fields.next()?);
     let mount_point = unescape(fields.next()?);
-    Some((id, device, root, mount_point))
+    Some((id, Mounted { device, root, mount_point }))
 }
 
 /// The kernel writes space, tab, newline and backslash as `\ooo`.
@@ -446,15 +441,11 @@ mod tests {
         let f = Followed::default();
         {
             let mut t = f.tables.lock().unwrap();
-            for (id, device, root, mount_point) in nested.split(|&b| b == b'\n').filter_map(parse_line) {
+            for (id, at) in nested.split(|&b| b == b'\n').filter_map(parse_line) {
                 let label = "bwrap:7".to_string();
-                t.mounts.insert(id, NestedMount { namespace: 1, label, device, root, mount_point, attached: true });
+                t.mounts.insert(id, NestedMount { namespace: 1, label, at, attached: true });
             }
-            t.host = host
-                .split(|&b| b == b'\n')
-                .filter_map(parse_line)
-                .map(|(_, device, root, mount_point)| HostMount { device, root, mount_point })
-                .collect();
+            t.host = host.split(|&b| b == b'\n').filter_map(parse_line).map(|(_, at)| at).collect();
         }
         f
     }

@@ -136,11 +136,7 @@ impl NamespaceCalls {
         let setns = is_setns(call.arch, call.nr);
         let mut follow = None;
         if !caller.is_prov_helper() {
-            let what = if setns {
-                "entered another mount namespace"
-            } else {
-                "made a mount namespace of its own"
-            };
+            let what = if setns { "entered another mount namespace" } else { "made a mount namespace of its own" };
             let program = caller.name.clone().unwrap_or_else(|| "a process".into());
             let named = if call.pid > 0 { format!("{program} (pid {})", call.pid) } else { program.clone() };
             let line = format!("{named} {what}");

@@ -148,7 +148,12 @@ fn run_marker(holder_pid: i32, group: BorrowedFd<'_>) -> Result<(), String> {
 /// `mark-nested`) for the holder's observation, with the fanotify group
 /// and `more` arguments; the ids of the mounts it could not mark, or why it
 /// failed (its one line).
-pub(crate) fn run_helper(mode: &str, holder_pid: i32, group: BorrowedFd<'_>, more: &[String]) -> Result<Vec<u64>, String> {
+pub(crate) fn run_helper(
+    mode: &str,
+    holder_pid: i32,
+    group: BorrowedFd<'_>,
+    more: &[String],
+) -> Result<Vec<u64>, String> {
     let exe = std::fs::read_link("/proc/self/exe").map_err(|e| format!("cannot find the helper: {e}"))?;
     let helper = exe.with_file_name("prov-helper");
     let mut cmd = Command::new(&helper);
@@ -162,7 +167,13 @@ pub(crate) fn run_helper(mode: &str, holder_pid: i32, group: BorrowedFd<'_>, mor
         return Err(format!("the helper could not mark: {said}"));
     }
     let said = String::from_utf8_lossy(&out.stdout);
-    Ok(said.trim().strip_prefix("unmarked").unwrap_or_default().split_whitespace().filter_map(|id| id.parse().ok()).collect())
+    Ok(said
+        .trim()
+        .strip_prefix("unmarked")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|id| id.parse().ok())
+        .collect())
 }
 
 #[cfg(test)]
