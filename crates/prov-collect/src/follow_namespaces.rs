@@ -63,15 +63,22 @@ pub enum Outcome {
         pid: u32,
         why: String,
     },
-    /// Mounts with user data that appeared in a followed namespace; each
-    /// is marked once seen (what was done there before is missing).
-    Appeared(u64),
     /// Mounts the helper could not mark.
     Unmarked(u64),
+    /// The helper could not mark the mounts that appeared in a followed
+    /// namespace, for this reason.
+    MarkFailed(String),
 }
 
 enum Ask {
     Follow(Made),
+    /// A process of a followed namespace waits in pivot_root (`listener`'s
+    /// call `id`): its namespace's new mounts are marked, then it goes on.
+    Settle {
+        pid: u32,
+        listener: OwnedFd,
+        id: u64,
+    },
     /// The record is stored: the namespaces are let go.
     Forget,
 }
@@ -203,6 +210,19 @@ impl Follower {
         self.ask(Ask::Follow(made));
     }
 
+    /// Has the mounts of `pid`'s namespace marked, then lets its stopped
+    /// call go on. It is answered whatever happens: here if the thread is
+    /// gone.
+    pub fn settle(&mut self, pid: u32, listener: OwnedFd, id: u64) {
+        if let Err(mpsc::SendError(Ask::Settle { listener, id, .. })) =
+            self.asks.send(Ask::Settle { pid, listener, id })
+        {
+            let _ = crate::sys::continue_call(listener.as_fd(), id);
+            return;
+        }
+        let _ = self.wake.write(b"!");
+    }
+
     /// For the next record: the last one's namespaces are let go.
     pub fn forget(&mut self) {
         self.ask(Ask::Forget);
@@ -269,6 +289,10 @@ impl Watcher {
                 for ask in asked.try_iter() {
                     match ask {
                         Ask::Follow(made) => self.follow(made),
+                        Ask::Settle { pid, listener, id } => {
+                            self.settle(pid);
+                            let _ = crate::sys::continue_call(listener.as_fd(), id);
+                        }
                         Ask::Forget => self.forget(),
                     }
                 }
@@ -315,20 +339,37 @@ impl Watcher {
         }
     }
 
+    /// Marks what appeared in the followed namespace `pid` is in, if any,
+    /// through `pid` itself (it waits, so it is there).
+    fn settle(&mut self, pid: u32) {
+        let namespace = namespace_of(pid);
+        let Some(i) = self.watched.iter().position(|w| Some(w.namespace) == namespace) else { return };
+        let mut w = self.watched.swap_remove(i);
+        if self.read_table(&mut w).is_some_and(|appeared| appeared > 0) {
+            self.mark(pid);
+        }
+        self.watched.push(w);
+    }
+
     /// The watched namespace `i`'s table changed: mounts that appeared are
     /// marked. A process that has exited shows no table: no longer watched.
     fn look_again(&mut self, i: usize) {
         let mut w = self.watched.swap_remove(i);
         let Some(appeared) = self.read_table(&mut w) else { return };
         if appeared > 0 {
-            self.tell(Outcome::Appeared(appeared));
-            match run_helper("mark-nested", self.holder, self.group.as_fd(), &[w.target.to_string()]) {
-                Ok(unmarked) if unmarked.is_empty() => {}
-                Ok(unmarked) => self.tell(Outcome::Unmarked(unmarked.len() as u64)),
-                Err(_) => self.tell(Outcome::Unmarked(appeared)),
-            }
+            self.mark(w.target);
         }
         self.watched.push(w);
+    }
+
+    /// Has the mounts of `pid`'s namespace marked again (the new ones get
+    /// their marks); those that could not be are counted.
+    fn mark(&self, pid: u32) {
+        match run_helper("mark-nested", self.holder, self.group.as_fd(), &[pid.to_string()]) {
+            Ok(unmarked) if unmarked.is_empty() => {}
+            Ok(unmarked) => self.tell(Outcome::Unmarked(unmarked.len() as u64)),
+            Err(why) => self.tell(Outcome::MarkFailed(why)),
+        }
     }
 
     /// Reads `w`'s mount table into the shared tables (with the observed

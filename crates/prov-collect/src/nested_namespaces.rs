@@ -131,6 +131,9 @@ impl NamespaceCalls {
         let Ok(call) = sys::receive_stopped_call(listener.as_fd()) else { return };
         // Read while the caller waits: it is alive and this is its name.
         let caller = Caller::of(call.pid);
+        if is_pivot_root(call.arch, call.nr) {
+            return self.settle(listener, &call, caller.namespace);
+        }
         // prov's own helper, observing or joining for a prov run or a traced
         // shell inside the command: those commands have records of their own.
         let setns = is_setns(call.arch, call.nr);
@@ -167,6 +170,19 @@ impl NamespaceCalls {
         }
     }
 
+    /// A sandbox's mounts are in place (it calls pivot_root just before it
+    /// starts the contained program): in a followed namespace they are
+    /// marked before the call goes on; anywhere else it goes on at once.
+    fn settle(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
+        if let Some(follower) = self.follower.as_mut() {
+            let followed = namespace.is_some_and(|ns| follower.followed().includes(ns));
+            if let (true, Ok(listener)) = (followed, listener.try_clone()) {
+                return follower.settle(call.pid, listener, call.id);
+            }
+        }
+        let _ = sys::continue_call(listener.as_fd(), call.id);
+    }
+
     /// `pid`: the caller whose namespace is being followed, 0 for none.
     fn note(&mut self, line: String, pid: u32) {
         self.count += 1;
@@ -183,8 +199,14 @@ impl NamespaceCalls {
         let mut unmarked = 0;
         for outcome in follower.outcomes() {
             let (pid, state) = match outcome {
-                Outcome::Appeared(n) | Outcome::Unmarked(n) => {
+                Outcome::Unmarked(n) => {
                     unmarked += n;
+                    continue;
+                }
+                // Its files from then on are not seen: as not followed.
+                Outcome::MarkFailed(why) => {
+                    self.followed = 0;
+                    self.unwatched(why);
                     continue;
                 }
                 Outcome::Followed { pid } => {
@@ -346,6 +368,16 @@ fn is_setns(arch: u32, nr: i32) -> bool {
         return nr == 346;
     }
     i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_setns
+}
+
+/// Whether a stopped call is pivot_root.
+fn is_pivot_root(arch: u32, nr: i32) -> bool {
+    const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
+    const X32_SYSCALL_BIT: i32 = 0x4000_0000;
+    if arch == AUDIT_ARCH_I386 {
+        return nr == 217;
+    }
+    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_pivot_root
 }
 
 /// Whether a stopped call is unshare (the caller's namespace changes)
