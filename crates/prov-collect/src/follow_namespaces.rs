@@ -335,6 +335,11 @@ impl Watcher {
                 }
                 self.watched.push(w);
             }
+            // A command done within milliseconds: its process is gone.
+            Err(_) if namespace_of(target).is_none() => {
+                let why = "its processes ended before prov could follow in".to_string();
+                self.tell(Outcome::NotFollowed { pid, why });
+            }
             Err(why) => self.tell(Outcome::NotFollowed { pid, why }),
         }
     }
@@ -376,12 +381,22 @@ impl Watcher {
     /// namespace's, for the host's places); how many mounts with user data
     /// appeared. None: the table cannot be read (its process is gone).
     fn read_table(&self, w: &mut Watched) -> Option<u64> {
-        let mut table = Vec::new();
-        w.mountinfo.rewind().ok()?;
-        w.mountinfo.read_to_end(&mut table).ok()?;
-        if table.is_empty() {
-            return None;
-        }
+        let read = |file: &mut File| -> Option<Vec<u8>> {
+            let mut table = Vec::new();
+            file.rewind().ok()?;
+            file.read_to_end(&mut table).ok()?;
+            (!table.is_empty()).then_some(table)
+        };
+        // The file shows the mounts below the root its process had when it
+        // was opened: after a pivot_root (bwrap, crun) it reads empty, and
+        // is opened again.
+        let table = match read(&mut w.mountinfo) {
+            Some(table) => table,
+            None => {
+                w.mountinfo = File::open(format!("/proc/{}/mountinfo", w.target)).ok()?;
+                read(&mut w.mountinfo)?
+            }
+        };
         let new = appeared(&mut w.present, &table);
         let host = std::fs::read(format!("/proc/{}/mountinfo", self.holder)).unwrap_or_default();
         let mut t = self.followed.tables.lock().ok()?;

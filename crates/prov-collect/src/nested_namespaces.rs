@@ -172,11 +172,14 @@ impl NamespaceCalls {
 
     /// A sandbox's mounts are in place (it calls pivot_root just before it
     /// starts the contained program): in a followed namespace they are
-    /// marked before the call goes on; anywhere else it goes on at once.
+    /// marked before the call goes on; in the observed one it goes on at
+    /// once.
     fn settle(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
+        // Not only a namespace known to be followed: its follow may still
+        // wait in the follower's queue, which takes this after it.
+        let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
         if let Some(follower) = self.follower.as_mut() {
-            let followed = namespace.is_some_and(|ns| follower.followed().includes(ns));
-            if let (true, Ok(listener)) = (followed, listener.try_clone()) {
+            if let (true, Ok(listener)) = (elsewhere, listener.try_clone()) {
                 return follower.settle(call.pid, listener, call.id);
             }
         }
