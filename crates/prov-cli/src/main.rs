@@ -7,6 +7,7 @@
 
 mod admin;
 mod browse;
+mod command_env;
 mod config;
 mod docs;
 mod doctor;

@@ -51,6 +51,8 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     // need only say it is watching; else it confirms the start is stored.
     // `reuse`: the observation came from the run preparer, which takes it
     // back for the next run if it is clean at the end.
+    // The variables `[env]` selects, which the command inherits from us.
+    let env = user.as_ref().ok().map(|u| crate::command_env::of_this_process(&u.config.env));
     let start = |start_ns, kept: bool, reuse: bool| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),
@@ -62,6 +64,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         reuse,
         // We wait for the command, and send End as soon as it is gone.
         end_when_idle: false,
+        env: env.clone(),
     };
     // Without an observation the record is still kept, marked untraced
     // (unless the configuration itself is what failed).

@@ -92,6 +92,7 @@ impl UserSetup {
             busy_timeout_ms: BUSY_TIMEOUT_MS,
             archive: self.config.archive.clone(),
             redact: self.config.redact.clone(),
+            env: self.config.env.clone(),
         }
     }
 }

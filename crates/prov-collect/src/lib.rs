@@ -9,6 +9,7 @@ pub mod collector;
 pub mod error;
 pub mod fanotify;
 pub mod follow_namespaces;
+pub mod git_state;
 pub mod ipc;
 pub mod long_text;
 pub mod members;
