@@ -306,9 +306,9 @@ impl Watcher {
 
     fn follow(&mut self, made: Made) {
         let pid = made.pid;
-        let Some((target, namespace)) = find_namespace(&made) else {
-            let why = "its new namespace could not be found".to_string();
-            return self.tell(Outcome::NotFollowed { pid, why });
+        let (target, namespace) = match find_namespace(&made) {
+            Ok(found) => found,
+            Err(why) => return self.tell(Outcome::NotFollowed { pid, why: why.to_string() }),
         };
         if let Ok(mut t) = self.followed.tables.lock() {
             t.namespaces.insert(namespace);
@@ -423,19 +423,25 @@ impl Watcher {
 /// The process in the namespace `made` made, and that namespace's inode:
 /// the caller itself once its namespace changed (unshare), or its child in
 /// another namespace than the caller's (clone). Looked for until FIND_WAIT.
-fn find_namespace(made: &Made) -> Option<(u32, u64)> {
+/// A process whose namespace the user may not even see runs with privilege
+/// (a setuid bwrap's child): its namespace is not the user's to follow.
+fn find_namespace(made: &Made) -> Result<(u32, u64), &'static str> {
     let deadline = Instant::now() + FIND_WAIT;
     let mut pause = Duration::from_micros(50);
     loop {
         let candidates = if made.by_clone { children_of(made.pid) } else { vec![made.pid] };
         for pid in candidates {
+            match std::fs::read_link(format!("/proc/{pid}/ns/mnt")) {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Err("made with privilege"),
+                _ => {}
+            }
             match namespace_of(pid) {
-                Some(ns) if ns != made.namespace_before => return Some((pid, ns)),
+                Some(ns) if ns != made.namespace_before => return Ok((pid, ns)),
                 _ => {}
             }
         }
         if Instant::now() >= deadline {
-            return None;
+            return Err("its new namespace could not be found");
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));

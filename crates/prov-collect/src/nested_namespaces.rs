@@ -160,6 +160,14 @@ impl NamespaceCalls {
                     let label = format!("{program}:{}", call.pid);
                     follow = Some(Made { pid: call.pid, by_clone, namespace_before: ns, label });
                 }
+                // A caller whose namespace the user may not see runs with
+                // privilege (a setuid bwrap): not the user's to follow.
+                None if !setns => {
+                    self.note(line, 0);
+                    if let Some(n) = self.programs.last_mut().filter(|n| n.line.starts_with(&named)) {
+                        n.state = Some(Err("made with privilege".into()));
+                    }
+                }
                 _ => self.note(line, 0),
             }
         }
