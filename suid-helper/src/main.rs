@@ -519,12 +519,18 @@ fn run_holder(id: &Identity, until_closed: OwnedFd, ready: OwnedFd) -> ! {
 
 // ------------------------------------------------------------------- mark
 
-fn mark(args: &[OsString]) -> Result<(), Failure> {
+/// HOLDER_PID and GROUP_FD of `mark` and `mark-nested`.
+fn parse_holder_and_group(args: &[OsString]) -> Result<(u64, RawFd), Failure> {
     let holder =
         parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
     let group = parse_fd(&args[1])
         .filter(|&fd| sys::fanotify_fdinfo(fd).is_some_and(|info| made_with_privilege(&info)))
         .ok_or_else(|| usage("GROUP_FD must be the number of a fanotify group that reports descriptors"))?;
+    Ok((holder, group))
+}
+
+fn mark(args: &[OsString]) -> Result<(), Failure> {
+    let (holder, group) = parse_holder_and_group(args)?;
     let id = identity()?;
     if let Some(why) = Place::of_caller()?.why_jailed()? {
         return Err(fail(format!("refusing to mark: {why}")));
@@ -539,11 +545,7 @@ fn mark(args: &[OsString]) -> Result<(), Failure> {
 }
 
 fn mark_nested(args: &[OsString]) -> Result<(), Failure> {
-    let holder =
-        parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
-    let group = parse_fd(&args[1])
-        .filter(|&fd| sys::fanotify_fdinfo(fd).is_some_and(|info| made_with_privilege(&info)))
-        .ok_or_else(|| usage("GROUP_FD must be the number of a fanotify group that reports descriptors"))?;
+    let (holder, group) = parse_holder_and_group(args)?;
     let target =
         parse_number(&args[2], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("TARGET_PID must be a process id"))?;
     let id = identity()?;

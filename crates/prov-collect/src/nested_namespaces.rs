@@ -373,33 +373,28 @@ impl Caller {
 /// Whether a stopped call is setns (it entered a namespace) rather than
 /// unshare or clone (it made one): the numbers of the filter's tables.
 fn is_setns(arch: u32, nr: i32) -> bool {
-    const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
-    const X32_SYSCALL_BIT: i32 = 0x4000_0000;
-    if arch == AUDIT_ARCH_I386 {
-        return nr == 346;
-    }
-    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_setns
+    is_call(arch, nr, 346, libc::SYS_setns)
 }
 
-/// Whether a stopped call is pivot_root.
 fn is_pivot_root(arch: u32, nr: i32) -> bool {
-    const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
-    const X32_SYSCALL_BIT: i32 = 0x4000_0000;
-    if arch == AUDIT_ARCH_I386 {
-        return nr == 217;
-    }
-    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_pivot_root
+    is_call(arch, nr, 217, libc::SYS_pivot_root)
 }
 
 /// Whether a stopped call is unshare (the caller's namespace changes)
 /// rather than clone (its child's).
 fn is_unshare(arch: u32, nr: i32) -> bool {
+    is_call(arch, nr, 310, libc::SYS_unshare)
+}
+
+/// Whether call `nr` of `arch` is the one numbered `i386` in the 32-bit
+/// x86 table and `native` in this machine's (x32's bit cleared).
+fn is_call(arch: u32, nr: i32, i386: i32, native: i64) -> bool {
     const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
     const X32_SYSCALL_BIT: i32 = 0x4000_0000;
     if arch == AUDIT_ARCH_I386 {
-        return nr == 310;
+        return nr == i386;
     }
-    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_unshare
+    i64::from(nr & !X32_SYSCALL_BIT) == native
 }
 
 #[cfg(test)]
