@@ -145,7 +145,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
     let own_namespace = nix::sys::stat::fstat(h.namespace.as_fd()).map_or(0, |s| s.st_ino);
     st.namespace_calls = NamespaceCalls::new(own_namespace);
-    match Follower::start(h.holder_pid, Arc::clone(&h.group)) {
+    match Follower::new(h.holder_pid, Arc::clone(&h.group)) {
         Ok(follower) => st.namespace_calls.follow_with(follower),
         Err(e) => st.writer.log(format!("cannot follow the mount namespaces the command makes: {e}")),
     }

@@ -185,21 +185,34 @@ pub struct Follower {
     wake: UnixStream,
     followed: Arc<Followed>,
     outcomes: Receiver<Outcome>,
+    /// The thread's part until it is first needed: most commands make no
+    /// namespace, and their collector starts no thread for it.
+    idle: Option<(Watcher, Receiver<Ask>, UnixStream)>,
 }
 
 impl Follower {
-    /// Starts the thread that follows namespaces for the observation of
-    /// `holder`, marking on `group`.
-    pub fn start(holder: i32, group: Arc<OwnedFd>) -> io::Result<Follower> {
+    /// Follows namespaces for the observation of `holder`, marking on
+    /// `group`, in a thread started at the first one.
+    pub fn new(holder: i32, group: Arc<OwnedFd>) -> io::Result<Follower> {
         let (wake, woken) = UnixStream::pair()?;
         woken.set_nonblocking(true)?;
         let (asks, asked) = mpsc::channel();
         let (told, outcomes) = mpsc::channel();
         let followed = Arc::new(Followed::default());
-        let mut watcher =
+        let watcher =
             Watcher { holder, group, followed: Arc::clone(&followed), told, watched: Vec::new(), held: Vec::new() };
-        std::thread::Builder::new().name("namespace-follower".into()).spawn(move || watcher.run(&asked, woken))?;
-        Ok(Follower { asks, wake, followed, outcomes })
+        Ok(Follower { asks, wake, followed, outcomes, idle: Some((watcher, asked, woken)) })
+    }
+
+    /// Starts the thread if it is not running yet. Where it cannot be
+    /// (RLIMIT_NPROC), asks fail: nothing is followed, a pivot_root goes on
+    /// at once, and the records say the namespaces were not seen.
+    fn start(&mut self) {
+        if let Some((mut watcher, asked, woken)) = self.idle.take() {
+            let thread = std::thread::Builder::new().name("namespace-follower".into());
+            // On failure the closure, and the receiving end with it, is dropped.
+            let _ = thread.spawn(move || watcher.run(&asked, woken));
+        }
     }
 
     pub fn followed(&self) -> &Arc<Followed> {
@@ -214,6 +227,7 @@ impl Follower {
     /// call go on. It is answered whatever happens: here if the thread is
     /// gone.
     pub fn settle(&mut self, pid: u32, listener: OwnedFd, id: u64) {
+        self.start();
         if let Err(mpsc::SendError(Ask::Settle { listener, id, .. })) =
             self.asks.send(Ask::Settle { pid, listener, id })
         {
@@ -225,10 +239,13 @@ impl Follower {
 
     /// For the next record: the last one's namespaces are let go.
     pub fn forget(&mut self) {
-        self.ask(Ask::Forget);
+        if self.idle.is_none() {
+            self.ask(Ask::Forget);
+        }
     }
 
     fn ask(&mut self, ask: Ask) {
+        self.start();
         if self.asks.send(ask).is_ok() {
             let _ = self.wake.write(b"!");
         }
