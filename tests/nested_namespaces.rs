@@ -250,3 +250,24 @@ fn a_namespace_made_by_a_setuid_program_is_not_followed() {
     assert!(why.ends_with("files used there were not seen"), "{why}");
     assert!(!written(&r).iter().any(|p| p.ends_with("suid.txt")), "{r:#}");
 }
+
+/// A workload of 10 000 files written inside a sandbox, on the working
+/// directory bound at another place: every one is recorded at its host path
+/// (the sandbox waits at its pivot_root until its mounts are marked).
+#[test]
+fn ten_thousand_files_written_in_a_sandbox_are_recorded() {
+    let case = Case::new("nested-bwrap-10k");
+    case.run_sh(
+        "bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
+         --proc /proc --dev /dev --bind \"$PWD\" /work --chdir /work \
+         sh -c 'mkdir out; i=0; while [ $i -lt 10000 ]; do echo $i > out/$i; i=$((i+1)); done'",
+    );
+    let mut all = case.query(["wrote", "out/0", "--all-files"]);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let r = all.pop().unwrap();
+    assert_followed(&r, "bwrap");
+    let out = case.work.join("out").to_string_lossy().into_owned();
+    let wrote: std::collections::HashSet<String> =
+        written(&r).into_iter().filter(|p| p.starts_with(&format!("{out}/"))).collect();
+    assert_eq!(wrote.len(), 10_000, "recorded at host paths: {} of 10000", wrote.len());
+}
