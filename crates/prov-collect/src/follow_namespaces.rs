@@ -70,14 +70,26 @@ pub enum Outcome {
     MarkFailed(String),
 }
 
+/// A stopped call (`listener`'s call `id`). It goes on when this is
+/// dropped, whatever path drops it: a process must never be left waiting.
+pub struct Waiting {
+    pub listener: OwnedFd,
+    pub id: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let _ = crate::sys::continue_call(self.listener.as_fd(), self.id);
+    }
+}
+
 enum Ask {
     Follow(Made),
-    /// A process of a followed namespace waits in pivot_root (`listener`'s
-    /// call `id`): its namespace's new mounts are marked, then it goes on.
+    /// A process of a followed namespace waits in pivot_root: its
+    /// namespace's new mounts are marked, then it goes on.
     Settle {
         pid: u32,
-        listener: OwnedFd,
-        id: u64,
+        call: Waiting,
     },
     /// The record is stored: the namespaces are let go.
     Forget,
@@ -224,17 +236,9 @@ impl Follower {
     }
 
     /// Has the mounts of `pid`'s namespace marked, then lets its stopped
-    /// call go on. It is answered whatever happens: here if the thread is
-    /// gone.
-    pub fn settle(&mut self, pid: u32, listener: OwnedFd, id: u64) {
-        self.start();
-        if let Err(mpsc::SendError(Ask::Settle { listener, id, .. })) =
-            self.asks.send(Ask::Settle { pid, listener, id })
-        {
-            let _ = crate::sys::continue_call(listener.as_fd(), id);
-            return;
-        }
-        let _ = self.wake.write(b"!");
+    /// call go on (at once if the thread is gone: see `Waiting`).
+    pub fn settle(&mut self, pid: u32, call: Waiting) {
+        self.ask(Ask::Settle { pid, call });
     }
 
     /// For the next record: the last one's namespaces are let go.
@@ -306,9 +310,9 @@ impl Watcher {
                 for ask in asked.try_iter() {
                     match ask {
                         Ask::Follow(made) => self.follow(made),
-                        Ask::Settle { pid, listener, id } => {
+                        Ask::Settle { pid, call } => {
                             self.settle(pid);
-                            let _ = crate::sys::continue_call(listener.as_fd(), id);
+                            drop(call);
                         }
                         Ask::Forget => self.forget(),
                     }

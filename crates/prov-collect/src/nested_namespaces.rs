@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 use nix::poll::{PollFd, PollFlags};
 use prov_model::{NESTED_NAMESPACES_FOLLOWED_END, NESTED_NAMESPACES_REASON_END};
 
-use crate::follow_namespaces::{Follower, Made, Outcome};
+use crate::follow_namespaces::{Follower, Made, Outcome, Waiting};
 use crate::sys;
 
 /// Programs named in the record's reason; the count says how many more.
@@ -188,7 +188,7 @@ impl NamespaceCalls {
         let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
         if let Some(follower) = self.follower.as_mut() {
             if let (true, Ok(listener)) = (elsewhere, listener.try_clone()) {
-                return follower.settle(call.pid, listener, call.id);
+                return follower.settle(call.pid, Waiting { listener, id: call.id });
             }
         }
         let _ = sys::continue_call(listener.as_fd(), call.id);
