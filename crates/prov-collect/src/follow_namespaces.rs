@@ -371,8 +371,9 @@ impl Watcher {
         let namespace = namespace_of(pid);
         let Some(i) = self.watched.iter().position(|w| Some(w.namespace) == namespace) else { return };
         let mut w = self.watched.swap_remove(i);
-        if self.read_table(&mut w).is_some_and(|appeared| appeared > 0) {
-            self.mark(pid);
+        match self.read_table(&mut w) {
+            Some(appeared) if appeared > 0 => self.mark(pid, appeared),
+            _ => {}
         }
         self.watched.push(w);
     }
@@ -383,17 +384,20 @@ impl Watcher {
         let mut w = self.watched.swap_remove(i);
         let Some(appeared) = self.read_table(&mut w) else { return };
         if appeared > 0 {
-            self.mark(w.target);
+            self.mark(w.target, appeared);
         }
         self.watched.push(w);
     }
 
-    /// Has the mounts of `pid`'s namespace marked again (the new ones get
-    /// their marks); those that could not be are counted.
-    fn mark(&self, pid: u32) {
+    /// Has the mounts of `pid`'s namespace marked again (the `appeared`
+    /// new ones get their marks); those that could not be are counted. With
+    /// `pid` gone (the command ending as it unmounts), the new ones are
+    /// counted as unmarked.
+    fn mark(&self, pid: u32, appeared: u64) {
         match run_helper("mark-nested", self.holder, self.group.as_fd(), &[pid.to_string()]) {
             Ok(unmarked) if unmarked.is_empty() => {}
             Ok(unmarked) => self.tell(Outcome::Unmarked(unmarked.len() as u64)),
+            Err(_) if namespace_of(pid).is_none() => self.tell(Outcome::Unmarked(appeared)),
             Err(why) => self.tell(Outcome::MarkFailed(why)),
         }
     }
