@@ -14,6 +14,8 @@ use prov_e2e::*;
 mod helper_hardening;
 #[path = "helper_attacks/namespace_filter.rs"]
 mod namespace_filter;
+#[path = "helper_attacks/nested_marks.rs"]
+mod nested_marks;
 #[path = "helper_attacks/privilege_separation.rs"]
 mod privilege_separation;
 #[path = "helper_attacks/root_with_user_env.rs"]
@@ -231,6 +233,10 @@ fn garbage_argv_is_refused_with_usage() {
         &["mark", "12", "0"],
         &["mark", "abc", "3"],
         &["mark", "12", "3", "4"],
+        &["mark-nested", "12", "3"],
+        &["mark-nested", "12", "3", "x"],
+        &["mark-nested", "12", "3", "0"],
+        &["mark-nested", "12", "3", "4", "5"],
     ];
     for args in attempts {
         let out = helper(&case).args(*args).output().unwrap();

@@ -26,7 +26,17 @@
 //!   made with privilege: the kernel would let root mark a group the user
 //!   made. Prints `unmarked` and the ids of the mounts it could not mark.
 //!
-//! All three refuse a chrooted caller (see `Place`): a new or joined mount
+//! * `mark-nested HOLDER_PID GROUP_FD TARGET_PID` — as `mark`, for the
+//!   mount namespace a process of the command made for itself (bwrap,
+//!   `unshare -Urm`, rootless podman, Apptainer), which TARGET_PID is in.
+//!   Only one the user could enter anyway: TARGET_PID runs with the
+//!   caller's uids, and its namespace is owned by a user namespace the
+//!   caller made, not by the initial one (a setuid program's, a root
+//!   daemon's, another user's are refused alike). The mounts are reached
+//!   below TARGET_PID's root, never through its namespace's /proc (the
+//!   user is root in there and mounts what they like).
+//!
+//! All four refuse a chrooted caller (see `Place`): a new or joined mount
 //! namespace would give it the whole filesystem as its root.
 //!
 //! Nothing here reads an environment variable or a user-writable file. All
@@ -61,8 +71,7 @@ fn os_fail(what: &str, err: io::Error) -> Failure {
     fail(format!("{what}: {err}"))
 }
 
-const USAGE: &str =
-    "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...] | prov-helper mark HOLDER_PID GROUP_FD";
+const USAGE: &str = "usage: prov-helper observe CTL_FD | prov-helper join HOLDER_PID ENV_FD TRACKER_FD PATH ARGV0 [ARG...] | prov-helper mark HOLDER_PID GROUP_FD | prov-helper mark-nested HOLDER_PID GROUP_FD TARGET_PID";
 
 /// The helper's work on its arguments (after the program's name), called by
 /// the entry point (`sys::main`); the process ends here (`process::exit`
@@ -82,6 +91,7 @@ fn run(args: Vec<OsString>) -> ! {
         },
         (Some(b"join"), n) if n >= 6 => join(&args[1..]),
         (Some(b"mark"), 3) => mark(&args[1..]),
+        (Some(b"mark-nested"), 4) => mark_nested(&args[1..]),
         _ => Err(usage("unknown or incomplete command")),
     };
     if let Err(f) = result {
@@ -348,9 +358,17 @@ const MARK_MASK: u64 = sys::FAN_CLOSE_WRITE | sys::FAN_CLOSE_NOWRITE | sys::FAN_
 /// `group`; returns the ids of those it could not mark. Marking a mount
 /// again only renews its mark.
 fn mark_mounts(group: BorrowedFd<'_>, caller: u32) -> Result<Vec<u64>, Failure> {
-    let mounts = mounts::parse(
-        &std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?,
-    );
+    let mountinfo =
+        std::fs::read("/proc/self/mountinfo").map_err(|e| os_fail("cannot read /proc/self/mountinfo", e))?;
+    let root = sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY).map_err(|e| os_fail("cannot open /", e))?;
+    Ok(mark_mounts_of(group, caller, &mountinfo, root.as_fd()))
+}
+
+/// Marks the mounts of a mount table (`mountinfo`, its mount points seen
+/// from `root`) that carry user data; returns the ids of those it could not
+/// mark.
+fn mark_mounts_of(group: BorrowedFd<'_>, caller: u32, mountinfo: &[u8], root: BorrowedFd<'_>) -> Vec<u64> {
+    let mounts = mounts::parse(mountinfo);
     let mut unmarked = Vec::new();
     // A mount with another mounted on its very mount point, on top of it:
     // no path reaches it; the covering mount is marked in its own turn.
@@ -365,7 +383,7 @@ fn mark_mounts(group: BorrowedFd<'_>, caller: u32) -> Result<Vec<u64>, Failure> 
         }
         // The mark goes on exactly the mount mountinfo names, reached without
         // symlinks and checked by id: never on a mount of another namespace.
-        let target = sys::open_no_symlinks(&m.mount_point);
+        let target = sys::open_no_symlinks(root, &m.mount_point);
         let reached = target.as_ref().ok().and_then(|fd| sys::mount_id(fd.as_fd()).ok());
         match (target, reached) {
             (Ok(fd), Some(id)) if id == m.id => {
@@ -381,7 +399,7 @@ fn mark_mounts(group: BorrowedFd<'_>, caller: u32) -> Result<Vec<u64>, Failure> 
             _ => unmarked.push(m.id),
         }
     }
-    Ok(unmarked)
+    unmarked
 }
 
 /// Runs `create` with the *user* as effective uid and only CAP_SYS_ADMIN
@@ -505,12 +523,18 @@ fn run_holder(id: &Identity, until_closed: OwnedFd, ready: OwnedFd) -> ! {
 
 // ------------------------------------------------------------------- mark
 
-fn mark(args: &[OsString]) -> Result<(), Failure> {
+/// HOLDER_PID and GROUP_FD of `mark` and `mark-nested`.
+fn parse_holder_and_group(args: &[OsString]) -> Result<(u64, RawFd), Failure> {
     let holder =
         parse_number(&args[0], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("HOLDER_PID must be a process id"))?;
     let group = parse_fd(&args[1])
         .filter(|&fd| sys::fanotify_fdinfo(fd).is_some_and(|info| made_with_privilege(&info)))
         .ok_or_else(|| usage("GROUP_FD must be the number of a fanotify group that reports descriptors"))?;
+    Ok((holder, group))
+}
+
+fn mark(args: &[OsString]) -> Result<(), Failure> {
+    let (holder, group) = parse_holder_and_group(args)?;
     let id = identity()?;
     if let Some(why) = Place::of_caller()?.why_jailed()? {
         return Err(fail(format!("refusing to mark: {why}")));
@@ -522,6 +546,88 @@ fn mark(args: &[OsString]) -> Result<(), Failure> {
     let ids: Vec<String> = unmarked.iter().map(u64::to_string).collect();
     println!("unmarked {}", ids.join(" "));
     Ok(())
+}
+
+fn mark_nested(args: &[OsString]) -> Result<(), Failure> {
+    let (holder, group) = parse_holder_and_group(args)?;
+    let target =
+        parse_number(&args[2], 1 << 22).filter(|&p| p > 0).ok_or_else(|| usage("TARGET_PID must be a process id"))?;
+    let id = identity()?;
+    if let Some(why) = Place::of_caller()?.why_jailed()? {
+        return Err(fail(format!("refusing to mark: {why}")));
+    }
+    let nested = NestedNamespace::of(&id, target as libc::pid_t)?;
+    verify_collector_caller(&id, holder as libc::pid_t)?;
+    let unmarked = mark_mounts_of(sys::borrow_fd(group), id.uid, &nested.mountinfo, nested.root.as_fd());
+    drop_privileges(&id)?;
+    let ids: Vec<String> = unmarked.iter().map(u64::to_string).collect();
+    println!("unmarked {}", ids.join(" "));
+    Ok(())
+}
+
+/// The mount namespace a process of the caller's made for itself, as that
+/// process sees it: its root and its mount table.
+struct NestedNamespace {
+    root: OwnedFd,
+    mountinfo: Vec<u8>,
+}
+
+impl NestedNamespace {
+    /// Checks `pid` and its namespace (see `mark-nested` above) through one
+    /// pinned /proc directory: the pidfd, opened first, proves that the
+    /// directory opened next is that very process (a pid reused meanwhile
+    /// fails the liveness check), and the directory fails every lookup once
+    /// the process is gone. One refusal for every reason: the caller learns
+    /// nothing of another user's processes that /proc does not show them.
+    fn of(id: &Identity, pid: libc::pid_t) -> Result<NestedNamespace, Failure> {
+        let refuse = || fail(format!("refusing to mark: process {pid} is not in a mount namespace you made"));
+        let pidfd = sys::pidfd_open(pid).map_err(|_| refuse())?;
+        let proc_dir = CString::new(format!("/proc/{pid}")).map_err(|_| refuse())?;
+        let dir = sys::open(&proc_dir, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|_| refuse())?;
+        if !sys::pidfd_alive(pidfd.as_fd()) {
+            return Err(refuse());
+        }
+        // Real, effective, saved and filesystem uids all the caller's, and
+        // dumpable (its /proc files are the user's): a process the user
+        // could ptrace, not a setuid program's.
+        let status = sys::read_at(dir.as_fd(), c"status").map_err(|_| refuse())?;
+        let owned = sys::fstat(dir.as_fd()).is_ok_and(|st| st.st_uid == id.uid);
+        if !owned || !all_uids_are(&status, id.uid) {
+            return Err(refuse());
+        }
+        let ns = sys::openat(Some(dir.as_fd()), c"ns/mnt", libc::O_RDONLY).map_err(|_| refuse())?;
+        let made_by_caller = || -> io::Result<bool> {
+            let userns = sys::owning_user_namespace(ns.as_fd())?;
+            let owner = sys::fstat(userns.as_fd())?;
+            let ours = sys::stat(c"/proc/self/ns/user")?;
+            let initial = (owner.st_dev, owner.st_ino) == (ours.st_dev, ours.st_ino);
+            Ok(!initial && sys::user_namespace_owner(userns.as_fd())? == id.uid)
+        };
+        if !made_by_caller().unwrap_or(false) {
+            return Err(refuse());
+        }
+        // The magic link gives the process's root in its namespace.
+        let root = sys::openat(Some(dir.as_fd()), c"root", libc::O_PATH | libc::O_DIRECTORY).map_err(|_| refuse())?;
+        let mountinfo = sys::read_at(dir.as_fd(), c"mountinfo").map_err(|_| refuse())?;
+        // Still in the namespace checked (it may have made another since):
+        // root and table are of that one.
+        let now = sys::openat(Some(dir.as_fd()), c"ns/mnt", libc::O_RDONLY).and_then(|fd| sys::fstat(fd.as_fd()));
+        let checked = sys::fstat(ns.as_fd()).map_err(|_| refuse())?;
+        if !now.is_ok_and(|st| (st.st_dev, st.st_ino) == (checked.st_dev, checked.st_ino))
+            || !sys::pidfd_alive(pidfd.as_fd())
+        {
+            return Err(refuse());
+        }
+        Ok(NestedNamespace { root, mountinfo })
+    }
+}
+
+/// Whether the `Uid:` line of a /proc/PID/status text names `uid` four
+/// times (real, effective, saved, filesystem).
+fn all_uids_are(status: &[u8], uid: u32) -> bool {
+    let Some(line) = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:")) else { return false };
+    let ids: Vec<&[u8]> = line.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty()).collect();
+    ids.len() == 4 && ids.iter().all(|f| std::str::from_utf8(f).ok().and_then(|t| t.parse::<u32>().ok()) == Some(uid))
 }
 
 /// Only the holder's collector may have its namespace marked: this
@@ -841,6 +947,17 @@ mod tests {
         assert!(!super::made_with_privilege(info("7").as_bytes()));
         assert!(!super::made_with_privilege(b"pos:\t0\n"));
         assert!(!super::made_with_privilege(info("zz").as_bytes()));
+    }
+
+    #[test]
+    fn a_process_is_the_callers_only_with_all_four_uids() {
+        assert!(super::all_uids_are(b"Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\t5\t5\t5\n", 1000));
+        // A setuid program: effective and saved uid root.
+        assert!(!super::all_uids_are(b"Uid:\t1000\t0\t0\t1000\n", 1000));
+        assert!(!super::all_uids_are(b"Uid:\t1000\t1000\t1000\t0\n", 1000));
+        assert!(!super::all_uids_are(b"Uid:\t1000\t1000\t1000\n", 1000));
+        assert!(!super::all_uids_are(b"Name:\tsh\n", 1000));
+        assert!(!super::all_uids_are(b"Uid:\t1000\t1000\t1000\t1000x\n", 1000));
     }
 
     #[test]

@@ -7,8 +7,11 @@
 //! command's program is executed; every descendant inherits it. The filter
 //! makes the kernel stop such a call and wait for the listener, which the
 //! observation's collector holds: it notes the program and lets the call go
-//! on unchanged (SECCOMP_USER_NOTIF_FLAG_CONTINUE). Every other call passes
-//! at once. `clone3` fails with ENOSYS, as Docker's default profile does:
+//! on unchanged (SECCOMP_USER_NOTIF_FLAG_CONTINUE). `pivot_root` is stopped
+//! too: a sandbox (bwrap, crun, runc) calls it once its mounts are in place,
+//! just before it starts the contained program, and the collector has those
+//! mounts marked before it lets the call go on (prov-collect
+//! `follow_namespaces`). Every other call passes at once. `clone3` fails with ENOSYS, as Docker's default profile does:
 //! its flags are in memory a filter cannot read, and glibc, Go and Rust fall
 //! back to `clone`, whose flags it can.
 //!
@@ -45,21 +48,24 @@ struct Numbers {
     clone3: u32,
     unshare: u32,
     setns: u32,
+    pivot_root: u32,
 }
 
 #[cfg(target_arch = "x86_64")]
-const NATIVE: Numbers = Numbers { arch: AUDIT_ARCH_X86_64, clone: 56, clone3: 435, unshare: 272, setns: 308 };
+const NATIVE: Numbers =
+    Numbers { arch: AUDIT_ARCH_X86_64, clone: 56, clone3: 435, unshare: 272, setns: 308, pivot_root: 155 };
 /// 32-bit programs on a 64-bit x86 kernel enter through their own table.
 #[cfg(target_arch = "x86_64")]
 const COMPAT: Option<Numbers> =
-    Some(Numbers { arch: AUDIT_ARCH_I386, clone: 120, clone3: 435, unshare: 310, setns: 346 });
+    Some(Numbers { arch: AUDIT_ARCH_I386, clone: 120, clone3: 435, unshare: 310, setns: 346, pivot_root: 217 });
 #[cfg(target_arch = "aarch64")]
-const NATIVE: Numbers = Numbers { arch: AUDIT_ARCH_AARCH64, clone: 220, clone3: 435, unshare: 97, setns: 268 };
+const NATIVE: Numbers =
+    Numbers { arch: AUDIT_ARCH_AARCH64, clone: 220, clone3: 435, unshare: 97, setns: 268, pivot_root: 41 };
 #[cfg(target_arch = "aarch64")]
 const COMPAT: Option<Numbers> = None;
 /// Elsewhere no filter is installed (`SUPPORTED`).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const NATIVE: Numbers = Numbers { arch: 0, clone: 0, clone3: 0, unshare: 0, setns: 0 };
+const NATIVE: Numbers = Numbers { arch: 0, clone: 0, clone3: 0, unshare: 0, setns: 0, pivot_root: 0 };
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const COMPAT: Option<Numbers> = None;
 
@@ -95,17 +101,20 @@ fn checks(n: &Numbers) -> Vec<libc::sock_filter> {
     if n.arch == AUDIT_ARCH_X86_64 {
         prog.push(stmt(AND, !X32_SYSCALL_BIT));
     }
-    // Dispatch: 4 tests, then ALLOW; the bodies follow.
+    // Dispatch: 5 tests, then ALLOW; the bodies follow.
     //   clone3 -> ENOSYS
+    //   pivot_root -> NOTIFY
     //   clone, unshare -> flags in argument 0
     //   setns -> nstype in argument 1: 0 (any kind) or CLONE_NEWNS
     prog.extend([
-        jump(JEQ, n.clone3, 4, 0),
-        jump(JEQ, n.clone, 4, 0),
-        jump(JEQ, n.unshare, 3, 0),
-        jump(JEQ, n.setns, 6, 0),
+        jump(JEQ, n.clone3, 5, 0),
+        jump(JEQ, n.pivot_root, 5, 0),
+        jump(JEQ, n.clone, 5, 0),
+        jump(JEQ, n.unshare, 4, 0),
+        jump(JEQ, n.setns, 7, 0),
         stmt(RET, ALLOW),
         stmt(RET, NO_CLONE3),
+        stmt(RET, NOTIFY),
     ]);
     prog.extend(flags_in(0));
     prog.extend([stmt(LD_ABS, arg_low(1)), jump(JEQ, 0, 1, 0), jump(JSET, CLONE_NEWNS, 0, 1), stmt(RET, NOTIFY)]);
@@ -185,6 +194,8 @@ mod tests {
             assert_eq!(decide(a, n.setns, 5, 0), NOTIFY, "nstype 0 may be a mount namespace");
             assert_eq!(decide(a, n.setns, 5, libc::CLONE_NEWNS as u64), NOTIFY);
             assert_eq!(decide(a, n.setns, 5, (libc::CLONE_NEWNS | libc::CLONE_NEWNET) as u64), NOTIFY);
+            // A sandbox's mounts are in place: stopped until marked.
+            assert_eq!(decide(a, n.pivot_root, 0, 0), NOTIFY);
             // clone3's flags are out of reach: the caller falls back to clone.
             assert_eq!(decide(a, n.clone3, 0, 0), NO_CLONE3);
             // Anything else.

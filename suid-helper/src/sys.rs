@@ -142,11 +142,25 @@ pub fn make_mounts_slave() -> io::Result<()> {
 /// A pidfd of this very process: setns() through it enters the namespaces
 /// the process is in now, whatever a chroot jail has at /proc.
 pub fn pidfd_of_self() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall; getpid cannot fail.
-    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as libc::c_int)?;
+    // SAFETY: getpid takes no arguments and cannot fail.
+    pidfd_open(unsafe { libc::getpid() })
+}
+
+/// A pidfd of `pid` (Linux 5.3+): it names that very process for good,
+/// whatever comes to hold the number later.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int)?;
     // SAFETY: fd was just returned by the kernel and is ours alone (pidfds
     // are always close-on-exec).
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process of a pidfd is still running (signal 0 through the
+/// pidfd: ESRCH once it has exited, even if its number was reused).
+pub fn pidfd_alive(pidfd: BorrowedFd<'_>) -> bool {
+    // SAFETY: signal 0 with no siginfo only checks that the process exists.
+    unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), 0, std::ptr::null::<u8>(), 0) == 0 }
 }
 
 /// Enters the mount namespace of `fd` (a namespace file or a pidfd). The
@@ -165,6 +179,16 @@ pub fn owning_user_namespace(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     set_cloexec(std::os::fd::AsFd::as_fd(&fd), true)?;
     Ok(fd)
+}
+
+/// NS_GET_OWNER_UID: the uid (in this process's user namespace) of the
+/// user who made the user namespace `userns`.
+pub fn user_namespace_owner(userns: BorrowedFd<'_>) -> io::Result<u32> {
+    const NS_GET_OWNER_UID: libc::Ioctl = 0xb704;
+    let mut uid: libc::uid_t = u32::MAX;
+    // SAFETY: this ioctl writes one uid_t into `uid`, which we own.
+    check(unsafe { libc::ioctl(userns.as_raw_fd(), NS_GET_OWNER_UID, &raw mut uid) })?;
+    Ok(uid)
 }
 
 pub fn set_cloexec(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
@@ -205,11 +229,11 @@ pub fn fanotify_mark_mount(group: BorrowedFd<'_>, mask: u64, target: BorrowedFd<
     .map(drop)
 }
 
-/// Opens an absolute path (O_PATH) one component at a time without
+/// Opens an absolute path (O_PATH) below `root` one component at a time without
 /// following any symlink: users own directories on the way to mount points
 /// and could swap one for a symlink into another namespace.
-pub fn open_no_symlinks(path: &[u8]) -> io::Result<OwnedFd> {
-    let mut cur = open(c"/", libc::O_PATH | libc::O_DIRECTORY)?;
+pub fn open_no_symlinks(root: BorrowedFd<'_>, path: &[u8]) -> io::Result<OwnedFd> {
+    let mut cur = openat(Some(root), c".", libc::O_PATH | libc::O_DIRECTORY)?;
     let components: Vec<&[u8]> = path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
     for (i, comp) in components.iter().enumerate() {
         if *comp == b".." || *comp == b"." {

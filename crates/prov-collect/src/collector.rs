@@ -21,6 +21,7 @@ use prov_protocol::{ipc, long_text};
 
 use crate::error::CollectorError;
 use crate::fanotify::{RawEvent, Reader};
+use crate::follow_namespaces::Follower;
 use crate::members::Members;
 use crate::nested_namespaces::NamespaceCalls;
 use crate::new_mounts::MountWatch;
@@ -141,6 +142,10 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
     let own_namespace = nix::sys::stat::fstat(h.namespace.as_fd()).map_or(0, |s| s.st_ino);
     st.namespace_calls = NamespaceCalls::new(own_namespace);
+    match Follower::new(h.holder_pid, Arc::clone(&h.group)) {
+        Ok(follower) => st.namespace_calls.follow_with(follower),
+        Err(e) => st.writer.log(format!("cannot follow the mount namespaces the command makes: {e}")),
+    }
     let started = Instant::now();
     let new_pids = new_pids
         .map_err(|e| st.writer.log(format!("each look for the command's processes reads all of /proc: {e}")))
@@ -456,7 +461,11 @@ impl Observation<'_> {
                 st.redactor = Some(Redactor::new(&settings.redact));
                 st.env_config = settings.env.clone();
                 st.redact_archived = settings.archive.redact;
-                st.resolver = Some(Resolver::new(settings, self.check_access, root));
+                let mut resolver = Resolver::new(settings, self.check_access, root);
+                if let Some(follower) = st.namespace_calls.follower() {
+                    resolver.follow(Arc::clone(follower.followed()));
+                }
+                st.resolver = Some(resolver);
                 st.identity = Some(identity);
             }
             Ok(ToCollector::Begin(mut start)) if !st.begun => {
@@ -921,6 +930,7 @@ impl State {
             self.send_processes(processes);
         }
         self.namespace_calls.collect_notes();
+        self.unmarked_mounts += self.namespace_calls.take_outcomes();
         let completeness = self.completeness();
         self.writer.send(ToWriter::Completeness(completeness));
         if let Some(mut end) = end {

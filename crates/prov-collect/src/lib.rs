@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod error;
 pub mod fanotify;
+pub mod follow_namespaces;
 pub mod git_state;
 pub mod members;
 pub mod nested_namespaces;

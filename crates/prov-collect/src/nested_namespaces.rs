@@ -29,8 +29,9 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use nix::poll::{PollFd, PollFlags};
-use prov_model::NESTED_NAMESPACES_REASON_END;
+use prov_model::{NESTED_NAMESPACES_FOLLOWED_END, NESTED_NAMESPACES_REASON_END};
 
+use crate::follow_namespaces::{Follower, Made, Outcome, Waiting};
 use crate::sys;
 
 /// Programs named in the record's reason; the count says how many more.
@@ -50,9 +51,13 @@ pub struct NamespaceCalls {
     /// Listeners whose filter still has a process.
     listeners: Vec<OwnedFd>,
     /// The programs that made or entered a namespace, for the reason.
-    programs: Vec<String>,
+    programs: Vec<Noted>,
     /// Calls noted during this record.
     count: u64,
+    /// Of those, the namespaces followed (their mounts marked).
+    followed: u64,
+    /// Has the namespaces the command makes followed (`follow_namespaces`).
+    follower: Option<Follower>,
     /// Some process of the command is watched by an enclosing observation.
     enclosed: bool,
     /// Why some process of the command could not be watched at all.
@@ -68,6 +73,14 @@ impl NamespaceCalls {
     /// record's settings.
     pub fn keep_notes_in(&mut self, dir: PathBuf, host: &str) {
         self.notes = Some((dir, host.to_string()));
+    }
+
+    pub fn follow_with(&mut self, follower: Follower) {
+        self.follower = Some(follower);
+    }
+
+    pub fn follower(&self) -> Option<&Follower> {
+        self.follower.as_ref()
     }
 
     pub fn add_listener(&mut self, listener: OwnedFd) {
@@ -118,38 +131,106 @@ impl NamespaceCalls {
         let Ok(call) = sys::receive_stopped_call(listener.as_fd()) else { return };
         // Read while the caller waits: it is alive and this is its name.
         let caller = Caller::of(call.pid);
+        if is_pivot_root(call.arch, call.nr) {
+            return self.settle(listener, &call, caller.namespace);
+        }
         // prov's own helper, observing or joining for a prov run or a traced
         // shell inside the command: those commands have records of their own.
+        let setns = is_setns(call.arch, call.nr);
+        let mut follow = None;
         if !caller.is_prov_helper() {
-            let what = if is_setns(call.arch, call.nr) {
-                "entered another mount namespace"
-            } else {
-                "made a mount namespace of its own"
-            };
-            let program = caller.name.unwrap_or_else(|| "a process".into());
-            let named = if call.pid > 0 { format!("{program} (pid {})", call.pid) } else { program };
+            let what = if setns { "entered another mount namespace" } else { "made a mount namespace of its own" };
+            let program = caller.name.clone().unwrap_or_else(|| "a process".into());
+            let named = if call.pid > 0 { format!("{program} (pid {})", call.pid) } else { program.clone() };
             let line = format!("{named} {what}");
+            let ours = |ns: u64| self.follower.as_ref().is_some_and(|f| f.followed().includes(ns));
             match caller.namespace {
                 // A process of another observation, started inside this
                 // command: that observation's record is told.
-                Some(ns) if ns != self.own_namespace && self.own_namespace != 0 => {
+                Some(ns) if ns != self.own_namespace && self.own_namespace != 0 && !ours(ns) => {
                     // Untold, the other record would look complete: this one
                     // says it instead.
                     if !self.leave_note(ns, call.pid, &line) {
-                        self.note(line);
+                        self.note(line, 0);
                     }
                 }
-                _ => self.note(line),
+                Some(ns) if !setns && call.pid > 0 => {
+                    self.note(line, call.pid);
+                    let by_clone = !is_unshare(call.arch, call.nr);
+                    let label = format!("{program}:{}", call.pid);
+                    follow = Some(Made { pid: call.pid, by_clone, namespace_before: ns, label });
+                }
+                // A caller whose namespace the user may not see runs with
+                // privilege (a setuid bwrap): not the user's to follow.
+                None if !setns => {
+                    self.note(line, 0);
+                    if let Some(n) = self.programs.last_mut().filter(|n| n.line.starts_with(&named)) {
+                        n.state = Some(Err("made with privilege".into()));
+                    }
+                }
+                _ => self.note(line, 0),
+            }
+        }
+        let went_on = sys::continue_call(listener.as_fd(), call.id).is_ok();
+        // Once the call went on, the namespace exists (or soon will).
+        if let (true, Some(made), Some(follower)) = (went_on, follow, self.follower.as_mut()) {
+            follower.follow(made);
+        }
+    }
+
+    /// A sandbox's mounts are in place (it calls pivot_root just before it
+    /// starts the contained program): in a followed namespace they are
+    /// marked before the call goes on; in the observed one it goes on at
+    /// once.
+    fn settle(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
+        // Not only a namespace known to be followed: its follow may still
+        // wait in the follower's queue, which takes this after it.
+        let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
+        if let Some(follower) = self.follower.as_mut() {
+            if let (true, Ok(listener)) = (elsewhere, listener.try_clone()) {
+                return follower.settle(call.pid, Waiting { listener, id: call.id });
             }
         }
         let _ = sys::continue_call(listener.as_fd(), call.id);
     }
 
-    fn note(&mut self, line: String) {
+    /// `pid`: the caller whose namespace is being followed, 0 for none.
+    fn note(&mut self, line: String, pid: u32) {
         self.count += 1;
         if self.programs.len() < NAMED {
-            self.programs.push(line);
+            self.programs.push(Noted { line, pid, state: None });
         }
+    }
+
+    /// Takes in what became of the namespaces being followed; returns how
+    /// many of their mounts missed a mark for a while or for good (for
+    /// `unmarked_mounts`).
+    pub fn take_outcomes(&mut self) -> u64 {
+        let Some(follower) = &self.follower else { return 0 };
+        let mut unmarked = 0;
+        for outcome in follower.outcomes() {
+            let (pid, state) = match outcome {
+                Outcome::Unmarked(n) => {
+                    unmarked += n;
+                    continue;
+                }
+                // Its files from then on are not seen: as not followed.
+                Outcome::MarkFailed(why) => {
+                    self.followed = 0;
+                    self.unwatched(why);
+                    continue;
+                }
+                Outcome::Followed { pid } => {
+                    self.followed += 1;
+                    (pid, Ok(()))
+                }
+                Outcome::NotFollowed { pid, why } => (pid, Err(why)),
+            };
+            if let Some(n) = self.programs.iter_mut().find(|n| n.pid == pid && n.state.is_none()) {
+                n.state = Some(state);
+            }
+        }
+        unmarked
     }
 
     /// For the observation of namespace `ns`, whose command's process made
@@ -190,7 +271,7 @@ impl NamespaceCalls {
         found.sort();
         for path in found {
             if let Ok(line) = std::fs::read_to_string(&path) {
-                self.note(line);
+                self.note(line, 0);
             }
             let _ = std::fs::remove_file(&path);
         }
@@ -208,7 +289,18 @@ impl NamespaceCalls {
         }
         let more = self.count.saturating_sub(self.programs.len() as u64);
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
-        Some(format!("{}{more}{NESTED_NAMESPACES_REASON_END}", self.programs.join("; ")))
+        let lines: Vec<String> = self
+            .programs
+            .iter()
+            .map(|n| match &n.state {
+                Some(Ok(())) => format!("{}, followed in", n.line),
+                Some(Err(why)) => format!("{}, not followed ({why})", n.line),
+                None => n.line.clone(),
+            })
+            .collect();
+        let end =
+            if self.followed == self.count { NESTED_NAMESPACES_FOLLOWED_END } else { NESTED_NAMESPACES_REASON_END };
+        Some(format!("{}{more}{end}", lines.join("; ")))
     }
 
     /// For the collector's log: why some program of the command could not
@@ -220,13 +312,26 @@ impl NamespaceCalls {
     /// For the next record of the observation (the last one's processes are
     /// all gone, so are its listeners).
     pub fn next_record(&mut self) {
+        if let Some(f) = self.follower.as_mut() {
+            f.forget();
+        }
         *self = NamespaceCalls {
             listeners: std::mem::take(&mut self.listeners),
+            follower: self.follower.take(),
             own_namespace: self.own_namespace,
             notes: self.notes.take(),
             ..NamespaceCalls::default()
         };
     }
+}
+
+/// A call named in the record's reason.
+struct Noted {
+    line: String,
+    /// The caller whose namespace is being followed; 0 for none.
+    pid: u32,
+    /// Followed, or why not; None while not known (or not asked).
+    state: Option<Result<(), String>>,
 }
 
 /// What /proc/PID/status tells of a stopped caller.
@@ -268,12 +373,28 @@ impl Caller {
 /// Whether a stopped call is setns (it entered a namespace) rather than
 /// unshare or clone (it made one): the numbers of the filter's tables.
 fn is_setns(arch: u32, nr: i32) -> bool {
+    is_call(arch, nr, 346, libc::SYS_setns)
+}
+
+fn is_pivot_root(arch: u32, nr: i32) -> bool {
+    is_call(arch, nr, 217, libc::SYS_pivot_root)
+}
+
+/// Whether a stopped call is unshare (the caller's namespace changes)
+/// rather than clone (its child's).
+fn is_unshare(arch: u32, nr: i32) -> bool {
+    is_call(arch, nr, 310, libc::SYS_unshare)
+}
+
+/// Whether call `nr` of `arch` is the one numbered `i386` in the 32-bit
+/// x86 table and `native` in this machine's (x32's bit cleared).
+fn is_call(arch: u32, nr: i32, i386: i32, native: i64) -> bool {
     const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
     const X32_SYSCALL_BIT: i32 = 0x4000_0000;
     if arch == AUDIT_ARCH_I386 {
-        return nr == 346;
+        return nr == i386;
     }
-    i64::from(nr & !X32_SYSCALL_BIT) == libc::SYS_setns
+    i64::from(nr & !X32_SYSCALL_BIT) == native
 }
 
 #[cfg(test)]
@@ -285,7 +406,7 @@ mod tests {
         let mut calls = NamespaceCalls::new(1);
         assert_eq!(calls.reason(), None);
         for (i, p) in ["bwrap", "unshare", "podman", "conmon", "crun"].iter().enumerate() {
-            calls.note(format!("{p} (pid {i}) made a mount namespace of its own"));
+            calls.note(format!("{p} (pid {i}) made a mount namespace of its own"), 0);
         }
         assert_eq!(calls.count(), 5);
         assert_eq!(

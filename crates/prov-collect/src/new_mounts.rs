@@ -26,7 +26,7 @@ const PSEUDO_FSTYPES: &[&[u8]] = include!("../../../suid-helper/src/unmarked_fst
 /// A mount as this watch tells mounts apart: its id, device and mount
 /// point. Ids are reused after an unmount; with the device and place a
 /// reused id still shows up as a new mount.
-type MountKey = (u64, Vec<u8>, Vec<u8>);
+pub(crate) type MountKey = (u64, Vec<u8>, Vec<u8>);
 
 pub struct MountWatch {
     mountinfo: File,
@@ -91,7 +91,7 @@ impl MountWatch {
 
 /// Replaces `present` by the mounts of `table`; how many of them with user
 /// data were not present before.
-fn appeared(present: &mut HashSet<MountKey>, table: &[u8]) -> u64 {
+pub(crate) fn appeared(present: &mut HashSet<MountKey>, table: &[u8]) -> u64 {
     let now: HashSet<(MountKey, bool)> = table
         .split(|&b| b == b'\n')
         .filter_map(parse_line)
@@ -141,17 +141,39 @@ fn start_marker(holder_pid: i32, group: Arc<OwnedFd>, failed: Sender<String>) ->
 /// Runs `prov-helper mark HOLDER GROUP_FD`, the helper next to this
 /// collector.
 fn run_marker(holder_pid: i32, group: BorrowedFd<'_>) -> Result<(), String> {
+    run_helper("mark", holder_pid, group, &[]).map(drop)
+}
+
+/// Runs the helper next to this collector in a marking `mode` (`mark`,
+/// `mark-nested`) for the holder's observation, with the fanotify group
+/// and `more` arguments; the ids of the mounts it could not mark, or why it
+/// failed (its one line).
+pub(crate) fn run_helper(
+    mode: &str,
+    holder_pid: i32,
+    group: BorrowedFd<'_>,
+    more: &[String],
+) -> Result<Vec<u64>, String> {
     let exe = std::fs::read_link("/proc/self/exe").map_err(|e| format!("cannot find the helper: {e}"))?;
     let helper = exe.with_file_name("prov-helper");
     let mut cmd = Command::new(&helper);
-    cmd.arg("mark").arg(holder_pid.to_string()).arg(group.as_raw_fd().to_string());
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.arg(mode).arg(holder_pid.to_string()).arg(group.as_raw_fd().to_string()).args(more);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     crate::sys::only_stdio_and_across_exec(&mut cmd, group.as_raw_fd());
     let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", helper.display()))?;
     if !out.status.success() {
-        return Err(format!("the helper could not mark new mounts: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said = said.trim().strip_prefix("prov-helper: ").unwrap_or(said.trim());
+        return Err(format!("the helper could not mark: {said}"));
     }
-    Ok(())
+    let said = String::from_utf8_lossy(&out.stdout);
+    Ok(said
+        .trim()
+        .strip_prefix("unmarked")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|id| id.parse().ok())
+        .collect())
 }
 
 #[cfg(test)]

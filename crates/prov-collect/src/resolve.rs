@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use nix::fcntl::AtFlags;
 use nix::unistd::{faccessat, AccessFlags};
@@ -17,6 +18,7 @@ use prov_model::{partial_hash, Access, ArchivedRead, Completeness, FileEvent};
 use prov_protocol::writer_pipe::MAX_ARCHIVED_FILE;
 
 use crate::fanotify::{EventFile, RawEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_OPEN_EXEC, FAN_Q_OVERFLOW};
+use crate::follow_namespaces::Followed;
 use crate::processes::{ExecEvent, ProcessTable};
 use crate::provignore::ProvIgnore;
 use prov_protocol::control::Settings;
@@ -50,6 +52,26 @@ pub struct Resolver {
     pub processes: ProcessTable,
     /// File events resolved so far: the index of the next one.
     events_out: u64,
+    /// The mount namespaces the command made that are followed: their
+    /// events name files as seen inside.
+    followed: Option<Arc<Followed>>,
+}
+
+/// An event's file as the record names it.
+struct Located {
+    /// The path stored: as the observed namespace has it, or as seen inside
+    /// a namespace of the command's own, behind a marker (`[bwrap:4711]`).
+    path: Vec<u8>,
+    /// The length of that marker (0: none).
+    marker: usize,
+}
+
+impl Located {
+    /// The path as the process that used the file saw it: what filters,
+    /// `.provignore` and prov's own paths are tested on.
+    fn seen(&self) -> &[u8] {
+        &self.path[self.marker..]
+    }
 }
 
 impl Resolver {
@@ -72,7 +94,14 @@ impl Resolver {
             completeness: Completeness::default(),
             processes: ProcessTable::default(),
             events_out: 0,
+            followed: None,
         }
+    }
+
+    /// Events on the mounts of these namespaces are named by where the
+    /// host has their files (see `follow_namespaces`).
+    pub fn follow(&mut self, followed: Arc<Followed>) {
+        self.followed = Some(followed);
     }
 
     /// The namespace's root, back from a resolver whose record is done: an
@@ -128,18 +157,18 @@ impl Resolver {
             return;
         }
         let fd_name = file.as_raw_fd().to_string();
-        let Some(path) = self.path_of(&fd_name, &meta) else {
+        let Some(located) = self.locate(&file, &fd_name, &meta) else {
             self.completeness.unreadable += 1;
             return;
         };
         // prov's own files (its database, a traced `prov query` read):
         // closed at once, like every event's file (this process holds no
         // lock on them: the writer process does).
-        if self.is_private(&path) {
+        if self.is_private(located.seen()) {
             return;
         }
         for key in new_accesses.into_iter().flatten() {
-            if let Some(e) = self.resolve_one(&file, &fd_name, &path, &meta, key, ev.pid) {
+            if let Some(e) = self.resolve_one(&file, &fd_name, &located, &meta, key, ev.pid) {
                 if let Some(pid) = e.pid {
                     self.processes.saw(pid, ev.read_at_ns, self.events_out);
                 }
@@ -158,11 +187,12 @@ impl Resolver {
             return;
         }
         let fd_name = file.as_raw_fd().to_string();
-        let shown_path = self.path_of(&fd_name, meta).filter(|path| {
-            !self.is_private(path)
-                && !self.provignore.ignores(path)
-                && (!self.check_access || self.user_may_read(meta, &fd_name, path))
+        let shown_path = self.locate(file, &fd_name, meta).filter(|l| {
+            !self.is_private(l.seen())
+                && (l.marker > 0 || !self.provignore.ignores(&l.path))
+                && (!self.check_access || self.user_may_read(meta, &fd_name, l))
         });
+        let shown_path = shown_path.map(|l| l.path);
         // Which version of the program ran: what a read of it records, from
         // the descriptor the kernel gave (three short reads of the file).
         let exe_file = shown_path.as_ref().map(|_| prov_model::ExeFile {
@@ -206,11 +236,42 @@ impl Resolver {
         Some(path)
     }
 
+    /// The event's file as the record names it (see `Located`).
+    fn locate(&self, file: &File, fd_name: &str, meta: &std::fs::Metadata) -> Option<Located> {
+        let path = self.path_of(fd_name, meta)?;
+        let Some(followed) = self.followed.as_ref().filter(|f| f.any()) else {
+            return Some(Located { path, marker: 0 });
+        };
+        let Some(place) = crate::sys::mount_id(file.as_fd()).ok().and_then(|id| followed.place(id, &path)) else {
+            return Some(Located { path, marker: 0 });
+        };
+        // The first host path that reaches this very file.
+        if let Some(host) = place.host.into_iter().find(|p| self.reaches(p, meta)) {
+            return Some(Located { path: host, marker: 0 });
+        }
+        let marker = format!("[{}]", place.label).into_bytes();
+        Some(Located { marker: marker.len(), path: [marker, place.inside].concat() })
+    }
+
+    /// Whether `path` leads to the file `meta` describes in the observed
+    /// namespace (an O_PATH open there, no symlinks followed).
+    fn reaches(&self, path: &[u8], meta: &std::fs::Metadata) -> bool {
+        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+        use std::os::unix::ffi::OsStrExt;
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let reached = openat2(self.ns_root.as_fd(), std::ffi::OsStr::from_bytes(path), how)
+            .ok()
+            .and_then(|fd| nix::sys::stat::fstat(fd).ok());
+        reached.is_some_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino())
+    }
+
     fn resolve_one(
         &mut self,
         file: &File,
         fd_name: &str,
-        path: &[u8],
+        located: &Located,
         meta: &std::fs::Metadata,
         key: SeenKey,
         pid: i32,
@@ -220,10 +281,12 @@ impl Resolver {
             Access::Read => &self.settings.read,
             Access::Write => &self.settings.write,
         };
-        if !filter.allows(path) || self.provignore.ignores(path) {
+        // A .provignore is looked for on the host: only above a host path.
+        if !filter.allows(located.seen()) || (located.marker == 0 && self.provignore.ignores(&located.path)) {
             return None;
         }
-        if self.check_access && !self.user_may_read(meta, fd_name, path) {
+        let path = located.path.as_slice();
+        if self.check_access && !self.user_may_read(meta, fd_name, located) {
             self.completeness.denied += 1;
             return None;
         }
@@ -272,11 +335,14 @@ impl Resolver {
     /// whatever their mode (tar's mode-0 placeholders for symlinks included;
     /// the owner may chmod them at will). A deleted file of someone else
     /// cannot be reached by path: dropped.
-    fn user_may_read(&self, meta: &std::fs::Metadata, fd_name: &str, path: &[u8]) -> bool {
-        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-        use std::os::unix::ffi::OsStrExt;
+    /// A file as seen inside a namespace of the command's own has no path
+    /// to check in the observed one: only the user's own files pass.
+    fn user_may_read(&self, meta: &std::fs::Metadata, fd_name: &str, located: &Located) -> bool {
         if meta.uid() == self.uid {
             return true;
+        }
+        if located.marker > 0 {
+            return false;
         }
         let inode_readable = match &self.proc_fds {
             Some(dir) => faccessat(dir, fd_name, AccessFlags::R_OK, AtFlags::AT_EACCESS),
@@ -288,16 +354,7 @@ impl Resolver {
             ),
         }
         .is_ok();
-        if !inode_readable || meta.nlink() == 0 {
-            return false;
-        }
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        let reached = openat2(self.ns_root.as_fd(), std::ffi::OsStr::from_bytes(path), how)
-            .ok()
-            .and_then(|fd| nix::sys::stat::fstat(fd).ok());
-        reached.is_some_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino())
+        inode_readable && meta.nlink() > 0 && self.reaches(&located.path, meta)
     }
 
     /// The contents archived since the last call.

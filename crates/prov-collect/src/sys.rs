@@ -103,3 +103,21 @@ pub fn continue_call(listener: std::os::fd::BorrowedFd<'_>, id: u64) -> io::Resu
     }
     Ok(())
 }
+
+/// The id of the mount an open file lies on (statx STATX_MNT_ID, Linux
+/// 5.8+), as /proc/PID/mountinfo numbers mounts.
+pub fn mount_id(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero statx is a valid value to be overwritten.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: "" with AT_EMPTY_PATH describes fd itself; stx is a valid
+    // out-pointer we own.
+    let r = unsafe { libc::statx(fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &raw mut stx) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(stx.stx_mnt_id)
+}

@@ -19,5 +19,5 @@ pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};
 pub use record::{
     Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, ExeFile, FileEvent, ProcessRecord,
-    NESTED_NAMESPACES_REASON_END,
+    NESTED_NAMESPACES_FOLLOWED_END, NESTED_NAMESPACES_REASON_END,
 };

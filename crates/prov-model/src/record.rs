@@ -207,6 +207,11 @@ pub mod opt_bytes_as_hex {
 /// ends (it goes in `CommandEnd::incomplete`): tells such a record from one
 /// that ended short.
 pub const NESTED_NAMESPACES_REASON_END: &str = ": files used there were not seen";
+/// How that reason ends when every such namespace was followed (its mounts
+/// marked as soon as it existed, and each new one as it appeared): its
+/// files are in the record, but what was done there before the marks
+/// landed is not.
+pub const NESTED_NAMESPACES_FOLLOWED_END: &str = ": files used there before prov's marks reached them may be missing";
 
 /// Everything that kept a record from being complete. A record is complete
 /// when all counters are zero.

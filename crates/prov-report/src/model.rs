@@ -322,7 +322,11 @@ pub fn is_shell_exit_or_clear(text: &[u8]) -> bool {
 fn incomplete_of(c: &CommandRow) -> Vec<(&'static str, u64)> {
     let mut reasons = c.completeness.reasons();
     // The reason for nested namespaces goes with their counter.
-    if c.incomplete.as_deref().is_some_and(|why| !why.ends_with(prov_model::NESTED_NAMESPACES_REASON_END)) {
+    let nested = |why: &str| {
+        why.ends_with(prov_model::NESTED_NAMESPACES_REASON_END)
+            || why.ends_with(prov_model::NESTED_NAMESPACES_FOLLOWED_END)
+    };
+    if c.incomplete.as_deref().is_some_and(|why| !nested(why)) {
         reasons.push(("ended_short", 1));
     }
     if c.untraced.is_some() {

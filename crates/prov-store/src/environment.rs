@@ -164,7 +164,7 @@ pub(crate) fn has_variable(name: &[u8], value: &[u8]) -> (&'static str, Vec<u8>)
 mod tests {
     use super::*;
     use crate::testutil::{begin, open, TempDir};
-    use crate::CommandFilter;
+    use crate::{CommandFilter, Store};
     use prov_model::CommandBegin;
 
     fn env(vars: &str) -> Environment {
