@@ -426,3 +426,44 @@ fn the_next_prov_ends_a_record_whose_collector_is_gone() {
     assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
     assert!(r["incomplete_reason"].as_str().is_some_and(|s| s.contains("collector was gone")), "{r:#}");
 }
+
+/// An idle traced shell holds the observation for its next line ready, but
+/// lets the writer of it go after its idle time (30 s): three processes are
+/// left, the preparer, the holder and the collector (four before, seven
+/// threads of what `ulimit -u` allows). The next line typed is recorded as
+/// before, its writer started again while it runs, and a query typed right
+/// after it finds it.
+fn an_idle_shell_lets_its_writer_go(shell: &'static str) {
+    let case = Case::new(&format!("lifecycle-idle-writer-{shell}"));
+    let mut sh = pty::Shell::start(&case, shell);
+    sh.run("echo one > one.txt");
+    let pid = sh.session.get_process().pid().as_raw() as u32;
+    let below = || {
+        let mut names: Vec<String> = prov_e2e::processes::descendants_of(pid).into_iter().map(|(_, n)| n).collect();
+        names.sort();
+        names
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while below().iter().any(|n| n == "prov-writer") {
+        assert!(Instant::now() < deadline, "{shell}: the idle writer is still there after 90 s: {:?}", below());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(below(), ["prov", "prov-collector", "prov-helper"], "{shell}: what an idle shell keeps");
+    sh.run("echo two > two.txt");
+    let out = sh.run(&format!("{} query wrote two.txt", case.inst.prov().display()));
+    assert!(out.contains("echo two > two.txt"), "{shell}: the query right after finds it: {out}");
+    let two = case.writer_of("two.txt");
+    assert_eq!((&two["exit_status"], &two["complete"]), (&0.into(), &true.into()), "{two:#?}");
+    let one = case.writer_of("one.txt");
+    assert_eq!(one["text"], "echo one > one.txt", "{one:#?}");
+}
+
+#[test]
+fn an_idle_bash_lets_its_writer_go() {
+    an_idle_shell_lets_its_writer_go("bash");
+}
+
+#[test]
+fn an_idle_zsh_lets_its_writer_go() {
+    an_idle_shell_lets_its_writer_go("zsh");
+}

@@ -28,7 +28,7 @@ use crate::protocol::{
     UNTRACED_TAG, UNWATCHED_TAG,
 };
 use crate::resolve::Resolver;
-use crate::writer_link::WriterLink;
+use crate::writer_on_demand::OnDemandWriter;
 
 /// What the helper handed over (see suid-helper `observe`).
 pub struct Handover {
@@ -113,7 +113,7 @@ struct State {
     batch_since: Option<Instant>,
     unobserved_setuid: u64,
     unmarked_mounts: u64,
-    writer: WriterLink,
+    writer: OnDemandWriter,
     /// From `Prepare`: takes secrets out of the texts of `Begin` and `End`,
     /// before the writer stores or spools them.
     redactor: Option<Redactor>,
@@ -138,7 +138,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let new_pids = NewPids::open();
     handshake(&h)?;
     // Started after Ready, so the command does not wait for it.
-    let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    let mut st = State::new(OnDemandWriter::start(), u64::from(h.unmarked_mounts));
     let own_namespace = nix::sys::stat::fstat(h.namespace.as_fd()).map_or(0, |s| s.st_ino);
     st.namespace_calls = NamespaceCalls::new(own_namespace);
     let started = Instant::now();
@@ -300,6 +300,7 @@ impl Observation<'_> {
             if st.begin_due.is_some_and(|due| Instant::now() >= due) {
                 st.start_record();
             }
+            st.writer.retire_if_idle(st.waiting_for_record());
             if self.command_gone(st) && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
@@ -679,7 +680,8 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     });
     let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
     let begin_in = st.begin_due.map(|due| due.saturating_duration_since(Instant::now()));
-    match flush_in.into_iter().chain(retry_in).chain(begin_in).min() {
+    let retire_in = st.writer.idle_left(st.waiting_for_record());
+    match flush_in.into_iter().chain(retry_in).chain(begin_in).chain(retire_in).min() {
         Some(wait) => whole_ms_up(wait),
         None => PollTimeout::NONE,
     }
@@ -697,7 +699,7 @@ fn now_ns() -> i64 {
 }
 
 impl State {
-    fn new(writer: WriterLink, unmarked_mounts: u64) -> State {
+    fn new(writer: OnDemandWriter, unmarked_mounts: u64) -> State {
         let fd_budget = fd_budget();
         State {
             reader: Reader::with_fd_budget(fd_budget),
@@ -723,6 +725,12 @@ impl State {
             cpu_before: 0,
             namespace_calls: NamespaceCalls::default(),
         }
+    }
+
+    /// No record is being made: the observation waits for its next
+    /// `Prepare` (a fresh one, or one given back after a stored record).
+    fn waiting_for_record(&self) -> bool {
+        !self.begun && self.resolver.is_none()
     }
 
     /// Forgets the stored record (its resolver already taken): the next

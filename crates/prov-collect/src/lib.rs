@@ -21,3 +21,4 @@ pub mod resolve;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod writer_link;
+pub mod writer_on_demand;
