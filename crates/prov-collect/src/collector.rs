@@ -727,10 +727,11 @@ impl State {
         }
     }
 
-    /// No record is being made: the observation waits for its next
-    /// `Prepare` (a fresh one, or one given back after a stored record).
+    /// No record has begun: the observation waits for its next command (a
+    /// fresh one, or one given back after a stored record; the shell's come
+    /// with the next record's settings at once).
     fn waiting_for_record(&self) -> bool {
-        !self.begun && self.resolver.is_none()
+        !self.begun
     }
 
     /// Forgets the stored record (its resolver already taken): the next

@@ -30,6 +30,10 @@ pub struct OnDemandWriter {
     retired_cpu_ns: u64,
     /// The running writer's CPU time at its last report.
     running_cpu_ns: u64,
+    /// The record's `Setup` while one is in effect (sent, and no `Close`
+    /// since): an observation given its next record's settings at once (the
+    /// shell's) waits with them, and a writer started again gets them first.
+    setup: Option<ToWriter>,
 }
 
 impl OnDemandWriter {
@@ -39,16 +43,34 @@ impl OnDemandWriter {
     }
 
     fn start_with(start: fn() -> WriterLink) -> OnDemandWriter {
-        OnDemandWriter { link: Some(start()), start, last_used: Instant::now(), retired_cpu_ns: 0, running_cpu_ns: 0 }
+        OnDemandWriter {
+            link: Some(start()),
+            start,
+            last_used: Instant::now(),
+            retired_cpu_ns: 0,
+            running_cpu_ns: 0,
+            setup: None,
+        }
     }
 
     fn link(&mut self) -> &WriterLink {
         self.last_used = Instant::now();
-        let start = self.start;
-        self.link.get_or_insert_with(start)
+        let (start, setup) = (self.start, &self.setup);
+        self.link.get_or_insert_with(|| {
+            let link = start();
+            if let Some(setup) = setup {
+                link.send(setup.clone());
+            }
+            link
+        })
     }
 
     pub fn send(&mut self, msg: ToWriter) {
+        match &msg {
+            ToWriter::Setup { .. } => self.setup = Some(msg.clone()),
+            ToWriter::Close => self.setup = None,
+            _ => {}
+        }
         self.link().send(msg);
     }
 
@@ -75,7 +97,8 @@ impl OnDemandWriter {
     }
 
     /// How long until the writer is let go, when the observation waits for
-    /// its next record (`waiting`); None when it is kept or not running.
+    /// its next record to begin (`waiting`); None when it is kept or not
+    /// running.
     pub fn idle_left(&self, waiting: bool) -> Option<Duration> {
         (waiting && self.link.is_some()).then(|| WRITER_IDLE.saturating_sub(self.last_used.elapsed()))
     }
@@ -126,5 +149,52 @@ mod tests {
         w.log("a line".into());
         assert!(w.is_running());
         assert!(w.idle_left(true).is_some_and(|left| left > WRITER_IDLE / 2));
+    }
+
+    /// A writer started again gets the settings of the record waiting to
+    /// begin before anything else; none after the record was closed.
+    #[test]
+    fn a_writer_started_again_gets_the_waiting_records_setup_first() {
+        let dir = std::env::temp_dir().join(format!("prov-on-demand-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let setup = ToWriter::Setup { database: dir.join("prov.db"), spool_dir: dir.join("spool"), busy_timeout_ms: 7 };
+        let retire = |w: &mut OnDemandWriter| {
+            w.last_used -= WRITER_IDLE;
+            w.retire_if_idle(true);
+            assert!(!w.is_running());
+        };
+        fn recording() -> WriterLink {
+            let out = std::env::temp_dir().join(format!("prov-on-demand-{}/frames", std::process::id()));
+            WriterLink::start_script(&format!("cat >> {}", out.display()))
+        }
+        let mut w = OnDemandWriter::start_with(recording);
+        w.send(setup.clone());
+        retire(&mut w);
+        w.log("after a restart".into());
+        retire(&mut w);
+        w.send(ToWriter::Close);
+        retire(&mut w);
+        w.log("closed".into());
+        drop(w);
+        // The stand-ins exit on their own: wait for the last one's bytes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut bytes = Vec::new();
+        while Instant::now() < deadline {
+            bytes = std::fs::read(dir.join("frames")).unwrap_or_default();
+            if bytes.windows(6).any(|w| w == b"closed") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        // Frames are postcard: the path's bytes are there as they are.
+        let setups = text.matches("prov.db").count();
+        // Once from the first writer, once replayed before "after a
+        // restart"; none before "closed".
+        assert_eq!(setups, 2, "{text:?}");
+        let replayed = text.find("after a restart").unwrap();
+        assert_eq!(text[..replayed].matches("prov.db").count(), 2, "{text:?}");
+        assert!(text.contains("closed"), "{text:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
