@@ -153,6 +153,10 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
 /// the one the shell holds is enough, and preparing ahead would only compete
 /// with the command for the CPU.
 const AHEAD_WHEN_FASTER: u32 = 4;
+/// An observation prepared ahead is kept this long for the next line; by
+/// then the paste is over, the one the shell holds serves the next line,
+/// and the idle shell keeps one observation's processes, not two.
+const AHEAD_KEPT: Duration = Duration::from_secs(30);
 
 /// The shim's requests: prepare the next observation (`P`), or take this
 /// one back for another record and hand it out again (`A`, with its
@@ -216,6 +220,14 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
             ahead = Some(prepare_one(&identity, generation));
         }
         loop {
+            // Waits in steps: collectors that ended meanwhile are reaped (a
+            // zombie takes a slot of `ulimit -u` too), and one prepared
+            // ahead is let go once the paste is over.
+            if !readable_within(shim, AHEAD_KEPT) {
+                reap_exited_children();
+                ahead = None;
+                continue;
+            }
             match ipc::recv(shim) {
                 Ok(Some((message, _))) if message == PREPARE_TAG => break,
                 Ok(Some((message, fds))) if message == AGAIN_TAG => {
@@ -226,6 +238,21 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
                 // The shell is gone; an observation prepared ahead ends unused.
                 Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
             }
+        }
+    }
+}
+
+/// Whether `fd` has something to read (or has hung up) within `wait`.
+fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let timeout = PollTimeout::try_from(wait.as_millis()).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            // An error is left to the read that follows.
+            Ok(n) => return n != 0,
+            Err(_) => return true,
         }
     }
 }

@@ -57,6 +57,9 @@ const PUMP_ROUNDS: usize = 16;
 /// At most this many read events (each an open descriptor) wait to be
 /// resolved, whatever RLIMIT_NOFILE allows: a few KiB of kernel memory each.
 const BACKLOG_MAX: usize = 65_536;
+/// How long an observation offered to a shell for another record waits to
+/// be claimed (see `State::offered_to_shell`).
+const UNCLAIMED_OFFER: Duration = Duration::from_secs(30);
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// A caller that sent `End` with its pidfd (it exits right after) is waited
@@ -123,6 +126,17 @@ struct State {
     processes_over: bool,
     /// The caller can hand the observation back for another record.
     reuse_asked: bool,
+    /// The caller is a shell (it ends its records once the command is
+    /// idle), kept for the offer below.
+    caller_is_shell: bool,
+    /// When this observation was offered to a shell for another record: the
+    /// shell's preparer sends the next record's settings as soon as the shell
+    /// hands it back, at its next prompt. One not claimed within
+    /// `UNCLAIMED_OFFER` was left with the shell (its record was stored too
+    /// late to be handed back) and only waits for the shell to close it at
+    /// the next command's end: it ends now, so an idle shell does not keep
+    /// two observations.
+    offered_to_shell: Option<Instant>,
     /// Mounts the helper could not mark: missing from every record.
     unmarked_at_start: u64,
     /// CPU time used by this process and its writer before this record (an
@@ -301,6 +315,9 @@ impl Observation<'_> {
                 st.start_record();
             }
             st.writer.retire_if_idle(st.waiting_for_record());
+            if st.offered_to_shell.is_some_and(|since| since.elapsed() >= UNCLAIMED_OFFER) {
+                return Ok(());
+            }
             if self.command_gone(st) && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
@@ -432,6 +449,7 @@ impl Observation<'_> {
         };
         match serde_json::from_slice::<ToCollector>(&msg) {
             Ok(ToCollector::Prepare { settings, identity }) if st.resolver.is_none() => {
+                st.offered_to_shell = None;
                 let root = self.ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
                 st.writer.send(ToWriter::Setup {
                     database: settings.database.clone(),
@@ -463,6 +481,7 @@ impl Observation<'_> {
                 let confirm = start.confirm;
                 let kept_by_caller = start.ack;
                 st.reuse_asked = start.reuse;
+                st.caller_is_shell = start.end_when_idle;
                 if !start.end_when_idle {
                     self.command_end = None;
                 }
@@ -525,8 +544,12 @@ impl Observation<'_> {
                 }
                 st.processes_over = self.command_gone(st);
                 let mut report = st.drain_and_sync(self.group, Some(end))?;
+                let to_shell = st.caller_is_shell;
                 let next_tracker = self.fit_for_another_record(st, &report).then(|| self.offer_again(st)).flatten();
                 report.reusable = next_tracker.is_some();
+                if report.reusable && to_shell {
+                    st.offered_to_shell = Some(Instant::now());
+                }
                 // The next record's CPU time starts here: it includes the
                 // closing of this one's database, and the idle time.
                 st.cpu_before += report.collector_cpu_ns;
@@ -681,7 +704,8 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
     let begin_in = st.begin_due.map(|due| due.saturating_duration_since(Instant::now()));
     let retire_in = st.writer.idle_left(st.waiting_for_record());
-    match flush_in.into_iter().chain(retry_in).chain(begin_in).chain(retire_in).min() {
+    let unclaimed_in = st.offered_to_shell.map(|since| UNCLAIMED_OFFER.saturating_sub(since.elapsed()));
+    match flush_in.into_iter().chain(retry_in).chain(begin_in).chain(retire_in).chain(unclaimed_in).min() {
         Some(wait) => whole_ms_up(wait),
         None => PollTimeout::NONE,
     }
@@ -721,6 +745,8 @@ impl State {
             redact_archived: false,
             processes_over: false,
             reuse_asked: false,
+            caller_is_shell: false,
+            offered_to_shell: None,
             unmarked_at_start: unmarked_mounts,
             cpu_before: 0,
             namespace_calls: NamespaceCalls::default(),
@@ -749,6 +775,7 @@ impl State {
         self.redactor = None;
         self.processes_over = false;
         self.reuse_asked = false;
+        self.caller_is_shell = false;
         self.namespace_calls.next_record();
     }
 
