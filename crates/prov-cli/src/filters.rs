@@ -12,7 +12,7 @@ use prov_cli::values::{non_empty, parse_hash, parse_int_cmp, parse_size_cmp, par
 use prov_model::Access;
 use prov_store::{CmpOp, CommandFilter, FileFilter, NamePattern, Selection};
 
-use crate::query::absolute;
+use crate::file_args::absolute;
 
 #[derive(Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Filters (all given ones must hold)")]
@@ -66,6 +66,10 @@ pub struct FilterArgs {
     /// One of the command's processes had an argument containing TEXT.
     #[arg(long, value_name = "TEXT")]
     pub ran_arg: Option<OsString>,
+    /// Its recorded environment had variable KEY set to VALUE exactly,
+    /// e.g. SLURM_JOB_ID=4242 (repeatable; see `prov query env`).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env_var)]
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// File filters apply to reads or writes only (default: both).
     #[arg(
         long,
@@ -127,6 +131,7 @@ impl FilterArgs {
             && !c.incomplete
             && c.ran.is_none()
             && c.ran_arg.is_none()
+            && c.env.is_empty()
             && s.file.is_empty()
     }
 
@@ -150,6 +155,7 @@ impl FilterArgs {
             incomplete: self.incomplete,
             ran: self.ran.as_ref().map(|r| r.as_bytes().to_vec()),
             ran_arg: self.ran_arg.as_ref().map(|r| r.as_bytes().to_vec()),
+            env: self.env.clone(),
         };
         let file = FileFilter {
             access: self.access.map(|a| match a {
@@ -163,6 +169,15 @@ impl FilterArgs {
             hash: self.hash,
         };
         Selection { command, file, limit, events_per_command: None }
+    }
+}
+
+/// `KEY=VALUE` of `--env`: the name up to the first `=`, not empty.
+fn parse_env_var(s: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let bytes = s.as_bytes();
+    match bytes.iter().position(|&b| b == b'=') {
+        Some(eq) if eq > 0 => Ok((bytes[..eq].to_vec(), bytes[eq + 1..].to_vec())),
+        _ => Err("expected KEY=VALUE, e.g. SLURM_JOB_ID=4242".into()),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use prov_model::env::EnvConfig;
 use prov_model::redact::Redactor;
 use prov_model::writer_pipe::{SyncReport, ToWriter};
 use prov_model::{CommandEnd, Completeness, FileEvent};
@@ -120,6 +121,8 @@ struct State {
     /// From `Prepare`: takes secrets out of the texts of `Begin` and `End`,
     /// before the writer stores or spools them.
     redactor: Option<Redactor>,
+    /// From `Prepare`: which environment variables `Begin`'s are kept.
+    env_config: EnvConfig,
     /// From `Prepare`: archived scripts go through the redactor too.
     redact_archived: bool,
     /// The command's last process is gone: every process record is final.
@@ -465,6 +468,7 @@ impl Observation<'_> {
                     st.namespace_calls.keep_notes_in(state_dir.join("nested"), &identity.host);
                 }
                 st.redactor = Some(Redactor::new(&settings.redact));
+                st.env_config = settings.env.clone();
                 st.redact_archived = settings.archive.redact;
                 st.resolver = Some(Resolver::new(settings, self.check_access, root));
                 st.identity = Some(identity);
@@ -472,9 +476,6 @@ impl Observation<'_> {
             Ok(ToCollector::Begin(mut start)) if !st.begun => {
                 if let Err(e) = long_text::receive_text(&mut start, fds) {
                     st.writer.log(format!("the command's text could not be read: {e}"));
-                }
-                if let Some(r) = &st.redactor {
-                    start.text = r.redact(&start.text);
                 }
                 let identity = st.identity.take().ok_or(CollectorError::Protocol("Begin before Prepare"))?;
                 let text_known = !start.text.is_empty();
@@ -488,7 +489,14 @@ impl Observation<'_> {
                 if start.ack {
                     let _ = ipc::send_json(self.ctl.as_fd(), &ToCaller::Watching, &[]);
                 }
-                st.held_begin = Some(ToWriter::Begin(identity.begin(start)));
+                let mut begin = identity.begin(start);
+                if let Some(r) = &st.redactor {
+                    begin = begin.redacted(r, &st.env_config);
+                }
+                if let Some(env) = &mut begin.env {
+                    env.git = crate::git_state::of(&begin.cwd);
+                }
+                st.held_begin = Some(ToWriter::Begin(begin));
                 st.begun = true;
                 if text_known && kept_by_caller && !confirm {
                     st.begin_due = Some(Instant::now() + IDLE_FLUSH);
@@ -742,6 +750,7 @@ impl State {
             unmarked_mounts,
             writer,
             redactor: None,
+            env_config: EnvConfig::default(),
             redact_archived: false,
             processes_over: false,
             reuse_asked: false,

@@ -8,6 +8,7 @@
 pub mod collector;
 pub mod error;
 pub mod fanotify;
+pub mod git_state;
 pub mod ipc;
 pub mod long_text;
 pub mod members;

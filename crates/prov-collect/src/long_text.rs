@@ -63,6 +63,7 @@ mod tests {
             ack: false,
             reuse: false,
             end_when_idle: false,
+            env: None,
         }
     }
 

@@ -125,6 +125,8 @@ pub struct ExecEvent<'a> {
     pub read_at_ns: u64,
     /// The command's file events recorded before this one.
     pub events_before: u64,
+    /// The executed file's size, mtime and hash, when its path is shown.
+    pub exe_file: Option<prov_model::ExeFile>,
 }
 
 impl ProcessTable {
@@ -162,6 +164,7 @@ impl ProcessTable {
             start_ns: now_ns(),
             end_ns: None,
             first_event: ev.events_before,
+            exe_file: ev.exe_file,
         };
         self.images.insert(
             ev.pid,
@@ -263,6 +266,7 @@ impl ProcessTable {
                     start_ns: now_ns(),
                     end_ns: None,
                     first_event: events_before,
+                    exe_file: None,
                 };
                 self.images.insert(
                     pid,
@@ -660,6 +664,7 @@ mod tests {
             start_ns: 0,
             end_ns: None,
             first_event: 0,
+            exe_file: None,
         };
         redact_args(&mut r, &redactor);
         let args = r.argv().unwrap();

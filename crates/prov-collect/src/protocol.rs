@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use prov_model::config::{ArchiveConfig, PathFilter};
+use prov_model::env::EnvConfig;
 use prov_model::redact::RedactConfig;
 use prov_model::{CommandBegin, CommandEnd, Completeness, HashParams};
 use serde::{Deserialize, Serialize};
@@ -90,6 +91,11 @@ pub struct CommandStart {
     /// the shell prints its prompt (see `Observation::command_end`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub end_when_idle: bool,
+    /// The environment's variables the caller took (`NAME=VALUE` entries
+    /// each ending in a NUL), not yet selected nor redacted: the
+    /// collector applies `[env]` and `[redact]`. None: not captured.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "prov_model::record::opt_bytes_as_hex")]
+    pub env: Option<Vec<u8>>,
 }
 
 impl RecordIdentity {
@@ -104,6 +110,7 @@ impl RecordIdentity {
             user: self.user,
             shell: self.shell,
             start_ns: start.start_ns,
+            env: start.env.map(|vars| prov_model::env::Environment { vars, git: None }),
         }
     }
 }
@@ -127,6 +134,9 @@ pub struct Settings {
     /// Which secrets are taken out of the command text before it is stored.
     #[serde(default)]
     pub redact: RedactConfig,
+    /// Which environment variables are recorded.
+    #[serde(default)]
+    pub env: EnvConfig,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

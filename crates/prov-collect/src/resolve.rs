@@ -163,11 +163,20 @@ impl Resolver {
                 && !self.provignore.ignores(path)
                 && (!self.check_access || self.user_may_read(meta, &fd_name, path))
         });
+        // Which version of the program ran: what a read of it records, from
+        // the descriptor the kernel gave (three short reads of the file).
+        let exe_file = shown_path.as_ref().map(|_| prov_model::ExeFile {
+            size: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            hash: partial_hash(file, meta.size(), self.settings.hash).ok(),
+            hash_params: self.settings.hash,
+        });
         let exec = ExecEvent {
             pid,
             file,
             id: (meta.dev(), meta.ino()),
             shown_path,
+            exe_file,
             read_at_ns,
             events_before: self.events_out,
         };

@@ -675,6 +675,7 @@ mod tests {
                 user: "u".into(),
                 shell: "bash".into(),
                 start_ns: *start,
+                env: None,
             };
             let id = store.begin_command(&begin).unwrap();
             let events: Vec<prov_model::FileEvent> = events

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{de, Deserialize, Deserializer, Serialize};
 
+use crate::env::EnvConfig;
 use crate::hash::HashParams;
 use crate::paths::Locations;
 use crate::redact::RedactConfig;
@@ -31,6 +32,7 @@ pub struct Config {
     pub report: ReportConfig,
     pub shell: ShellConfig,
     pub redact: RedactConfig,
+    pub env: EnvConfig,
     pub browse: BrowseConfig,
     pub sync: SyncConfig,
 }
@@ -269,6 +271,7 @@ impl Default for Config {
             report: ReportConfig::default(),
             shell: ShellConfig::default(),
             redact: RedactConfig::default(),
+            env: EnvConfig::default(),
             browse: BrowseConfig::default(),
             sync: SyncConfig::default(),
         }

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod env;
 pub mod escape;
 pub mod hash;
 pub mod names;
@@ -18,6 +19,6 @@ pub mod writer_pipe;
 pub use config::{Config, ConfigError};
 pub use hash::{partial_hash, HashParams};
 pub use record::{
-    Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, ProcessRecord,
+    Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, ExeFile, FileEvent, ProcessRecord,
     NESTED_NAMESPACES_REASON_END,
 };

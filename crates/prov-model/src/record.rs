@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::env::{EnvConfig, Environment};
 use crate::hash::HashParams;
+use crate::redact::Redactor;
 
 /// How a file was closed. The kernel reports FAN_CLOSE_WRITE when the file
 /// had been opened for writing, whether or not anything was written.
@@ -72,6 +74,20 @@ pub struct ProcessRecord {
     /// seen: the command's events of `pid` from this index on, up to the
     /// next image of the same pid, are this image's.
     pub first_event: u64,
+    /// The executed file as it was when it ran; None: not known.
+    #[serde(default)]
+    pub exe_file: Option<ExeFile>,
+}
+
+/// The executed file of a process image: which version of the program ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExeFile {
+    pub size: u64,
+    /// Modification time, nanoseconds since the Unix epoch (UTC).
+    pub mtime_ns: i64,
+    /// Partial content hash (see `hash`); None: its content could not be read.
+    pub hash: Option<u64>,
+    pub hash_params: HashParams,
 }
 
 impl ProcessRecord {
@@ -120,6 +136,26 @@ pub struct CommandBegin {
     pub shell: String,
     /// Nanoseconds since the Unix epoch (UTC).
     pub start_ns: i64,
+    /// The environment it ran in; None: not captured (an older shim or
+    /// spool file). As sent by the shell or `prov run` its variables are
+    /// not yet selected nor redacted: see `CommandBegin::redacted`.
+    #[serde(default)]
+    pub env: Option<Environment>,
+}
+
+impl CommandBegin {
+    /// The start as it may be stored: secrets taken out of the text and
+    /// the environment's values, and only the variables `[env]` records.
+    pub fn redacted(&self, redactor: &Redactor, env: &EnvConfig) -> CommandBegin {
+        CommandBegin {
+            text: redactor.redact(&self.text),
+            env: self
+                .env
+                .as_ref()
+                .map(|e| Environment { vars: Environment::select(&e.vars, env, redactor), git: e.git.clone() }),
+            ..self.clone()
+        }
+    }
 }
 
 /// Known when the command's own process has finished, or, when whoever
@@ -155,7 +191,7 @@ impl CommandEnd {
     }
 }
 
-mod opt_bytes_as_hex {
+pub mod opt_bytes_as_hex {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {

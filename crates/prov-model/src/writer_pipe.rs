@@ -203,6 +203,7 @@ mod tests {
                 user: "u".into(),
                 shell: "run".into(),
                 start_ns: -1,
+                env: None,
             }),
             ToWriter::Events(vec![event(1), event(7), FileEvent { path: b"/\xfe\x00\n".to_vec(), ..event(2) }]),
             ToWriter::Archive(vec![ArchivedRead {

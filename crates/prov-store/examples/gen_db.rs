@@ -100,6 +100,7 @@ fn make_command(rng: &mut Rng, seq: u64, start_ns: i64) -> (CommandBegin, usize)
         user: "dev".into(),
         shell: "bash".into(),
         start_ns,
+        env: None,
     };
     (begin, project)
 }

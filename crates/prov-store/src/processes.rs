@@ -27,8 +27,10 @@ impl Store {
     pub fn processes_of(&self, command_id: i64) -> Result<Vec<ProcessRow>> {
         self.conn
             .prepare_cached(
-                "SELECT id, command_id, pid, ppid, exe, args, cwd, args_unknown, start_ns, end_ns, first_event
-                 FROM processes WHERE command_id = ?1 ORDER BY first_event, id",
+                "SELECT p.id, command_id, pid, ppid, exe, args, cwd, args_unknown, start_ns, end_ns, first_event,
+                        exe_size, exe_mtime_ns, exe_hash, h.chunk_size, h.chunks
+                 FROM processes p LEFT JOIN hash_params h ON h.id = p.exe_hash_params_id
+                 WHERE command_id = ?1 ORDER BY first_event, p.id",
             )
             .and_then(|mut s| s.query_map([command_id], process_row)?.collect::<rusqlite::Result<Vec<_>>>())
             .ctx(&self.path, "querying a command's processes")
@@ -101,6 +103,7 @@ fn process_row(r: &rusqlite::Row) -> rusqlite::Result<ProcessRow> {
             start_ns: r.get(8)?,
             end_ns: r.get(9)?,
             first_event: r.get::<_, i64>(10)? as u64,
+            exe_file: crate::environment::exe_file(r, 11)?,
         },
     })
 }
@@ -108,15 +111,23 @@ fn process_row(r: &rusqlite::Row) -> rusqlite::Result<ProcessRow> {
 impl Writer<'_> {
     pub(crate) fn add_processes(&mut self, id: i64, processes: &[ProcessRecord]) -> Result<()> {
         self.command_must_exist(id)?;
+        let mut exe_params = Vec::with_capacity(processes.len());
+        for p in processes {
+            exe_params.push(match &p.exe_file {
+                Some(f) => Some(self.params_id(f.hash_params)?),
+                None => None,
+            });
+        }
         let mut insert = self
             .conn
             .prepare_cached(
                 "INSERT INTO processes(command_id, pid, ppid, exe, args, cwd, args_unknown, start_ns, end_ns,
-                                       first_event)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                       first_event, exe_size, exe_mtime_ns, exe_hash, exe_hash_params_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .ctx(self.path, "preparing the process insert")?;
-        for p in processes {
+        for (p, exe_params) in processes.iter().zip(exe_params) {
+            let exe = p.exe_file.as_ref();
             let bytes = |b: &Vec<u8>| (!b.is_empty()).then_some(b.clone());
             let args = p.unknown.is_none().then(|| p.args.clone());
             insert
@@ -130,7 +141,11 @@ impl Writer<'_> {
                     p.unknown,
                     p.start_ns,
                     p.end_ns,
-                    i64::try_from(p.first_event).unwrap_or(i64::MAX)
+                    i64::try_from(p.first_event).unwrap_or(i64::MAX),
+                    exe.map(|f| f.size as i64), // u64 bit pattern
+                    exe.map(|f| f.mtime_ns),
+                    exe.and_then(|f| f.hash).map(|h| h as i64), // u64 bit pattern
+                    exe_params
                 ])
                 .ctx(self.path, "inserting a process")?;
         }
@@ -168,6 +183,7 @@ mod tests {
             start_ns: 5,
             end_ns: None,
             first_event,
+            exe_file: None,
         }
     }
 

@@ -12,8 +12,15 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use crate::error::{Context, Result, StoreError};
 
 /// (version, sql), applied in order; versions are 1, 2, 3, ...
-pub(crate) const MIGRATIONS: &[(i64, &str)] =
-    &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5), (6, MIGRATION_6)];
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, MIGRATION_1),
+    (2, MIGRATION_2),
+    (3, MIGRATION_3),
+    (4, MIGRATION_4),
+    (5, MIGRATION_5),
+    (6, MIGRATION_6),
+    (7, MIGRATION_7),
+];
 
 /// The newest schema this build knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -253,6 +260,36 @@ CREATE TABLE sync_state(
 /// `Completeness::nested_namespaces`).
 const MIGRATION_6: &str = "
 ALTER TABLE commands ADD COLUMN nested_namespaces INTEGER NOT NULL DEFAULT 0;
+";
+
+/// The environment of each command, stored once per distinct environment,
+/// and the executed file of each process (see environment.rs).
+const MIGRATION_7: &str = "
+-- One row per distinct environment: the recorded variables (NAME=VALUE
+-- entries each ending in a NUL, sorted by name, values redacted) and the
+-- state of the working directory's git repository. digest (xxh3-128 of
+-- every part, 16 bytes) finds an environment already stored: a thousand
+-- commands in one shell share one row.
+CREATE TABLE environments(
+    id INTEGER PRIMARY KEY,
+    digest BLOB NOT NULL UNIQUE,
+    vars BLOB NOT NULL,
+    git_root BLOB,
+    git_commit TEXT,
+    git_branch TEXT,
+    -- 1 dirty, 0 clean, NULL not known.
+    git_dirty INTEGER
+);
+-- The command's environment; NULL: not recorded. No index: a filter on a
+-- variable finds the few environments first, then scans the commands,
+-- and an index would cost each command more than its environment does.
+ALTER TABLE commands ADD COLUMN env_id INTEGER;
+-- The executed file as it was when the process ran: which version of
+-- the program. NULL: not known (recorded before, or unreadable).
+ALTER TABLE processes ADD COLUMN exe_size INTEGER;
+ALTER TABLE processes ADD COLUMN exe_mtime_ns INTEGER;
+ALTER TABLE processes ADD COLUMN exe_hash INTEGER;
+ALTER TABLE processes ADD COLUMN exe_hash_params_id INTEGER;
 ";
 
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<i64> {

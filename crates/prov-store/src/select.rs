@@ -75,6 +75,8 @@ pub struct CommandFilter {
     pub ran: Option<Vec<u8>>,
     /// One of the command's processes had an argument containing these bytes.
     pub ran_arg: Option<Vec<u8>>,
+    /// Variables of its environment (name, value), each of which it had.
+    pub env: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Filters on a command's file events: a command is selected when one of
@@ -231,6 +233,10 @@ fn command_clause(f: &CommandFilter) -> Clause {
     }
     if f.failed {
         w.push("c.exit_status != 0", []);
+    }
+    for (name, value) in &f.env {
+        let (sql, entry) = crate::environment::has_variable(name, value);
+        w.push(sql, [blob(&entry)]);
     }
     if let Some(name) = &f.ran {
         let suffix = [b"/".as_slice(), name].concat();
@@ -501,6 +507,7 @@ impl Store {
                 del_command.execute([id]).ctx(&path, "deleting a command")?;
             }
         }
+        crate::environment::delete_unreferenced(&tx, &path)?;
         tx.commit().ctx(&path, "committing a deletion")?;
         Ok((ids.len() as u64, events))
     }

@@ -340,6 +340,7 @@ mod tests {
             start_ns: 1,
             end_ns: Some(9),
             first_event: 0,
+            exe_file: None,
         };
         s.add_processes(a, std::slice::from_ref(&late)).unwrap();
         assert!(mark(&s) < a, "the mark moves below it");

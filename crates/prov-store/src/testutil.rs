@@ -55,6 +55,7 @@ pub(crate) fn begin(uuid: &str, start_ns: i64) -> CommandBegin {
         user: "u".into(),
         shell: "bash".into(),
         start_ns,
+        env: None,
     }
 }
 

@@ -192,13 +192,22 @@ impl Writer<'_> {
                     .and_then(|mut s| s.execute(params![id, b.text]))
                     .ctx(self.path, "completing a command's text")?;
             }
+            // The collector's start has the environment a start kept by
+            // `prov run` lacks (the repository's state).
+            if let Some(env) = &b.env {
+                self.set_environment(id, env)?;
+            }
             return Ok(id);
         }
+        let env_id = match &b.env {
+            Some(env) => Some(self.environment_id(env)?),
+            None => None,
+        };
         self.conn
             .prepare_cached(
                 "INSERT INTO commands(uuid, session, seq, text, cwd, host, user, shell,
-                                      start_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                      start_ns, env_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut s| {
                 s.insert(params![
@@ -210,7 +219,8 @@ impl Writer<'_> {
                     b.host,
                     b.user,
                     b.shell,
-                    b.start_ns
+                    b.start_ns,
+                    env_id
                 ])
             })
             .ctx(self.path, "inserting a command")
@@ -433,7 +443,7 @@ impl Writer<'_> {
         }
     }
 
-    fn params_id(&mut self, p: HashParams) -> Result<i64> {
+    pub(crate) fn params_id(&mut self, p: HashParams) -> Result<i64> {
         if let Some(&id) = self.params_ids.get(&p) {
             return Ok(id);
         }

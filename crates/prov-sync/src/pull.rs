@@ -279,6 +279,7 @@ fn pull_records(
             user: row.get(16),
             shell: row.get(8),
             start_ns: row.get(9),
+            env: None,
         };
         let counters: Vec<i64> = row.get(12);
         let n = |i: usize| counters.get(i).copied().unwrap_or(0) as u64;
@@ -334,6 +335,7 @@ fn process_record(r: &postgres::Row) -> ProcessRecord {
         },
         args: args.unwrap_or_default(),
         cwd: r.get::<_, Option<Vec<u8>>>(8).unwrap_or_default(),
+        exe_file: None,
     }
 }
 
@@ -403,6 +405,7 @@ mod tests {
             start_ns: 0,
             end_ns: None,
             first_event,
+            exe_file: None,
         }
     }
 

@@ -491,6 +491,7 @@ mod close_tests {
             user: "u".into(),
             shell: "run".into(),
             start_ns: 1,
+            env: None,
         };
         vec![
             ToWriter::Setup { database: database.into(), spool_dir: spool_dir.into(), busy_timeout_ms: 1000 },

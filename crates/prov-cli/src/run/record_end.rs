@@ -22,7 +22,7 @@ pub fn store(user: &UserSetup, begin: &CommandBegin, end: &CommandEnd) -> Result
     // The collector takes secrets out of texts before storing; without it,
     // this does the same, so no path stores a secret.
     let redactor = prov_model::redact::Redactor::new(&user.config.redact);
-    let begin = &CommandBegin { text: redactor.redact(&begin.text), ..begin.clone() };
+    let begin = &begin.redacted(&redactor, &user.config.env);
     let end = &CommandEnd { text: end.text.as_deref().map(|t| redactor.redact(t)), ..end.clone() };
     let database = user.database();
     let stored = Store::open(&database, BUSY_TIMEOUT).and_then(|mut store| {
@@ -87,7 +87,7 @@ pub fn end_abandoned(database: &Path, spool: &Path) {
     }
     let Ok(mut store) = Store::open(database, BUSY_TIMEOUT) else { return };
     for id in gone {
-        let _ = store.end_abandoned(id, crate::run::now_ns());
+        let _ = store.end_abandoned(id, super::outcome::now_ns());
     }
 }
 
@@ -167,7 +167,7 @@ impl StartFile {
     pub fn write(user: &UserSetup, begin: &CommandBegin, collector_pid: u32) -> Option<StartFile> {
         let observer = prov_model::observer::identity_of(collector_pid)?;
         let redactor = prov_model::redact::Redactor::new(&user.config.redact);
-        let begin = CommandBegin { text: redactor.redact(&begin.text), ..begin.clone() };
+        let begin = begin.redacted(&redactor, &user.config.env);
         let mut spool = SpoolWriter::create(&user.locations.spool_dir(), &format!("{}.start", begin.uuid)).ok()?;
         // One write: a start without its observer would never be ended as
         // abandoned.
