@@ -2,16 +2,18 @@
 """What idle traced shells cost (benches/README.md, "What an idle traced
 shell costs"). As root:
 
-    benches/idle_shell.py PREFIX USER bash|zsh N
+    benches/idle_shell.py PREFIX USER bash|zsh N [IDLE_SECONDS]
 
 starts N interactive shells as USER in ptys with the integration of the
 installation at PREFIX, lets each run one line and go idle at its prompt
-with its next observation ready, then counts the processes below the
+with its next observation ready for IDLE_SECONDS (default 40: past the
+30 s after which a collector lets its idle writer go), then counts the processes below the
 shells by name: processes, threads (what `ulimit -u` counts), RSS, PSS
 (smaps_rollup) and fanotify groups (descriptors)."""
 import os, pty, sys, time, subprocess, select, pwd
 
 prefix, user, shell, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+idle = float(sys.argv[5]) if len(sys.argv) > 5 else 40.0
 pw = pwd.getpwnam(user)
 home = f"/tmp/prov-idle-shell-{shell}"
 subprocess.run(["rm", "-rf", home]); os.makedirs(home)
@@ -78,7 +80,9 @@ for pid, fd in shells:
     drain(fd, 2)
     os.write(fd, b"true\n")
 for pid, fd in shells:
-    drain(fd, 4)
+    drain(fd, idle / n)
+if os.environ.get("IDLE_SHELL_TREE"):
+    subprocess.run(["ps", "-u", user, "--forest", "-o", "pid,ppid,nlwp,args"])
 procs = prov_procs([pid for pid, fd in shells])
 names = {}
 for p in procs:

@@ -108,6 +108,15 @@ cli=("${cargo[@]}" rustc --release --locked --quiet --manifest-path "$src/Cargo.
 as_builder=()
 [ "$builder" = root ] || as_builder=(runuser -u "$builder" --)
 helper_target=$("${as_builder[@]}" "$src/packaging/helper-target" "$(dirname "$cargo_bin")/rustc")
+# A rustup toolchain without the target gets it (once, for its user): the
+# fixed cost of a command meets its goal only with it (benches/README.md).
+rustup_bin=$(dirname "$cargo_bin")/rustup
+if [ -z "$helper_target" ] && [ -x "$rustup_bin" ]; then
+    echo "install.sh: adding the musl target to $builder's Rust toolchain (rustup target add $(uname -m)-unknown-linux-musl)"
+    "${as_builder[@]}" "$rustup_bin" target add "$(uname -m)-unknown-linux-musl" >/dev/null 2>&1 \
+        || echo "install.sh: rustup could not add the musl target (offline?)"
+    helper_target=$("${as_builder[@]}" "$src/packaging/helper-target" "$(dirname "$cargo_bin")/rustc")
+fi
 if [ -n "$helper_target" ]; then
     helper=("${cargo[@]}" build --release --locked --quiet --manifest-path "$src/Cargo.toml"
             -p prov-helper --bin prov-helper --target "$helper_target")

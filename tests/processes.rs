@@ -40,6 +40,19 @@ pub fn children_of(parent: u32) -> Vec<(u32, String)> {
     out
 }
 
+/// (pid, Name) of every process below `root`.
+pub fn descendants_of(root: u32) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let mut todo = vec![root];
+    while let Some(parent) = todo.pop() {
+        for (pid, name) in children_of(parent) {
+            todo.push(pid);
+            found.push((pid, name));
+        }
+    }
+    found
+}
+
 /// A field of /proc/PID/status, trimmed.
 pub fn status_field(pid: u32, name: &str) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -178,8 +178,8 @@ fn doctor_says_when_the_process_limit_is_near() {
     let tight = doctor("8");
     let line = tight.lines().find(|l| l.contains("ulimit -u")).unwrap_or_default();
     assert!(line.starts_with("WARN") && line.contains("of the 8 processes"), "{tight}");
-    // The limit counts threads: an idle shell's four processes are seven.
-    assert!(line.contains("each idle traced shell keeps 4 processes (7 threads)"), "{tight}");
+    // The limit counts threads: an idle shell's three processes are four.
+    assert!(line.contains("each idle traced shell keeps 3 processes (4 threads)"), "{tight}");
     assert!(!doctor("hard").contains("ulimit -u"), "no warning under the usual limit");
 }
 

@@ -426,3 +426,53 @@ fn the_next_prov_ends_a_record_whose_collector_is_gone() {
     assert!(!r["end_ns"].is_null() && r["exit_status"].is_null(), "{r:#}");
     assert!(r["incomplete_reason"].as_str().is_some_and(|s| s.contains("collector was gone")), "{r:#}");
 }
+
+/// An idle traced shell holds the observation for its next line ready, but
+/// lets the writer of it go after its idle time (30 s), and an observation
+/// prepared ahead for lines typed quickly (as the harness types them):
+/// three processes are left, the preparer, the holder and the collector
+/// (four or seven before). The next line typed is recorded as before, its
+/// writer started again while it runs, and a query typed right after it
+/// finds it.
+fn an_idle_shell_lets_its_writer_go(shell: &'static str) {
+    let case = Case::new(&format!("lifecycle-idle-writer-{shell}"));
+    let mut sh = pty::Shell::start(&case, shell);
+    sh.run("echo one > one.txt");
+    let pid = sh.session.get_process().pid().as_raw() as u32;
+    let below = || {
+        // The preparer is `prov`, or the full build it execs (install.sh).
+        let mut names: Vec<String> = prov_e2e::processes::descendants_of(pid)
+            .into_iter()
+            .map(|(_, n)| if n == "prov-full" { "prov".into() } else { n })
+            .collect();
+        names.sort();
+        names
+    };
+    let tree = || {
+        let ps = Command::new("ps").args(["-u", "provtest", "--forest", "-o", "pid,ppid,nlwp,etimes,args"]).output();
+        ps.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+    };
+    let idle = ["prov", "prov-collector", "prov-helper"];
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while below() != idle && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(below(), idle, "{shell}: what an idle shell keeps after 90 s:\n{}", tree());
+    sh.run("echo two > two.txt");
+    let out = sh.run(&format!("{} query wrote two.txt", case.inst.prov().display()));
+    assert!(out.contains("echo two > two.txt"), "{shell}: the query right after finds it: {out}");
+    let two = case.writer_of("two.txt");
+    assert_eq!((&two["exit_status"], &two["complete"]), (&0.into(), &true.into()), "{two:#?}");
+    let one = case.writer_of("one.txt");
+    assert_eq!(one["text"], "echo one > one.txt", "{one:#?}");
+}
+
+#[test]
+fn an_idle_bash_lets_its_writer_go() {
+    an_idle_shell_lets_its_writer_go("bash");
+}
+
+#[test]
+fn an_idle_zsh_lets_its_writer_go() {
+    an_idle_shell_lets_its_writer_go("zsh");
+}

@@ -154,6 +154,10 @@ pub fn shell(shell: Option<Shell>) -> Result<ExitCode> {
 /// the one the shell holds is enough, and preparing ahead would only compete
 /// with the command for the CPU.
 const AHEAD_WHEN_FASTER: u32 = 4;
+/// An observation prepared ahead is kept this long for the next line; by
+/// then the paste is over, the one the shell holds serves the next line,
+/// and the idle shell keeps one observation's processes, not two.
+const AHEAD_KEPT: Duration = Duration::from_secs(30);
 
 /// `prov __prepare SESSION SHELL VERSION`, fd 3 being the shim's socket:
 /// answers `R<holder pid>[ skip-space]` with [control socket, namespace
@@ -215,6 +219,14 @@ pub fn prepare(session: String, shell: String, shim_version: Option<u32>) -> Res
             ahead = Some(prepare_one(&identity, generation));
         }
         loop {
+            // Waits in steps: collectors that ended meanwhile are reaped (a
+            // zombie takes a slot of `ulimit -u` too), and one prepared
+            // ahead is let go once the paste is over.
+            if !readable_within(shim, AHEAD_KEPT) {
+                reap_exited_children();
+                ahead = None;
+                continue;
+            }
             match ipc::recv(shim) {
                 Ok(Some((message, _))) if Request::read(&message) == Some(Request::Prepare) => break,
                 Ok(Some((message, fds))) if Request::read(&message) == Some(Request::Again) => {
@@ -225,6 +237,21 @@ pub fn prepare(session: String, shell: String, shim_version: Option<u32>) -> Res
                 // The shell is gone; an observation prepared ahead ends unused.
                 Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
             }
+        }
+    }
+}
+
+/// Whether `fd` has something to read (or has hung up) within `wait`.
+fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let timeout = PollTimeout::try_from(wait.as_millis()).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            // An error is left to the read that follows.
+            Ok(n) => return n != 0,
+            Err(_) => return true,
         }
     }
 }

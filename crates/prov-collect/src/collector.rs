@@ -27,7 +27,7 @@ use crate::nested_namespaces::NamespaceCalls;
 use crate::new_mounts::MountWatch;
 use crate::new_pids::NewPids;
 use crate::resolve::Resolver;
-use crate::writer_link::WriterLink;
+use crate::writer_on_demand::OnDemandWriter;
 
 /// What the helper handed over (see suid-helper `observe`).
 pub struct Handover {
@@ -56,6 +56,9 @@ const PUMP_ROUNDS: usize = 16;
 /// At most this many read events (each an open descriptor) wait to be
 /// resolved, whatever RLIMIT_NOFILE allows: a few KiB of kernel memory each.
 const BACKLOG_MAX: usize = 65_536;
+/// How long an observation offered to a shell for another record waits to
+/// be claimed (see `State::offered_to_shell`).
+const UNCLAIMED_OFFER: Duration = Duration::from_secs(30);
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// A caller that sent `End` with its pidfd (it exits right after) is waited
@@ -112,7 +115,7 @@ struct State {
     batch_since: Option<Instant>,
     unobserved_setuid: u64,
     unmarked_mounts: u64,
-    writer: WriterLink,
+    writer: OnDemandWriter,
     /// From `Prepare`: takes secrets out of the texts of `Begin` and `End`,
     /// before the writer stores or spools them.
     redactor: Option<Redactor>,
@@ -124,6 +127,17 @@ struct State {
     processes_over: bool,
     /// The caller can hand the observation back for another record.
     reuse_asked: bool,
+    /// The caller is a shell (it ends its records once the command is
+    /// idle), kept for the offer below.
+    caller_is_shell: bool,
+    /// When this observation was offered to a shell for another record: the
+    /// shell's preparer sends the next record's settings as soon as the shell
+    /// hands it back, at its next prompt. One not claimed within
+    /// `UNCLAIMED_OFFER` was left with the shell (its record was stored too
+    /// late to be handed back) and only waits for the shell to close it at
+    /// the next command's end: it ends now, so an idle shell does not keep
+    /// two observations.
+    offered_to_shell: Option<Instant>,
     /// Mounts the helper could not mark: missing from every record.
     unmarked_at_start: u64,
     /// CPU time used by this process and its writer before this record (an
@@ -139,7 +153,7 @@ pub fn run(h: Handover, check_access: bool) -> Result<(), CollectorError> {
     let new_pids = NewPids::open();
     handshake(&h)?;
     // Started after Ready, so the command does not wait for it.
-    let mut st = State::new(WriterLink::start(), u64::from(h.unmarked_mounts));
+    let mut st = State::new(OnDemandWriter::start(), u64::from(h.unmarked_mounts));
     let own_namespace = nix::sys::stat::fstat(h.namespace.as_fd()).map_or(0, |s| s.st_ino);
     st.namespace_calls = NamespaceCalls::new(own_namespace);
     match Follower::new(h.holder_pid, Arc::clone(&h.group)) {
@@ -305,6 +319,10 @@ impl Observation<'_> {
             if st.begin_due.is_some_and(|due| Instant::now() >= due) {
                 st.start_record();
             }
+            st.writer.retire_if_idle(st.waiting_for_record());
+            if st.offered_to_shell.is_some_and(|since| since.elapsed() >= UNCLAIMED_OFFER) {
+                return Ok(());
+            }
             if self.command_gone(st) && (self.ended || !self.ctl_open) {
                 return self.finish(st);
             }
@@ -444,6 +462,7 @@ impl Observation<'_> {
                 return Err(CollectorError::Protocol("Prepare of another protocol version"));
             }
             Ok(ToCollector::Prepare { settings, identity, .. }) if st.resolver.is_none() => {
+                st.offered_to_shell = None;
                 let root = self.ns_root.take().ok_or(CollectorError::Protocol("Prepare twice"))?;
                 st.writer.send(ToWriter::Setup {
                     database: settings.database.clone(),
@@ -476,6 +495,7 @@ impl Observation<'_> {
                 let text_known = !start.text.is_empty();
                 let awaits = start.awaits;
                 st.reuse_asked = start.reuse;
+                st.caller_is_shell = start.end == EndSent::WhenIdle;
                 if start.end == EndSent::AtExit {
                     self.command_end = None;
                 }
@@ -547,8 +567,12 @@ impl Observation<'_> {
                 }
                 st.processes_over = self.command_gone(st);
                 let mut report = st.drain_and_sync(self.group, Some(end))?;
+                let to_shell = st.caller_is_shell;
                 let next_tracker = self.fit_for_another_record(st, &report).then(|| self.offer_again(st)).flatten();
                 report.reusable = next_tracker.is_some();
+                if report.reusable && to_shell {
+                    st.offered_to_shell = Some(Instant::now());
+                }
                 // The next record's CPU time starts here: it includes the
                 // closing of this one's database, and the idle time.
                 st.cpu_before += report.collector_cpu_ns;
@@ -702,7 +726,9 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     });
     let retry_in = st.resolver.as_ref().is_some_and(|r| r.processes.wants_retry()).then_some(PROCESS_RETRY);
     let begin_in = st.begin_due.map(|due| due.saturating_duration_since(Instant::now()));
-    match flush_in.into_iter().chain(retry_in).chain(begin_in).min() {
+    let retire_in = st.writer.idle_left(st.waiting_for_record());
+    let unclaimed_in = st.offered_to_shell.map(|since| UNCLAIMED_OFFER.saturating_sub(since.elapsed()));
+    match flush_in.into_iter().chain(retry_in).chain(begin_in).chain(retire_in).chain(unclaimed_in).min() {
         Some(wait) => whole_ms_up(wait),
         None => PollTimeout::NONE,
     }
@@ -720,7 +746,7 @@ fn now_ns() -> i64 {
 }
 
 impl State {
-    fn new(writer: WriterLink, unmarked_mounts: u64) -> State {
+    fn new(writer: OnDemandWriter, unmarked_mounts: u64) -> State {
         let fd_budget = fd_budget();
         State {
             reader: Reader::with_fd_budget(fd_budget),
@@ -743,10 +769,19 @@ impl State {
             redact_archived: false,
             processes_over: false,
             reuse_asked: false,
+            caller_is_shell: false,
+            offered_to_shell: None,
             unmarked_at_start: unmarked_mounts,
             cpu_before: 0,
             namespace_calls: NamespaceCalls::default(),
         }
+    }
+
+    /// No record has begun: the observation waits for its next command (a
+    /// fresh one, or one given back after a stored record; the shell's come
+    /// with the next record's settings at once).
+    fn waiting_for_record(&self) -> bool {
+        !self.begun
     }
 
     /// Forgets the stored record (its resolver already taken): the next
@@ -764,6 +799,7 @@ impl State {
         self.redactor = None;
         self.processes_over = false;
         self.reuse_asked = false;
+        self.caller_is_shell = false;
         self.namespace_calls.next_record();
     }
 

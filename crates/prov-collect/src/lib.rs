@@ -20,3 +20,4 @@ pub mod resolve;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod writer_link;
+pub mod writer_on_demand;

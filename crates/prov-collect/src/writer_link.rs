@@ -78,6 +78,22 @@ impl WriterLink {
         }
     }
 
+    /// Lets the writer store what it got and exit, without waiting for it
+    /// (a stopped writer must not stop the collector): the sender thread
+    /// finishes on its own and reaps it.
+    pub fn let_go(mut self) {
+        drop(self.tx.take());
+        drop(self.sender.take());
+    }
+
+    /// A stand-in writer for unit tests: a shell script.
+    #[cfg(test)]
+    pub(crate) fn start_script(text: &str) -> WriterLink {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", text]);
+        WriterLink::start_program(Ok(cmd))
+    }
+
     /// A descriptor that polls as hung up (POLLHUP, with no events asked
     /// for) once the writer has exited; None if it never started.
     pub fn exit_watch(&self) -> Option<BorrowedFd<'_>> {
@@ -228,13 +244,6 @@ fn read_reply(stdout: &mut ChildStdout, buf: &mut Vec<u8>) -> Result<SyncReport,
 mod tests {
     use super::*;
 
-    /// A stand-in writer: a shell script.
-    fn script(text: &str) -> io::Result<Command> {
-        let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", text]);
-        Ok(cmd)
-    }
-
     fn sync_error(link: &WriterLink) -> String {
         let err = link.sync().expect_err("no report from a broken writer");
         err.to_string()
@@ -243,20 +252,20 @@ mod tests {
     #[test]
     fn a_writer_that_is_gone_or_lies_costs_the_record_not_the_collector() {
         // Exits at once: the frames meet a closed pipe.
-        let link = WriterLink::start_program(script("exit 0"));
+        let link = WriterLink::start_script("exit 0");
         link.send(ToWriter::Log("a line".into()));
         assert!(sync_error(&link).contains("writer stopped"));
         // Asked again, it answers the same at once.
         assert!(sync_error(&link).contains("writer stopped"));
         drop(link);
         // A reply claiming 4 GiB is refused before anything is read for it.
-        let link = WriterLink::start_program(script(r"printf '\377\377\377\377'; exec cat >/dev/null"));
+        let link = WriterLink::start_script(r"printf '\377\377\377\377'; exec cat >/dev/null");
         assert!(sync_error(&link).contains("larger than the limit"), "{}", sync_error(&link));
         drop(link);
         // A reply of the right size that is not a report.
-        let link = WriterLink::start_program(script(
+        let link = WriterLink::start_script(
             r"head -c 5 >/dev/null; printf '\003\000\000\000\377\377\377'; exec cat >/dev/null",
-        ));
+        );
         assert!(sync_error(&link).contains("malformed"));
         drop(link);
         // Cannot start at all.
@@ -273,9 +282,9 @@ mod tests {
         std::fs::write(&marker, "").unwrap();
         let leaked = nix::fcntl::open(&marker, nix::fcntl::OFlag::O_RDONLY, nix::sys::stat::Mode::empty()).unwrap();
         let d = dir.display();
-        let link = WriterLink::start_program(script(&format!(
+        let link = WriterLink::start_script(&format!(
             "ls -l /proc/$$/fd > {d}/fds; env > {d}/env; pwd > {d}/cwd; exec cat >/dev/null"
-        )));
+        ));
         link.send(ToWriter::Log("line".into()));
         // Closes the pipe and waits for the stand-in to exit.
         drop(link);

@@ -322,16 +322,17 @@ fn nested_namespaces(_: &Context) -> Vec<Finding> {
 }
 
 /// Processes each idle traced shell keeps: its preparer and the observation
-/// it holds ready (holder, collector, writer).
-const IDLE_SHELL_PROCESSES: u64 = 4;
+/// it holds ready (holder and collector; the collector lets its writer go
+/// after half a minute without a record, see `writer_on_demand`).
+const IDLE_SHELL_PROCESSES: u64 = 3;
 /// The threads of those processes, which `ulimit -u` counts: the preparer
-/// and the holder one each, the collector three, the writer two
-/// (benches/README.md, "What an idle traced shell costs").
-const IDLE_SHELL_THREADS: u64 = 7;
+/// and the holder one each, the collector two (benches/README.md, "What an
+/// idle traced shell costs").
+const IDLE_SHELL_THREADS: u64 = 4;
 
 /// A `ulimit -u` that the user's processes come near: the user's own forks
 /// fail first (bash retries a failed fork for up to 30 s), and each idle
-/// traced shell counts seven threads.
+/// traced shell counts four threads.
 fn process_limit(_: &Context) -> Vec<Finding> {
     let Some(limit) = db::process_limit() else { return Vec::new() };
     let (running, provs) = db::own_processes();
