@@ -73,6 +73,7 @@
 #include "bash_history.h"
 #include "bash_prompt.h"
 #include "bash_trap.h"
+#include "shim_env.h"
 #include "shim_parse.h"
 #include "shim_shell.h"
 #include "shim_util.h"
@@ -104,6 +105,8 @@
 /* The longest Stored answer read whole: its reasons name up to three
  * places (database, spool, fallback spool), each a path. */
 #define STORED_MAX 2048
+/* The preparer's answer: a few numbers and the [env] patterns. */
+#define PREPARED_MAX 4608
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -436,7 +439,7 @@ static void take_prepared(int wait_ms)
         if (wait_ms > 0) S.preparer_late = 1;
         return;
     }
-    char msg[512];
+    char msg[PREPARED_MAX];
     int fds[3] = { -1, -1, -1 }, nfds;
     ssize_t n = recv_with_fds(S.prep_sock, msg, sizeof msg - 1, fds, &nfds);
     S.preparing = 0;
@@ -452,6 +455,7 @@ static void take_prepared(int wait_ms)
         int floor = prepared_number(msg, "wait=");
         if (floor > 0) S.prepare_floor_ms = floor;
         S.prepare_took_ms = prepared_number(msg, "took=");
+        shim_env_patterns(msg);
         S.r_holder = holder;
         S.r_skip_space = skip_space;
         S.r_ctl = move_high(fds[0], 1);
@@ -532,6 +536,7 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
         || buf_str(&msg, "\",\"cwd\":\"") || buf_hex(&msg, (unsigned char *)cwd, strlen(cwd))
         || buf_str(&msg, "\",\"start_ns\":") || buf_u64(&msg, (uint64_t)now_ns())
         || (sock == S.ctl && buf_str(&msg, ",\"reuse\":true,\"end_when_idle\":true"))
+        || shim_env_append(&msg)
         || (memfd >= 0 && (buf_str(&msg, ",\"text_in_fd\":") || buf_u64(&msg, text->len)))
         || buf_str(&msg, "}}");
     int rc = -1;

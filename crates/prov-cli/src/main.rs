@@ -301,6 +301,23 @@ enum QueryCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The environment command ID ran in, and the programs it ran.
+    ///
+    /// The variables `[env]` records (PATH, the Python or Conda
+    /// environment, loaded modules, the batch job, threads, locale; values
+    /// redacted), the git commit, branch and dirty state of its directory,
+    /// and each program's executable with its size, mtime and partial hash.
+    /// `--env KEY=VALUE` on the listings finds every command with a value.
+    Env {
+        /// The command's id (as `prov query history` shows it).
+        #[arg(value_name = "ID")]
+        id: i64,
+        /// One JSON object: "type": "environment", command_id,
+        /// environment_id, variables, git (root, commit, branch, dirty) and
+        /// executables (path, size, mtime_ns, mtime, hash).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -425,6 +442,7 @@ fn every_other_subcommand() -> ExitCode {
             QueryCommand::Processes { id, exe, arg, files, json } => {
                 processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files })
             }
+            QueryCommand::Env { id, json } => command_env::query(id, json),
         },
         Command::Restore(args) => restore::restore(args),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),

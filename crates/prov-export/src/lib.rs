@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod dot;
+pub mod environment;
 mod error;
 pub mod glyphs;
 pub mod json;
