@@ -29,7 +29,7 @@ pub fn of_this_process(config: &EnvConfig) -> Vec<u8> {
 /// `executables` (`path`, `size`, `mtime_ns`, `mtime`, `hash`).
 pub fn query(command_id: i64, json: bool) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context;
-    use prov_export::environment::{environment_json, executable_json, git_summary};
+    use prov_export::environment::{environment_json, executable_json};
     use std::io::Write;
 
     let Some(store) = crate::query::open_store()? else {
@@ -68,7 +68,7 @@ pub fn query(command_id: i64, json: bool) -> anyhow::Result<std::process::ExitCo
                     let (name, value) = (prov_model::escape::escape(name), prov_model::escape::escape(value));
                     writeln!(w, "  {name}={value}").context("writing output")?;
                 }
-                let git = git_summary(env).unwrap_or_else(|| "not in a git repository".into());
+                let git = env.git.as_ref().map_or("not in a git repository".into(), |g| g.summary());
                 writeln!(w, "git  {git}").context("writing output")?;
             }
             _ => writeln!(w, "environment not recorded (a record of an older prov, or of a shell started before it)")

@@ -47,6 +47,7 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
     let mut records = Vec::with_capacity(n);
     let mut archived = BTreeMap::new();
     let mut processes = BTreeMap::new();
+    let mut environments = BTreeMap::new();
     for (command, _) in commands {
         let scripts = store.archived_of(command.id)?;
         if !scripts.is_empty() {
@@ -73,6 +74,14 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
                 .collect();
             processes.insert(command.id, lines);
         }
+        let env = match (store.environment_id_of(command.id)?, store.environment_of(command.id)?) {
+            (Some(id), Some(env)) => Some((id, env)),
+            _ => None,
+        };
+        let executables = store.executables_of(command.id)?;
+        if env.is_some() || !executables.is_empty() {
+            environments.insert(command.id, prov_report::CommandEnvironment { env, executables });
+        }
         records.push((command, files));
     }
     let files_per_access = setup.config.report.files_per_command.0 as usize;
@@ -93,6 +102,7 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
         include_prov,
         writers,
         lineages,
+        environments,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());

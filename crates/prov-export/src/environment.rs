@@ -54,17 +54,3 @@ pub fn executable_json(e: &Executable) -> Value {
     obj.insert("hash".into(), f.and_then(|f| f.hash).map(hash_hex).into());
     obj.into()
 }
-
-/// One line for people: `dirty`, `clean` or `dirty state unknown`, after
-/// the commit (or "no commit yet") and branch.
-pub fn git_summary(env: &Environment) -> Option<String> {
-    let g = env.git.as_ref()?;
-    let commit = g.commit.as_deref().map_or("no commit yet".to_string(), |c| c.chars().take(12).collect());
-    let branch = g.branch.as_deref().map_or(" (detached)".to_string(), |b| format!(" ({b})"));
-    let dirty = match g.dirty {
-        Some(true) => "dirty",
-        Some(false) => "clean",
-        None => "dirty state unknown",
-    };
-    Some(format!("{} {commit}{branch}, {dirty}", String::from_utf8_lossy(&g.root)))
-}

@@ -117,6 +117,21 @@ pub struct GitState {
     pub dirty: Option<bool>,
 }
 
+impl GitState {
+    /// One line for people: the root, the commit (or "no commit yet"),
+    /// the branch and `dirty`, `clean` or `dirty state unknown`.
+    pub fn summary(&self) -> String {
+        let commit = self.commit.as_deref().map_or("no commit yet".to_string(), |c| c.chars().take(12).collect());
+        let branch = self.branch.as_deref().map_or(" (detached)".to_string(), |b| format!(" ({b})"));
+        let dirty = match self.dirty {
+            Some(true) => "dirty",
+            Some(false) => "clean",
+            None => "dirty state unknown",
+        };
+        format!("{} {commit}{branch}, {dirty}", crate::escape::escape(&self.root))
+    }
+}
+
 /// What a command's environment holds: variables (sorted by name, values
 /// redacted) and the repository state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
