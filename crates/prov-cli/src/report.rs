@@ -74,13 +74,9 @@ pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: 
                 .collect();
             processes.insert(command.id, lines);
         }
-        let env = match (store.environment_id_of(command.id)?, store.environment_of(command.id)?) {
-            (Some(id), Some(env)) => Some((id, env)),
-            _ => None,
-        };
-        let executables = store.executables_of(command.id)?;
-        if env.is_some() || !executables.is_empty() {
-            environments.insert(command.id, prov_report::CommandEnvironment { env, executables });
+        let env = store.command_environment(command.id)?;
+        if env.env.is_some() || !env.executables.is_empty() {
+            environments.insert(command.id, env);
         }
         records.push((command, files));
     }

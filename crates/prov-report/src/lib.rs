@@ -58,15 +58,7 @@ pub struct ReportInput {
     pub environments: BTreeMap<i64, CommandEnvironment>,
 }
 
-/// A command's environment as the report shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CommandEnvironment {
-    /// The stored environment and its id: commands that share one embed
-    /// it once.
-    pub env: Option<(i64, prov_model::env::Environment)>,
-    /// The programs it ran, with their executables' size and hash.
-    pub executables: Vec<prov_store::Executable>,
-}
+pub use prov_store::CommandEnvironment;
 
 /// A process of a command's tree as the report lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,25 @@ pub struct Executable {
     pub file: Option<ExeFile>,
 }
 
+/// What is known of the environment one command ran in: the stored
+/// environment with its id (commands that share one ran in the same), and
+/// the programs it ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandEnvironment {
+    pub env: Option<(i64, Environment)>,
+    pub executables: Vec<Executable>,
+}
+
 impl Store {
+    /// Command `command_id`'s environment and programs.
+    pub fn command_environment(&self, command_id: i64) -> Result<CommandEnvironment> {
+        let env = match (self.environment_id_of(command_id)?, self.environment_of(command_id)?) {
+            (Some(id), Some(env)) => Some((id, env)),
+            _ => None,
+        };
+        Ok(CommandEnvironment { env, executables: self.executables_of(command_id)? })
+    }
+
     /// The environment command `command_id` ran in; None when none was
     /// recorded (or no such command).
     pub fn environment_of(&self, command_id: i64) -> Result<Option<Environment>> {
