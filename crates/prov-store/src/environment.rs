@@ -197,7 +197,7 @@ mod tests {
         let mut ids = Vec::new();
         for i in 0..50 {
             let e = if i % 10 == 9 { env("PATH=/usr/bin SLURM_JOB_ID=7") } else { slurm.clone() };
-            ids.push(s.begin_command(&CommandBegin { env: Some(e), ..begin(&format!("u{i}"), i) }).unwrap());
+            ids.push(s.begin_command(&CommandBegin { env: Some(Box::new(e)), ..begin(&format!("u{i}"), i) }).unwrap());
         }
         assert_eq!(s.environment_count().unwrap(), 2);
         assert_eq!(s.environment_of(ids[0]).unwrap(), Some(slurm.clone()));
@@ -237,7 +237,8 @@ mod tests {
             let dir = TempDir::new(if with.is_some() { "env-cost-with" } else { "env-cost-without" });
             let mut s = open(&dir);
             for i in 0..N {
-                s.begin_command(&CommandBegin { env: with.cloned(), ..begin(&format!("u{i}"), i) }).unwrap();
+                s.begin_command(&CommandBegin { env: with.cloned().map(Box::new), ..begin(&format!("u{i}"), i) })
+                    .unwrap();
             }
             (used_bytes(&s), dir)
         };
