@@ -47,26 +47,6 @@ fn typed(case: &Case, n: usize) -> Vec<(i64, String)> {
     }
 }
 
-fn stored_bytes(case: &Case) -> Vec<u8> {
-    let mut all = Vec::new();
-    let mut stack = vec![case.home.join(".local/share/prov"), case.home.join(".local/state/prov")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                all.extend(std::fs::read(&p).unwrap_or_default());
-            }
-        }
-    }
-    all
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 fn slurm_job_in_a_typed_shell(shell: &'static str) {
     let case = Case::new(&format!("env-slurm-{shell}"));
     let mut sh = Shell::start(&case, shell);
@@ -175,9 +155,9 @@ fn secrets_in_kept_variables_are_redacted() {
         (&env["variables"]["HF_TOKEN"], &env["variables"]["PIPELINE_NOTE"]),
         (&"[REDACTED]".into(), &"[REDACTED]".into())
     );
-    let stored = stored_bytes(&case);
+    let stored = case.stored_bytes();
     for secret in [HF, GITHUB] {
-        assert!(!contains(&stored, secret), "{secret} is in prov's files");
+        assert!(!contains_bytes(&stored, secret), "{secret} is in prov's files");
     }
 }
 

@@ -83,23 +83,12 @@ pub fn write_prov_json(
         }
         activities.insert(activity.clone(), a.into());
         for x in env.map(|e| e.executables.as_slice()).unwrap_or_default() {
-            let Some(f) = x.file.filter(|_| !x.path.is_empty()) else { continue };
+            let Some(row) = x.as_file_row(c.id) else { continue };
             let n = entity_ids.len();
             let program = entity_ids
-                .entry((x.path.clone(), f.hash, f.size))
+                .entry((row.path.clone(), row.hash, row.size))
                 .or_insert_with(|| {
                     let id = format!("file:v{n}");
-                    let row = FileRow {
-                        id: 0,
-                        command_id: c.id,
-                        access: Access::Read,
-                        path: x.path.clone(),
-                        size: f.size,
-                        mtime_ns: f.mtime_ns,
-                        hash: f.hash,
-                        hash_params: f.hash_params,
-                        pid: None,
-                    };
                     entities.insert(id.clone(), entity(&row));
                     id
                 })

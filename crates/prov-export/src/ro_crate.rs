@@ -277,23 +277,13 @@ impl Software {
         }
         let mut programs = Vec::new();
         for x in &env.executables {
-            let Some(f) = x.file.filter(|_| !x.path.is_empty()) else { continue };
-            let version = f.hash.map_or("unreadable".into(), hash_hex);
-            let id = format!("#exe-{}-{version}-{}", hash_hex(xxhash_rust::xxh3::xxh3_64(&x.path)), f.size);
+            let Some(row) = x.as_file_row(0) else { continue };
+            let version = row.hash.map_or("unreadable".into(), hash_hex);
+            let id = format!("#exe-{}-{version}-{}", hash_hex(xxhash_rust::xxh3::xxh3_64(&row.path)), row.size);
             self.entities.entry(id.clone()).or_insert_with(|| {
-                let mut e = json!({
-                    "@id": id,
-                    "@type": "SoftwareApplication",
-                    "name": lossy(base_name(&x.path)),
-                    "identifier": file_uri(&x.path),
-                    "contentSize": f.size.to_string(),
-                    "dateModified": iso(f.mtime_ns),
-                    "xxh3PartialHashChunkSize": f.hash_params.chunk_size,
-                    "xxh3PartialHashChunks": f.hash_params.chunks,
-                });
-                if let Some(h) = f.hash {
-                    e["xxh3PartialHash"] = hash_hex(h).into();
-                }
+                let mut e = file_entity(&id, &row);
+                e["@type"] = "SoftwareApplication".into();
+                e["identifier"] = file_uri(&row.path).into();
                 e
             });
             if !programs.contains(&id) {

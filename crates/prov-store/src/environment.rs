@@ -20,6 +20,25 @@ pub struct Executable {
     pub file: Option<ExeFile>,
 }
 
+impl Executable {
+    /// The executed file as a read of it by command `command_id` (the
+    /// version that ran); None when the file was not recorded.
+    pub fn as_file_row(&self, command_id: i64) -> Option<crate::FileRow> {
+        let f = self.file.filter(|_| !self.path.is_empty())?;
+        Some(crate::FileRow {
+            id: 0,
+            command_id,
+            access: prov_model::Access::Read,
+            path: self.path.clone(),
+            size: f.size,
+            mtime_ns: f.mtime_ns,
+            hash: f.hash,
+            hash_params: f.hash_params,
+            pid: None,
+        })
+    }
+}
+
 /// What is known of the environment one command ran in: the stored
 /// environment with its id (commands that share one ran in the same), and
 /// the programs it ran.
