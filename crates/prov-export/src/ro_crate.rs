@@ -233,6 +233,8 @@ pub fn write_ro_crate(
                 "xxh3PartialHashChunks": format!("{TERMS}xxh3PartialHashChunks"),
                 "movedFrom": { "@id": format!("{TERMS}movedFrom"), "@type": "@id" },
                 "executables": { "@id": format!("{TERMS}executables"), "@type": "@id" },
+                // The Process Run Crate's term (its workflow-run context).
+                "environment": { "@id": "https://w3id.org/ro/terms/workflow-run#environment", "@type": "@id" },
                 "gitWorkTree": format!("{TERMS}gitWorkTree"),
                 "gitCommit": format!("{TERMS}gitCommit"),
                 "gitBranch": format!("{TERMS}gitBranch"),
