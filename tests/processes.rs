@@ -60,7 +60,7 @@ pub fn child_named(parent: u32, name: &str) -> u32 {
 
 /// The collector observing the `prov run` `run`: its child when the run
 /// started its own observation, else one the user's run preparer started
-/// (`crates/prov-cli/src/run_preparer.rs`), told by its holder (a child
+/// (`crates/prov-cli/src/run/preparer.rs`), told by its holder (a child
 /// named prov-helper) being in the mount namespace of the run's command.
 /// Waited for; one look at /proc per try (the tests that kill it at a
 /// random moment of a short command need it found quickly).

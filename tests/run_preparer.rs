@@ -66,7 +66,7 @@ fn warm(case: &Case) -> (u32, u32) {
 
 /// `run`, its stderr going to a file, as a batch job's or a terminal's
 /// does: `prov run` then hands its record to the preparer (a pipe's reader
-/// would wait for the preparer to let it go: see run_handover).
+/// would wait for the preparer to let it go: see crates/prov-cli/src/run/handover.rs).
 fn run_with_stderr_file(case: &Case, script: &str) -> (std::process::Child, PathBuf) {
     let path = case.work.join(format!("stderr-{}.txt", std::process::id()));
     let file = std::fs::File::create(&path).unwrap();
@@ -279,7 +279,7 @@ fn another_user_gets_nothing_through_the_preparer_socket() {
 /// once the record is stored: the writer stopped while the command runs is
 /// continued only after `prov run` has returned, and nothing is said (before,
 /// `prov run` waited for it 5 s and said the record would follow). The
-/// preparer finishes the record (run_handover), and a query run meanwhile
+/// preparer finishes the record (run/handover.rs), and a query run meanwhile
 /// waits for it (beside another `prov run` whose command still runs, which
 /// it does not wait for: see prov-store's `a_query_waits_for_ended_files_only`).
 #[test]

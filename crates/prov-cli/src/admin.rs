@@ -9,8 +9,8 @@ use prov_model::escape::escape;
 use prov_store::Store;
 
 use crate::filters::FilterArgs;
+use crate::journal::{self, Reach};
 use crate::output::{self, human_size};
-use crate::query::open_store;
 use crate::setup::UserSetup;
 
 /// Commands without an end younger than this are taken to be running.
@@ -30,7 +30,7 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     }
-    crate::record_end::end_abandoned(&db, &setup.locations.spool_dir());
+    crate::run::record_end::end_abandoned(&db, &setup.locations.spool_dir());
     let mut store = Store::open(&db, prov_store::READ_BUSY_TIMEOUT)?;
     // Only the command ids are needed, not every matching event.
     selection.events_per_command = Some(1);
@@ -38,7 +38,7 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
     // A command still running would lose its end and its last events (they
     // would arrive for a record that is gone); one without an end for a day
     // lost its shell and is fair game.
-    let recent = crate::run::now_ns() - RUNNING_GRACE_NS;
+    let recent = crate::run::outcome::now_ns() - RUNNING_GRACE_NS;
     let running = found.iter().filter(|(c, _)| c.end_ns.is_none() && c.start_ns > recent).count();
     found.retain(|(c, _)| !(c.end_ns.is_none() && c.start_ns > recent));
     if running > 0 {
@@ -83,8 +83,8 @@ pub fn delete(filters: FilterArgs, older_than: Option<i64>, dry_run: bool, yes: 
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn stats(json: bool) -> Result<ExitCode> {
-    let Some(store) = open_store()? else {
+pub fn stats(json: bool, reach: Reach) -> Result<ExitCode> {
+    let Some(store) = journal::open_for(reach)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::SUCCESS);
     };

@@ -12,7 +12,7 @@ use clap::ValueEnum;
 use prov_export::{ExportError, ExportOptions, Format, Output};
 use prov_store::{CommandRow, FileRow};
 
-use crate::query::output_stream;
+use crate::file_args::output_stream;
 
 /// `--format FORMAT` of `prov query`: any export format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,16 +97,11 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lineage::LineageFormat;
 
     #[test]
-    fn every_export_is_a_format_value_of_query_and_lineage() {
+    fn every_export_is_a_format_value_of_query() {
         for format in Format::ALL {
             assert_eq!(ExportFormat::from_str(format.name(), false), Ok(ExportFormat(format)));
         }
-        // `lineage --format dot` is the lineage's own digraph, not the export.
-        assert_eq!(LineageFormat::from_str("dot", false), Ok(LineageFormat::Dot));
-        assert_eq!(LineageFormat::from_str("ro-crate", false), Ok(LineageFormat::Export(Format::RoCrate)));
-        assert_eq!(LineageFormat::value_variants().len(), 3 + Format::ALL.len() - 1);
     }
 }

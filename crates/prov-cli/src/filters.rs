@@ -12,7 +12,7 @@ use prov_cli::values::{non_empty, parse_hash, parse_int_cmp, parse_size_cmp, par
 use prov_model::Access;
 use prov_store::{CmpOp, CommandFilter, FileFilter, NamePattern, Selection};
 
-use crate::query::absolute;
+use crate::file_args::absolute;
 
 #[derive(Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Filters (all given ones must hold)")]

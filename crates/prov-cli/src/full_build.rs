@@ -16,7 +16,7 @@
 //! musl build without the feature (one run from its target directory)
 //! still answers everything, only slower on queries.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The glibc build's name, in DIR/libexec/prov.
 pub const NAME: &str = "prov-full";
@@ -28,18 +28,22 @@ pub fn is_full_build(exe: &Path) -> bool {
 }
 
 /// Where the full build is installed: DIR/libexec/prov/prov-full.
-pub fn path() -> anyhow::Result<std::path::PathBuf> {
-    Ok(crate::setup::install_prefix()?.join("libexec/prov").join(NAME))
+pub fn path(prefix: &Path) -> PathBuf {
+    prefix.join("libexec/prov").join(NAME)
 }
+
+/// How the installation's prefix is found (`setup::install_prefix`, which
+/// itself asks [`is_full_build`]; passed in so this module stays a leaf).
+pub type FindPrefix = fn() -> anyhow::Result<PathBuf>;
 
 /// In the musl build (and the front build, main.rs): replaces this process
 /// by the full build, with the same arguments, environment and
 /// descriptors. Returns only where that cannot be done, saying why.
 #[cfg(any(target_env = "musl", feature = "front"))]
-pub fn hand_over() -> String {
+pub fn hand_over(prefix: FindPrefix) -> String {
     use std::os::unix::process::CommandExt;
-    let full = match path() {
-        Ok(full) => full,
+    let full = match prefix() {
+        Ok(prefix) => path(&prefix),
         Err(e) => return format!("cannot find the full build: {e:#}"),
     };
     let mut args = std::env::args_os();
@@ -56,16 +60,16 @@ pub fn hand_over() -> String {
 /// itself (only slower on queries): said in one line, unless the full
 /// build is simply absent (a musl build run from its target directory).
 #[cfg(target_env = "musl")]
-pub fn hand_over_or_answer() {
-    let why = hand_over();
-    if path().is_ok_and(|full| full.exists()) {
+pub fn hand_over_or_answer(prefix: FindPrefix) {
+    let why = hand_over(prefix);
+    if prefix().is_ok_and(|prefix| path(&prefix).exists()) {
         eprintln!("prov: {why}; answering without it");
     }
 }
 
 /// The glibc build is the full build: nothing to hand over.
 #[cfg(not(target_env = "musl"))]
-pub fn hand_over_or_answer() {}
+pub fn hand_over_or_answer(_: FindPrefix) {}
 
 #[cfg(test)]
 mod tests {

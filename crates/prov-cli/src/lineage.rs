@@ -16,7 +16,8 @@ use prov_export::{ExportOptions, Format};
 use prov_model::escape::escape;
 
 use crate::export;
-use crate::query::{absolute, open_store, output_stream};
+use crate::file_args::{absolute, output_stream};
+use crate::journal::{self, Reach};
 use crate::stat;
 use crate::terminal::Pager;
 use prov_export::glyphs::Glyphs;
@@ -114,13 +115,13 @@ pub enum Steps {
     Processes,
 }
 
-pub fn lineage(file: &OsStr, args: LineageArgs) -> Result<ExitCode> {
+pub fn lineage(file: &OsStr, args: LineageArgs, reach: Reach) -> Result<ExitCode> {
     // Before the walk: a usage error needs no records.
     if let LineageFormat::Export(format) = args.format {
         export::require_output(format, args.output.as_deref())?;
     }
     let path = absolute(Path::new(file))?;
-    let Some(store) = open_store()? else {
+    let Some(store) = journal::open_for(reach)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };
@@ -265,4 +266,17 @@ pub fn tree_of_version(
     let mut tree = Vec::new();
     prov_export::tree::write_tree_with(&walked, &TreeOptions { glyphs, ..Default::default() }, &mut tree)?;
     Ok(Some(String::from_utf8_lossy(&tree).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_export_but_dot_is_a_format_value_of_lineage() {
+        // `lineage --format dot` is the lineage's own digraph, not the export.
+        assert_eq!(LineageFormat::from_str("dot", false), Ok(LineageFormat::Dot));
+        assert_eq!(LineageFormat::from_str("ro-crate", false), Ok(LineageFormat::Export(Format::RoCrate)));
+        assert_eq!(LineageFormat::value_variants().len(), 3 + Format::ALL.len() - 1);
+    }
 }

@@ -11,27 +11,23 @@ mod command_env;
 mod config;
 mod docs;
 mod doctor;
-mod doctor_db;
-mod doctor_env;
-mod doctor_reach;
+mod environment;
 mod export;
+mod file_args;
 mod filters;
 #[allow(unsafe_code)]
 #[cfg_attr(not(target_env = "musl"), allow(dead_code))]
 mod front_alloc;
 mod full_build;
+mod journal;
 mod lineage;
 mod observe;
 mod output;
 mod processes;
 mod query;
-mod record_end;
 mod report;
 mod restore;
 mod run;
-mod run_handover;
-mod run_preparer;
-mod run_session;
 mod setup;
 mod shell;
 #[allow(unsafe_code)]
@@ -414,7 +410,7 @@ fn main() -> ExitCode {
 /// build's, whose absence is then one line, not a slower answer.
 #[cfg(feature = "front")]
 fn every_other_subcommand() -> ExitCode {
-    let why = full_build::hand_over();
+    let why = full_build::hand_over(setup::install_prefix);
     eprintln!("prov: {why}; this prov runs only `prov run -- CMD` itself: reinstall prov");
     ExitCode::from(1)
 }
@@ -422,39 +418,39 @@ fn every_other_subcommand() -> ExitCode {
 #[cfg(not(feature = "front"))]
 fn every_other_subcommand() -> ExitCode {
     // Where the full build cannot start, this one answers, only slower.
-    full_build::hand_over_or_answer();
+    full_build::hand_over_or_answer(setup::install_prefix);
     let cli = Cli::parse();
-    query::read_everywhere(cli.everywhere.then_some(true).or(cli.local.then_some(false)));
+    let reach = journal::Reach::from_flags(cli.everywhere, cli.local);
     let result = match cli.command {
         Command::Run { command } => return run_and_push(command),
         Command::Query { query } => match query {
             QueryCommand::Wrote { file, opts } => {
-                query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, &opts.show())
+                query::by_file(prov_model::Access::Write, &file, &opts.filters, opts.limit, &opts.show(), reach)
             }
             QueryCommand::Read { file, opts } => {
-                query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, &opts.show())
+                query::by_file(prov_model::Access::Read, &file, &opts.filters, opts.limit, &opts.show(), reach)
             }
-            QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, &opts.show()),
+            QueryCommand::History { opts } => query::history(&opts.filters, opts.limit, &opts.show(), reach),
             QueryCommand::Session { id, opts } => {
-                query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show())
+                query::session(id.as_deref(), &opts.filters, opts.limit, &opts.show(), reach)
             }
-            QueryCommand::Lineage { file, args } => lineage::lineage(&file, args),
+            QueryCommand::Lineage { file, args } => lineage::lineage(&file, args, reach),
             QueryCommand::Processes { id, exe, arg, files, json } => {
-                processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files })
+                processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files }, reach)
             }
             QueryCommand::Env { id, json } => command_env::query(id, json),
         },
-        Command::Restore(args) => restore::restore(args),
+        Command::Restore(args) => restore::restore(args, reach),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
-        Command::Stats { json } => admin::stats(json),
+        Command::Stats { json } => admin::stats(json, reach),
         Command::Report { output, limit, include_prov, filters } => {
-            report::report(&output, limit, include_prov, &filters)
+            report::report(&output, limit, include_prov, &filters, reach)
         }
         Command::Doctor { repair: false } => doctor::doctor(),
-        Command::Doctor { repair: true } => doctor_db::repair(),
+        Command::Doctor { repair: true } => doctor::db::repair(),
         Command::Config { default } => config::config(default),
         Command::Init { shell, bind_ctrl_r } => shell::init(shell, bind_ctrl_r),
-        Command::Browse(args) => browse::browse(args),
+        Command::Browse(args) => browse::browse(args, reach),
         Command::Shell { shell } => shell::shell(shell),
         Command::Docs { dir } => docs::write_all::<Cli>(&dir),
         Command::Prepare { session, shell } => {
@@ -462,7 +458,7 @@ fn every_other_subcommand() -> ExitCode {
             sync::push_in_background(None);
             answered
         }
-        Command::RunPreparer => run_preparer::serve(),
+        Command::RunPreparer => run::preparer::serve(),
         Command::Sync(args) => sync::sync(args),
     };
     match result {

@@ -36,7 +36,7 @@ pub struct Observation {
 pub enum CollectorProcess {
     /// The helper, now the collector: our child. Never waited for otherwise.
     Child(Child),
-    /// Started by the user's run preparer (`run_preparer`), which is its
+    /// Started by the user's run preparer (`run::preparer`), which is its
     /// parent: the connection on which the preparer tells how it ended.
     Pooled(OwnedFd),
 }
@@ -83,8 +83,9 @@ pub fn start_unprepared(helper: &std::path::Path) -> Result<Observation, String>
     // A helper removed or changed while it starts fails in one of several
     // places; the same words for the same cause, so the shell says it once.
     // A confining AppArmor profile shows only as the helper refused.
-    start_with(helper)
-        .map_err(|e| setup::tracing_unavailable(helper).or_else(|| crate::doctor_env::apparmor_denial(&e)).unwrap_or(e))
+    start_with(helper).map_err(|e| {
+        setup::tracing_unavailable(helper).or_else(|| crate::environment::apparmor_denial(&e)).unwrap_or(e)
+    })
 }
 
 /// Sends the collector the settings and the record's identity; only then

@@ -34,8 +34,8 @@ pub struct ProcessQuery {
     pub files: bool,
 }
 
-pub fn query(q: &ProcessQuery) -> Result<ExitCode> {
-    let Some(store) = crate::query::open_store()? else {
+pub fn query(q: &ProcessQuery, reach: crate::journal::Reach) -> Result<ExitCode> {
+    let Some(store) = crate::journal::open_for(reach)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };

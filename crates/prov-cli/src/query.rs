@@ -2,20 +2,22 @@
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use prov_export::glyphs::Glyphs;
 use prov_export::lineage::{Direction, Lookup, MatchKind, Matched, Target, WalkOptions};
 use prov_model::config::QueryConfig;
 use prov_model::escape::escape;
 use prov_model::Access;
-use prov_store::{FileRow, Selected, Store, StoreError};
+use prov_store::{FileRow, Selected, Store};
 
+use crate::file_args::absolute;
 use crate::filters::FilterArgs;
+use crate::journal::{self, Reach};
 use crate::output;
 use crate::setup::UserSetup;
 use crate::stat::{self, FileNow};
@@ -25,70 +27,10 @@ use crate::terminal::{ColorChoice, Pager, Paint};
 /// count) unless --all-files is given.
 const FILE_LIST_LIMIT: u64 = 1000;
 
-/// `--everywhere` (Some(true)), `--local` (Some(false)), or neither (the
-/// configuration decides).
-static EVERYWHERE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-
-pub(crate) fn read_everywhere(choice: Option<bool>) {
-    let _ = EVERYWHERE.set(choice);
-}
-
-/// Opens the database for a query, first moving spooled records in when the
-/// database can take them.
-pub(crate) fn open_store() -> Result<Option<Store>> {
-    open_store_of(&UserSetup::load_for_reading()?)
-}
-
-/// `open_store`, and the configured defaults of queries.
-fn open_store_and_config() -> Result<(Option<Store>, QueryConfig)> {
+/// The journal `reach` names, and the configured defaults of queries.
+fn open_store_and_config(reach: Reach) -> Result<(Option<Store>, QueryConfig)> {
     let setup = UserSetup::load_for_reading()?;
-    Ok((open_store_of(&setup)?, setup.config.query))
-}
-
-/// `open_store` for a user setup already loaded. Says (on stderr, once) what
-/// the answer may be missing: records that wait in the spool because the
-/// database could not take them, and spool bytes that had to be set aside.
-pub(crate) fn open_store_of(setup: &UserSetup) -> Result<Option<Store>> {
-    let db = setup.database();
-    let spool = setup.locations.spool_dir();
-    let mut not_ingested = None;
-    // A `prov run` that has returned its command's status may be storing
-    // the record still, for a millisecond as a rule: waited for.
-    prov_store::spool::await_ended(&spool, crate::run::STORE_WAIT);
-    // Records the spool could not take wait in the fallback spool.
-    let fallback = prov_store::spool::fallback_if_ours(&db);
-    for dir in std::iter::once(&spool).chain(&fallback) {
-        if not_ingested.is_none() && prov_store::spool::waiting(dir) > 0 {
-            match Store::open(&db, prov_store::READ_BUSY_TIMEOUT).and_then(|mut s| s.ingest_spool(dir)) {
-                Ok(_) | Err(StoreError::SpoolBad { .. }) => {}
-                Err(e) => not_ingested = Some(e),
-            }
-        }
-    }
-    crate::record_end::end_abandoned(&db, &spool);
-    crate::doctor_db::report_set_aside_once(&spool);
-    let asked = EVERYWHERE.get().copied().flatten();
-    if asked.unwrap_or(setup.config.sync.everywhere) {
-        return crate::sync::open_central(setup, asked == Some(true));
-    }
-    let store = match Store::open_read_only(&db) {
-        Ok(s) => s,
-        Err(StoreError::NoDatabase(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    if let Some(e) = not_ingested {
-        // Records of commands still running are not missing: their writers hold them.
-        let waiting = prov_store::spool::waiting(&spool) + fallback.as_deref().map_or(0, prov_store::spool::waiting);
-        if waiting > 0 {
-            let why =
-                if e.is_busy() { "the database stayed locked by another process".to_string() } else { e.to_string() };
-            eprintln!(
-                "prov: note: {waiting} record(s) waiting in the spool are not shown ({})",
-                prov_model::escape::escape_controls(&why)
-            );
-        }
-    }
-    Ok(Some(store))
+    Ok((journal::open(&setup, reach)?, setup.config.query))
 }
 
 /// How results are shown.
@@ -130,9 +72,10 @@ pub fn by_file(
     filters: &FilterArgs,
     limit: Option<usize>,
     show: &Show,
+    reach: Reach,
 ) -> Result<ExitCode> {
     let path = absolute(Path::new(file))?;
-    let (store, config) = open_store_and_config()?;
+    let (store, config) = open_store_and_config(reach)?;
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
@@ -243,8 +186,8 @@ impl Matches<'_> {
 }
 
 /// The most recent commands passing the filters, newest first.
-pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Result<ExitCode> {
-    let (store, config) = open_store_and_config()?;
+pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show, reach: Reach) -> Result<ExitCode> {
+    let (store, config) = open_store_and_config(reach)?;
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
@@ -263,8 +206,14 @@ pub fn history(filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Resul
 
 /// Without an id: the sessions, newest first. With one (or a unique
 /// prefix): its commands in the order they ran.
-pub fn session(id: Option<&str>, filters: &FilterArgs, limit: Option<usize>, show: &Show) -> Result<ExitCode> {
-    let (store, config) = open_store_and_config()?;
+pub fn session(
+    id: Option<&str>,
+    filters: &FilterArgs,
+    limit: Option<usize>,
+    show: &Show,
+    reach: Reach,
+) -> Result<ExitCode> {
+    let (store, config) = open_store_and_config(reach)?;
     let show = &Show { files_shown: config.files_shown.0 as usize, ..show.clone() };
     let Some(store) = store else {
         eprintln!("prov: no records yet");
@@ -407,17 +356,6 @@ fn export(store: &Store, found: &[Selected], format: prov_export::Format, output
     Ok(())
 }
 
-/// Standard output, or a new file at `path` (an existing file is never
-/// overwritten by an export).
-pub(crate) fn output_stream(path: Option<&Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(BufWriter::new(std::fs::File::create_new(p).with_context(|| {
-            format!("cannot create {} (an existing file is never overwritten)", escape(p.as_os_str().as_bytes()))
-        })?)),
-        None => Box::new(BufWriter::new(std::io::stdout().lock())),
-    })
-}
-
 /// A command's files to list, and how many it has in all.
 fn files_shown(store: &Store, id: i64, matched: &[FileRow], all: bool) -> Result<(Vec<FileRow>, u64)> {
     let total = store.file_count(id)?;
@@ -433,31 +371,4 @@ fn files_shown(store: &Store, id: i64, matched: &[FileRow], all: bool) -> Result
     );
     files.truncate(FILE_LIST_LIMIT as usize);
     Ok((files, total))
-}
-
-/// The path as the kernel reported it when recording: absolute, with
-/// symlinks resolved. For a file that is gone, its directory is resolved
-/// when it still exists and the rest is normalised lexically.
-pub(crate) fn absolute(path: &Path) -> Result<PathBuf> {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return Ok(p);
-    }
-    let cwd = std::env::current_dir().context("cannot determine the current directory")?;
-    let joined = cwd.join(path);
-    let mut out = PathBuf::from("/");
-    for c in joined.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    if let (Some(parent), Some(name)) = (out.parent(), out.file_name()) {
-        if let Ok(dir) = std::fs::canonicalize(parent) {
-            return Ok(dir.join(name));
-        }
-    }
-    Ok(out)
 }

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::filters::FilterArgs;
-use crate::query::open_store_of;
-use crate::run::now_ns;
+use crate::journal::{self, Reach};
+use crate::run::outcome::now_ns;
 use crate::setup::UserSetup;
 use anyhow::{Context, Result};
 use prov_export::glyphs;
@@ -28,9 +28,15 @@ pub const LINEAGE_LOOKUPS: usize = 2000;
 
 /// Writes the report of the last `limit` commands (all by default) that
 /// pass the filters to `output` ("-": standard output).
-pub fn report(output: &Path, limit: Option<usize>, include_prov: bool, filters: &FilterArgs) -> Result<ExitCode> {
+pub fn report(
+    output: &Path,
+    limit: Option<usize>,
+    include_prov: bool,
+    filters: &FilterArgs,
+    reach: Reach,
+) -> Result<ExitCode> {
     let setup = UserSetup::load_for_reading()?;
-    let Some(store) = open_store_of(&setup)? else {
+    let Some(store) = journal::open(&setup, reach)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };

@@ -24,7 +24,8 @@ use prov_store::{ArchivedFile, Store};
 use rustix::fs::{renameat_with, RenameFlags};
 use serde_json::{json, Value};
 
-use crate::query::{absolute, open_store};
+use crate::file_args::absolute;
+use crate::journal::{self, Reach};
 
 #[derive(Args)]
 pub struct RestoreArgs {
@@ -63,8 +64,8 @@ pub struct RestoreArgs {
     stdout: bool,
 }
 
-pub fn restore(args: RestoreArgs) -> Result<ExitCode> {
-    let Some(store) = open_store()? else {
+pub fn restore(args: RestoreArgs, reach: Reach) -> Result<ExitCode> {
+    let Some(store) = journal::open_for(reach)? else {
         eprintln!("prov: no records yet");
         return Ok(ExitCode::from(1));
     };

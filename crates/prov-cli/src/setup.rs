@@ -187,7 +187,7 @@ pub fn tracing_unavailable(helper: &Path) -> Option<String> {
     if crate::spawn::no_new_privs() {
         return Some("no_new_privs is set for this process, so setuid programs cannot gain privilege".into());
     }
-    if let Some(reason) = crate::doctor_env::blocked_helper() {
+    if let Some(reason) = crate::environment::blocked_helper() {
         return Some(reason);
     }
     if !Path::new("/proc/sys/fs/fanotify").exists() {

@@ -185,7 +185,7 @@ pub fn prepare(session: String, shell: String) -> Result<ExitCode> {
     // Being started is the first request.
     loop {
         reap_exited_children();
-        if mounts.as_ref().is_some_and(crate::run_preparer::mounts_changed) {
+        if mounts.as_ref().is_some_and(crate::run::preparer::mounts_changed) {
             generation += 1;
         }
         let quick = answered.is_some_and(|t| t.elapsed() * AHEAD_WHEN_FASTER < preparing_takes);
@@ -277,7 +277,7 @@ fn keep_orphan_end(uuid: &str, end_ns: i64, exit_status: i32) {
     let Ok(user) = UserSetup::load() else { return };
     let end = CommandEnd { incomplete: Some(ORPHAN_REASON.into()), ..CommandEnd::with_status(end_ns, exit_status) };
     // Nobody to tell: the shell said what it could.
-    let _ = crate::record_end::spool_end(&user, uuid, &end);
+    let _ = crate::run::record_end::spool_end(&user, uuid, &end);
 }
 
 impl Unobserved<'_> {
@@ -295,7 +295,7 @@ impl Unobserved<'_> {
                 }
             }
             Ok(FromShim::Orphan { end_ns, exit_status }) => {
-                let named = fds.first().map(crate::run_preparer::inode);
+                let named = fds.first().map(crate::run::preparer::inode);
                 if let Some(last) = self.handed.iter().rev().find(|h| Some(h.ctl_inode) == named) {
                     keep_orphan_end(&last.uuid, end_ns, exit_status);
                 }
@@ -313,7 +313,7 @@ impl Unobserved<'_> {
         let begin = observe::identity(self.session.to_string(), self.shell).begin(start);
         let end = CommandEnd { untraced: Some(why), ..CommandEnd::with_status(end_ns, exit_status) };
         // Nobody to tell: the shell already said why it is not tracing.
-        let _ = crate::record_end::store(&user, &begin, &end);
+        let _ = crate::run::record_end::store(&user, &begin, &end);
     }
 }
 
@@ -353,7 +353,7 @@ impl HandedOut {
     fn of(ready: &Ready) -> HandedOut {
         HandedOut {
             uuid: ready.uuid.clone(),
-            ctl_inode: crate::run_preparer::inode(&ready.ctl),
+            ctl_inode: crate::run::preparer::inode(&ready.ctl),
             collector_pid: ready.collector_pid,
             holder_pid: ready.holder_pid,
             generation: ready.generation,
@@ -412,7 +412,7 @@ fn take_back(
         ),
         Ok(nix::sys::wait::WaitStatus::StillAlive)
     );
-    let genuine = crate::run_preparer::handed_out(&ctl, last.ctl_inode, &tracker, last.collector_pid)
+    let genuine = crate::run::preparer::handed_out(&ctl, last.ctl_inode, &tracker, last.collector_pid)
         && collector_lives
         && last.generation == generation;
     if !genuine {

@@ -79,7 +79,7 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // The record of the `prov run` that started us may still be being stored.
-    prov_store::spool::await_ended(&setup.locations.spool_dir(), crate::run::STORE_WAIT);
+    prov_store::spool::await_ended(&setup.locations.spool_dir(), crate::run::outcome::STORE_WAIT);
     let mut journal = Store::open(&setup.database(), prov_store::READ_BUSY_TIMEOUT)?;
     std::fs::create_dir_all(&setup.locations.state_dir).ok();
     let lock = File::create(setup.locations.state_dir.join("sync.lock")).context("cannot create the sync lock")?;

@@ -45,8 +45,8 @@ pub struct BrowseArgs {
     pub first_screen: bool,
 }
 
-pub fn browse(args: BrowseArgs) -> Result<ExitCode> {
-    let Some(store) = crate::query::open_store()? else {
+pub fn browse(args: BrowseArgs, reach: crate::journal::Reach) -> Result<ExitCode> {
+    let Some(store) = crate::journal::open_for(reach)? else {
         bail!("no records yet: nothing to browse");
     };
     let first = store.history(Some(FIRST_SCREEN)).context("cannot read the journal")?;

@@ -26,9 +26,9 @@ use prov_model::CommandEnd;
 use prov_store::{SpoolEntry, SpoolWriter};
 use serde::{Deserialize, Serialize};
 
+use super::outcome::{self, Timings, STORE_WAIT};
+use super::record_end::StartFile;
 use crate::observe::Observation;
-use crate::record_end::StartFile;
-use crate::run::{self, Timings, STORE_WAIT};
 
 /// `prov run` → preparer, on the connection its observation came on: the
 /// command has ended and the collector has `End`; finish the record
@@ -150,9 +150,9 @@ impl Finishing {
 
     fn stored(&mut self, report: &StoreReport) {
         match &report.lost {
-            Some(lost) => self.keep_end(&run::lost_reason(lost)),
+            Some(lost) => self.keep_end(&outcome::lost_reason(lost)),
             None => {
-                if let Some(problem) = run::store_problem(report) {
+                if let Some(problem) = outcome::store_problem(report) {
                     self.say(&problem);
                 }
                 let _ = std::fs::remove_file(self.start.path());
@@ -160,13 +160,13 @@ impl Finishing {
         }
         if let Some((path, timings)) = &self.handover.bench {
             let path = Path::new(std::ffi::OsStr::from_bytes(path));
-            run::bench_report(path, timings.clone().stored_now(), report);
+            outcome::bench_report(path, timings.clone().stored_now(), report);
         }
     }
 
     /// `Stored` did not come in time: the collector goes on alone.
     pub fn too_slow(self) {
-        self.say(run::STILL_STORING);
+        self.say(outcome::STILL_STORING);
         if self.handover.begun_seen {
             let _ = std::fs::remove_file(self.start.path());
         }
@@ -193,7 +193,7 @@ impl Finishing {
                 }
             }
         }
-        finishing.keep_end(&run::gone_reason(fate));
+        finishing.keep_end(&outcome::gone_reason(fate));
     }
 
     /// Keeps the end, marked incomplete with `why`, in the start file, for
@@ -202,7 +202,7 @@ impl Finishing {
     fn keep_end(&mut self, why: &str) {
         let end = CommandEnd { incomplete: Some(why.to_string()), ..self.handover.end.clone() };
         let kept = self.start.append(&SpoolEntry::End(end)).map_err(|e| e.to_string());
-        self.say(&run::kept_end_line(why, &kept));
+        self.say(&outcome::kept_end_line(why, &kept));
     }
 
     fn say(&self, line: &str) {

@@ -1,13 +1,12 @@
 //! `prov run -- CMD…`: observe one command tree and store its record.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_collect::protocol::{CommandStart, StoreReport, ToCaller, ToCollector};
@@ -15,15 +14,16 @@ use prov_collect::{ipc, long_text};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
 
+use super::handover;
+use super::outcome::{
+    bench_report, gone_reason, kept_end_line, lost_reason, now_ns, store_problem, Timings, STILL_STORING, STORE_WAIT,
+};
+use super::preparer as run_preparer;
+use super::record_end::{self, StartFile};
 use crate::observe::{self, CollectorProcess, Observation};
-use crate::record_end::{self, StartFile};
 use crate::setup::UserSetup;
 use crate::spawn;
-use crate::{run_handover, run_preparer};
 
-/// After its command has ended, `prov run` waits at most this long for the
-/// record to be stored; a collector slower than that finishes it alone.
-pub(crate) const STORE_WAIT: Duration = Duration::from_secs(5);
 /// How long `prov run` waits for the record's start to be stored before it
 /// starts the command anyway.
 const BEGIN_WAIT: Duration = Duration::from_secs(2);
@@ -44,7 +44,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     // Asked first: the preparer reads our context and picks an observation
     // while we work out the record's identity.
     let asked = user.as_ref().ok().and(crate::setup::helper_path().ok()).map(|helper| run_preparer::ask(&helper));
-    let session = crate::run_session::for_run();
+    let session = super::session::for_run();
     let identity = observe::identity(session, "run");
     let observation = user.as_ref().map_err(Clone::clone).and_then(|user| observation(user, identity.clone(), asked));
     // `kept`: we keep the start ourselves (a start file), so the collector
@@ -135,12 +135,12 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     let end = CommandEnd::with_status(now_ns(), status);
     let command_ns = end.end_ns - start_ns;
     // The rest goes to the preparer, if it gave us the observation
-    // (run_handover); then we exit right after `End`, and say so with our
+    // (handover.rs); then we exit right after `End`, and say so with our
     // pidfd attached: the collector finishes the record once we are gone,
     // so that its work and its writer's do not hold up our exit (on a busy
     // machine every process woken takes the free CPU in line with us).
     let handing_over =
-        matches!(obs.collector, CollectorProcess::Pooled(_)) && start_file.as_ref().is_some_and(run_handover::possible);
+        matches!(obs.collector, CollectorProcess::Pooled(_)) && start_file.as_ref().is_some_and(handover::possible);
     let own_exit = handing_over.then(|| prov_collect::sys::pidfd_open(std::process::id() as i32).ok()).flatten();
     let end_fds: Vec<_> = own_exit.iter().map(AsRawFd::as_raw_fd).collect();
     let end_sent = ipc::send_json(obs.ctl.as_fd(), &ToCollector::End(end.clone()), &end_fds).is_ok();
@@ -148,7 +148,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
         (handing_over, end_sent, start_file.as_mut(), &obs.collector)
     {
         let timings = Timings { begun_ns, spawned_ns, command_ns, total_ns: 0, prepared, start_ns, before_start_ns };
-        if run_handover::hand_over(preparer, &obs, file, &end, begun_seen, timings) {
+        if handover::hand_over(preparer, &obs, file, &end, begun_seen, timings) {
             return ExitCode::from(status as u8);
         }
     }
@@ -253,29 +253,6 @@ fn keep_end(user: &UserSetup, begin: &CommandBegin, end: CommandEnd, why: String
     eprintln!("{}", kept_end_line(&why, &kept));
     kept.is_ok()
 }
-
-/// The one line said once the end was kept (or not) marked incomplete with `why`.
-pub(crate) fn kept_end_line(why: &str, kept: &Result<(), String>) -> String {
-    let shown = escape_controls(why);
-    match kept {
-        Ok(()) => format!("prov: record incomplete: {shown}"),
-        Err(e) => format!("prov: record lost: {shown}; {}", escape_controls(e)),
-    }
-}
-
-/// Why a record is incomplete when the collector's writer lost part of it.
-pub(crate) fn lost_reason(lost: &str) -> String {
-    format!("the collector could not store everything: {lost}")
-}
-
-/// Why a record is incomplete when its collector ended (`why`) before it.
-pub(crate) fn gone_reason(why: &str) -> String {
-    format!("{why}; prov run stored the end, later files are missing")
-}
-
-/// Said when the collector has not stored the record within STORE_WAIT.
-pub(crate) const STILL_STORING: &str =
-    "prov: the collector is still storing this record; it will follow in the background";
 
 /// Stores the record of an untraced command; says so in one line only if
 /// that fails.
@@ -399,75 +376,6 @@ fn report_problems(report: &StoreReport) {
     }
 }
 
-/// The line `prov run` shows for a record that was not stored as it should.
-pub(crate) fn store_problem(report: &StoreReport) -> Option<String> {
-    if let Some(lost) = &report.lost {
-        Some(format!("prov: record lost: {}", escape_controls(lost)))
-    } else {
-        report.spooled.as_ref().map(|why| {
-            let why = escape_controls(why);
-            match &report.fallback {
-                Some(dir) => format!(
-                    "prov: database unavailable ({why}); the record is kept in {} until it can be written",
-                    escape_controls(dir)
-                ),
-                None => format!(
-                    "prov: database unavailable ({why}); the record is kept in the spool until it can be written"
-                ),
-            }
-        })
-    }
-}
-
-/// From just before the record's start is sent: until the collector
-/// confirmed it, until the command ended, until the record was stored.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Timings {
-    begun_ns: i64,
-    /// The join helper started (posix_spawn returns once it has exec'd).
-    spawned_ns: i64,
-    command_ns: i64,
-    total_ns: i64,
-    /// The observation came ready from the run preparer.
-    prepared: bool,
-    /// Wall clock (ns since the epoch) when the record's start was sent.
-    start_ns: i64,
-    before_start_ns: Option<i64>,
-}
-
-impl Timings {
-    /// With the total until now: the record just stored.
-    pub(crate) fn stored_now(self) -> Timings {
-        Timings { total_ns: now_ns() - self.start_ns, ..self }
-    }
-}
-
-/// For benches/: with PROV_BENCH_REPORT=FILE, appends one JSON line with the
-/// time until the start was confirmed, the command's own time, the total
-/// time including storing, and the collector's CPU time and event count.
-pub(crate) fn bench_report(path: &Path, timings: Timings, report: &StoreReport) {
-    let Timings { begun_ns, spawned_ns, command_ns, total_ns, prepared, before_start_ns, .. } = timings;
-    // As root, not into a directory someone else could redirect (see setup).
-    if nix::unistd::geteuid().is_root() && prov_model::paths::check_private_path(path, 0).is_err() {
-        return;
-    }
-    let line = serde_json::json!({
-        "begun_ns": begun_ns,
-        "spawned_ns": spawned_ns,
-        "before_start_ns": before_start_ns,
-        "command_ns": command_ns,
-        "total_ns": total_ns,
-        "prepared": prepared,
-        "collector_cpu_ns": report.collector_cpu_ns,
-        "events": report.events,
-        "incomplete": report.completeness.reasons().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "spooled": report.spooled,
-    });
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-        let _ = writeln!(f, "{line}");
-    }
-}
-
 /// Runs the command outside any observation; with `record`, keeps a record
 /// of it marked untraced with the reason.
 fn run_untraced(program: &Path, command: &[OsString], record: Option<(&UserSetup, CommandBegin, String)>) -> ExitCode {
@@ -504,10 +412,6 @@ fn resolve_program(name: &OsStr) -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| is_exec(p))
-}
-
-pub fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// The command as one would type it: words joined by spaces, quoted where

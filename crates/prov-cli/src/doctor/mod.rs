@@ -10,65 +10,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use prov_model::escape::{escape, escape_controls};
+use prov_model::escape::escape;
 
+pub mod db;
+pub mod finding;
+pub mod reach;
+
+pub use finding::{Finding, Status};
+
+use crate::environment;
 use crate::setup::{self, UserSetup};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    /// Worth knowing; nothing is broken.
-    Note,
-    /// Works, but not as the user probably wants.
-    Warn,
-    /// Commands are not recorded (or not stored) because of this.
-    Fail,
-}
-
-/// One line of the doctor's answer.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    pub status: Status,
-    pub what: String,
-    /// What to do; required for everything but `Ok`.
-    pub remedy: Option<String>,
-    /// Lines shown below it (a log's last lines).
-    pub details: Vec<String>,
-}
-
-impl Finding {
-    pub fn ok(what: impl Into<String>) -> Finding {
-        Finding { status: Status::Ok, what: what.into(), remedy: None, details: Vec::new() }
-    }
-    pub fn note(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
-        Finding::with(Status::Note, what, remedy)
-    }
-    pub fn warn(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
-        Finding::with(Status::Warn, what, remedy)
-    }
-    pub fn fail(what: impl Into<String>, remedy: impl Into<String>) -> Finding {
-        Finding::with(Status::Fail, what, remedy)
-    }
-    fn with(status: Status, what: impl Into<String>, remedy: impl Into<String>) -> Finding {
-        Finding { status, what: what.into(), remedy: Some(remedy.into()), details: Vec::new() }
-    }
-
-    fn print(&self) {
-        let tag = match self.status {
-            Status::Ok => "ok   ",
-            Status::Note => "note ",
-            Status::Warn => "WARN ",
-            Status::Fail => "FAIL ",
-        };
-        println!("{tag} {}", escape_controls(&self.what));
-        if let Some(remedy) = &self.remedy {
-            println!("      -> {}", escape_controls(remedy));
-        }
-        for d in &self.details {
-            println!("        {d}");
-        }
-    }
-}
 
 /// What the checks look at, gathered once.
 pub struct Context {
@@ -78,7 +29,7 @@ pub struct Context {
     pub shell: Option<ShellProcess>,
     /// What the place prov runs in means for it (container, WSL, mounts,
     /// kernel), read once: the helper's line and the environment's lines use it.
-    pub environment: Vec<crate::doctor_env::Finding>,
+    pub environment: Vec<environment::Finding>,
 }
 
 pub struct ShellProcess {
@@ -115,7 +66,7 @@ pub fn doctor() -> Result<ExitCode> {
         |_| Vec::new(),
         |helper| {
             let db = user.as_ref().ok().map(UserSetup::database);
-            crate::doctor_env::assess(&crate::doctor_env::Facts::read(), &helper, db.as_deref())
+            environment::assess(&environment::Facts::read(), &helper, db.as_deref())
         },
     );
     let ctx = Context { user, shell: calling_shell(), environment };
@@ -248,7 +199,7 @@ fn helper(ctx: &Context) -> Vec<Finding> {
             None => vec![Finding::ok(format!("helper {} can trace", shown(&helper)))],
             Some(problem) => {
                 // Where it runs (a container, a nosuid mount) is said with its remedy below.
-                let remedy = if ctx.environment.iter().any(|f| f.severity == crate::doctor_env::Severity::Fail) {
+                let remedy = if ctx.environment.iter().any(|f| f.severity == environment::Severity::Fail) {
                     "see the line about where prov runs, below"
                 } else if problem.starts_with("AppArmor") {
                     "the profile's rules decide (its file in /etc/apparmor.d; the kernel log shows apparmor=\"DENIED\" lines)"
@@ -270,7 +221,7 @@ fn reachable(ctx: &Context) -> Vec<Finding> {
     let shell = shell_kind(ctx);
     let rc = rc_file(shell, &user.locations.home);
     let rc_text = std::fs::read_to_string(&rc).unwrap_or_default();
-    crate::doctor_reach::assess(&crate::doctor_reach::Reach { prefix, prov, shell, rc, rc_text })
+    reach::assess(&reach::Reach { prefix, prov, shell, rc, rc_text })
 }
 
 /// Which build answers what (crate::full_build): a musl `prov` without its
@@ -286,7 +237,7 @@ fn builds(_: &Context) -> Vec<Finding> {
         ))];
     }
     if cfg!(target_env = "musl") {
-        let full = crate::full_build::path().unwrap_or_default();
+        let full = setup::install_prefix().map(|prefix| crate::full_build::path(&prefix)).unwrap_or_default();
         return vec![Finding::warn(
             format!(
                 "{} is built against musl and {} {}: queries run up to 2.7 times slower",
@@ -304,7 +255,7 @@ fn builds(_: &Context) -> Vec<Finding> {
 /// work can only be seen by trying: one observation started and dropped
 /// unused (it leaves no record). Why it failed, or None.
 fn apparmor_probe(ctx: &Context) -> Option<String> {
-    crate::doctor_env::apparmor_profile()?;
+    environment::apparmor_profile()?;
     let user = ctx.user.as_ref().ok()?;
     crate::observe::start(user, crate::observe::identity("doctor".into(), "doctor")).err()
 }
@@ -382,8 +333,8 @@ const IDLE_SHELL_THREADS: u64 = 7;
 /// fail first (bash retries a failed fork for up to 30 s), and each idle
 /// traced shell counts seven threads.
 fn process_limit(_: &Context) -> Vec<Finding> {
-    let Some(limit) = crate::doctor_db::process_limit() else { return Vec::new() };
-    let (running, provs) = crate::doctor_db::own_processes();
+    let Some(limit) = db::process_limit() else { return Vec::new() };
+    let (running, provs) = db::own_processes();
     // Near: fewer free than two idle shells would take, or a tenth left.
     if limit.saturating_sub(running) > (2 * IDLE_SHELL_THREADS).max(limit / 10) {
         return Vec::new();
@@ -433,14 +384,14 @@ fn excludes_replaced(ctx: &Context) -> Vec<Finding> {
 fn database(ctx: &Context) -> Vec<Finding> {
     let Ok(user) = &ctx.user else { return Vec::new() };
     let db = user.database();
-    match crate::doctor_db::database_problem(&db) {
+    match db::database_problem(&db) {
         None => vec![Finding::ok(format!("database {} opens for writing and is intact", shown(&db)))],
         // The problem names the database itself.
         Some(problem) => {
             let fallback = prov_store::spool::fallback_dir(&db);
             let meanwhile = match (
-                crate::doctor_db::spool_unwritable(&user.locations.spool_dir()),
-                crate::doctor_db::fallback_unusable(&db),
+                db::spool_unwritable(&user.locations.spool_dir()),
+                db::fallback_unusable(&db),
             ) {
                 (None, _) => "records wait in the spool meanwhile".to_string(),
                 (Some(_), None) => format!(
@@ -463,7 +414,7 @@ fn spool(ctx: &Context) -> Vec<Finding> {
     let Ok(user) = &ctx.user else { return Vec::new() };
     let dir = user.locations.spool_dir();
     let fallback = fallback_spool(&user.database());
-    if let Some(why) = crate::doctor_db::spool_unwritable(&dir) {
+    if let Some(why) = db::spool_unwritable(&dir) {
         let mut found = vec![Finding::fail(
             format!("spool {} cannot be written: {why}", shown(&dir)),
             "make it writable or free space: while the database cannot take a record, the spool is where it waits",
@@ -471,7 +422,7 @@ fn spool(ctx: &Context) -> Vec<Finding> {
         found.extend(fallback);
         return found;
     }
-    let mut found = match crate::doctor_db::spool_problem(&dir) {
+    let mut found = match db::spool_problem(&dir) {
         // The database line says whether records reach it.
         None => vec![Finding::ok(format!("spool {} is empty: no record waits there", shown(&dir)))],
         Some(problem) => vec![Finding::warn(
@@ -479,7 +430,7 @@ fn spool(ctx: &Context) -> Vec<Finding> {
             "run `prov query history`: it moves them into the database; if they stay, see the database line",
         )],
     };
-    let set_aside = crate::doctor_db::set_aside_notes(&dir);
+    let set_aside = db::set_aside_notes(&dir);
     if let Some((head, files)) = set_aside.split_first() {
         let mut f = Finding::note(head.clone(), "look at the set-aside bytes, then delete these files");
         f.details = files.iter().map(|l| l.trim().to_string()).collect();
@@ -585,10 +536,10 @@ fn central_store(ctx: &Context) -> Vec<Finding> {
 }
 
 /// Where this runs (container, WSL, mounts, kernel). Each finding of
-/// doctor_env reads "what: what it means and what to do".
+/// environment.rs reads "what: what it means and what to do".
 fn environment(ctx: &Context) -> Vec<Finding> {
-    let status = |s: &crate::doctor_env::Severity| {
-        if *s == crate::doctor_env::Severity::Fail {
+    let status = |s: &environment::Severity| {
+        if *s == environment::Severity::Fail {
             Status::Fail
         } else {
             Status::Note

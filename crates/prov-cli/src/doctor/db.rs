@@ -104,20 +104,6 @@ pub fn set_aside_notes(dir: &Path) -> Vec<String> {
     notes
 }
 
-/// The next query after spool lines were set aside says so, once.
-pub fn report_set_aside_once(dir: &Path) {
-    let (new, _) = spool::set_aside_files(dir);
-    if new.is_empty() {
-        return;
-    }
-    let reported: Vec<String> =
-        new.iter().map(|f| shown(&spool::mark_reported(f).unwrap_or_else(|_| f.clone()))).collect();
-    eprintln!(
-        "prov: note: unreadable spool lines were set aside and their records stored without them: {}; `prov doctor` lists them",
-        reported.join(", ")
-    );
-}
-
 /// `prov doctor --repair`: a damaged database is moved aside and what SQLite
 /// can still read of it is copied into a new one; a sound one is left alone.
 pub fn repair() -> Result<ExitCode> {

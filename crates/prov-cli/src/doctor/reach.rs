@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::doctor::Finding;
+use super::finding::Finding;
 
 /// What the checks look at, read from the environment by [`Reach::read`].
 pub struct Reach {

@@ -25,7 +25,7 @@
 //! puts it among the ready ones, unless the mount table changed meanwhile.
 //! Back-to-back runs are then served by one collector, and pay no program
 //! start at all. A `prov run` whose command has ended hands the rest of its
-//! record to us on the same connection and returns (`run_handover`): we
+//! record to us on the same connection and returns (`run::handover`): we
 //! wait for `Stored`, take the observation back, remove the start file.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -42,8 +42,8 @@ use nix::sys::socket::{
 };
 use prov_collect::ipc;
 
+use super::handover::{next_deadline, Finishing, Heard, HANDOVER_TAG};
 use crate::observe::{self, CollectorProcess, Observation};
-use crate::run_handover::{next_deadline, Finishing, Heard, HANDOVER_TAG};
 
 /// How long an idle preparer stays, unless `PROV_RUN_LINGER` (seconds) says
 /// otherwise; 0 turns the preparer off.
@@ -59,7 +59,7 @@ const UNRESPONSIVE_SKIP: Duration = Duration::from_secs(10);
 const MAX_READY: usize = 2;
 
 /// How long a request that finds no observation ready waits for the
-/// collectors of records being finished (run_handover) to answer, so that
+/// collectors of records being finished (run::handover) to answer, so that
 /// one comes back: back-to-back runs then take it instead of starting an
 /// observation of their own (three program starts, ~5 ms here). Its
 /// collector stores the end once the run that handed it over has exited,
@@ -74,7 +74,7 @@ const NONE_TAG: u8 = b'N';
 const FATE_TAG: u8 = b'F';
 /// `prov run` → preparer, on the same connection: the observation is back
 /// for another record (descriptors: control socket, namespace root, the
-/// collector's new tracker). Or the record to finish: `run_handover`'s
+/// collector's new tracker). Or the record to finish: `run::handover`'s
 /// `HANDOVER_TAG`.
 const AGAIN_TAG: u8 = b'A';
 /// In the socket's name: a prov speaking another protocol with its
@@ -426,7 +426,7 @@ struct Handed {
     generation: u64,
     /// The control socket's inode: what comes back must be the same one.
     ctl_inode: u64,
-    /// Its record, finished for a caller that has returned (run_handover).
+    /// Its record, finished for a caller that has returned (run::handover).
     finishing: Option<Finishing>,
 }
 
@@ -488,7 +488,7 @@ pub fn serve() -> anyhow::Result<ExitCode> {
             break;
         }
         let timeout = if handed.is_empty() { idle_left } else { Duration::from_secs(3600) };
-        // Records finished for callers gone (run_handover): until `Stored`.
+        // Records finished for callers gone (run::handover): until `Stored`.
         let timeout =
             next_deadline(handed.iter().filter_map(|h| h.finishing.as_ref())).map_or(timeout, |d| d.min(timeout));
         let mut fds =
@@ -696,7 +696,7 @@ fn await_one_back(handed: Vec<Handed>, pool: &(Mutex<Pool>, Condvar)) -> Vec<Han
     still
 }
 
-/// A record finished for a caller that has returned (run_handover): the
+/// A record finished for a caller that has returned (run::handover): the
 /// collector answered (`answered`) or the time is up. Returns the
 /// observation when it stays handed out.
 fn finish(mut h: Handed, answered: bool, pool: &(Mutex<Pool>, Condvar)) -> Option<Handed> {

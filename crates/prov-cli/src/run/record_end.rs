@@ -87,7 +87,7 @@ pub fn end_abandoned(database: &Path, spool: &Path) {
     }
     let Ok(mut store) = Store::open(database, BUSY_TIMEOUT) else { return };
     for id in gone {
-        let _ = store.end_abandoned(id, crate::run::now_ns());
+        let _ = store.end_abandoned(id, super::outcome::now_ns());
     }
 }
 
