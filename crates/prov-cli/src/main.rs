@@ -7,7 +7,6 @@
 
 mod admin;
 mod browse;
-mod command_env;
 mod config;
 mod docs;
 mod doctor;
@@ -25,6 +24,7 @@ mod observe;
 mod output;
 mod processes;
 mod query;
+mod query_env;
 mod report;
 mod restore;
 mod run;
@@ -438,7 +438,7 @@ fn every_other_subcommand() -> ExitCode {
             QueryCommand::Processes { id, exe, arg, files, json } => {
                 processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files }, reach)
             }
-            QueryCommand::Env { id, json } => command_env::query(id, json),
+            QueryCommand::Env { id, json } => query_env::query(id, json, reach),
         },
         Command::Restore(args) => restore::restore(args, reach),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),

@@ -1,24 +1,5 @@
-//! The environment `prov run` records for its command: the variables
-//! `[env]` selects from its own environment, which the command inherits.
-
-use std::os::unix::ffi::OsStrExt;
-
-use prov_model::env::EnvConfig;
-
-/// The selected variables as `NAME=VALUE` entries each ending in a NUL
-/// (the collector redacts them).
-pub fn of_this_process(config: &EnvConfig) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, value) in std::env::vars_os() {
-        if config.records(name.as_bytes()) {
-            out.extend_from_slice(name.as_bytes());
-            out.push(b'=');
-            out.extend_from_slice(value.as_bytes());
-            out.push(0);
-        }
-    }
-    out
-}
+//! `prov query env ID`: the environment a command ran in and the programs
+//! it ran.
 
 /// `prov query env ID`: the environment command ID ran in (variables, git
 /// state) and the programs it ran. JSON: one object, `"type":
@@ -27,12 +8,12 @@ pub fn of_this_process(config: &EnvConfig) -> Vec<u8> {
 /// `variables_hex` (only for bytes that are not UTF-8), `git` (`root`,
 /// `commit`, `branch`, `dirty`; null outside a repository) and
 /// `executables` (`path`, `size`, `mtime_ns`, `mtime`, `hash`).
-pub fn query(command_id: i64, json: bool) -> anyhow::Result<std::process::ExitCode> {
+pub fn query(command_id: i64, json: bool, reach: crate::journal::Reach) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context;
     use prov_export::environment::{environment_json, executable_json};
     use std::io::Write;
 
-    let Some(store) = crate::query::open_store()? else {
+    let Some(store) = crate::journal::open_for(reach)? else {
         eprintln!("prov: no records yet");
         return Ok(std::process::ExitCode::from(1));
     };
