@@ -45,7 +45,8 @@ const MAIN_PAGE_SECTIONS: &str = r#".SH "EXIT STATUS"
 0 when prov did what was asked or found an answer; 1 when it found
 nothing (no records yet, nothing matched, no recorded writer), saying why
 in one line on standard error, or when a check failed; 2 for a usage error
-(an unknown option or a bad value). \fBprov run\fR exits with its
+(an unknown option or a bad value); 3 when \fBprov rerun \-\-check\fR or
+\fBprov diff\fR found a difference. \fBprov run\fR exits with its
 command's status.
 .SH EXAMPLES
 .TP
@@ -60,6 +61,9 @@ the commands that wrote results.csv, newest first
 .TP
 \fBprov query lineage results.csv\fR
 where results.csv came from, as a tree
+.TP
+\fBprov rerun \-\-lineage results.csv \-\-check\fR
+rebuild results.csv in a sandbox and say whether every output is identical
 .TP
 \fBprov report \-o journal.html\fR
 the journal as one HTML page

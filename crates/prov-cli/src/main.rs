@@ -7,7 +7,9 @@
 
 mod admin;
 mod browse;
+mod chain;
 mod config;
+mod diff;
 mod docs;
 mod doctor;
 mod environment;
@@ -26,8 +28,13 @@ mod processes;
 mod query;
 mod query_env;
 mod report;
+mod rerun;
+mod rerun_check;
+mod rerun_env;
 mod restore;
 mod run;
+#[allow(unsafe_code)]
+mod sandbox;
 mod setup;
 mod shell;
 #[allow(unsafe_code)]
@@ -100,6 +107,29 @@ enum Command {
     /// existing different file is replaced only with --force or after a yes
     /// on a terminal; otherwise prov says so and exits 1.
     Restore(restore::RestoreArgs),
+    /// Run a recorded command again, in a sandbox, and compare.
+    ///
+    /// The command's text runs with its shell in its recorded directory,
+    /// with its recorded variables over the current environment, traced
+    /// like any command, inside an unprivileged user and mount
+    /// namespace: an overlay over the directories it may write in (its
+    /// directory, those of its outputs, HOME, /tmp) takes its writes in a
+    /// scratch layer, and every other mount is read-only, so your files
+    /// are never written (unless --in-place). --lineage FILE runs every
+    /// command that made FILE, in order. --check compares each recorded
+    /// output with what the re-run made, one line per difference, inputs
+    /// changed since the recording first. Exit status: the command's
+    /// (the last one run); with --check 0 when everything is identical,
+    /// 3 when something differs.
+    Rerun(rerun::RerunArgs),
+    /// What differs between two commands, or the chains that made two files.
+    ///
+    /// Command texts, exit statuses, environments (recorded variables, git
+    /// commit), programs run (executable hash, arguments), inputs and
+    /// outputs (path, size, content), one line each. A path
+    /// below a side's directory is compared relative to it. Exit status 0
+    /// when nothing differs, 3 when something does.
+    Diff(diff::DiffArgs),
     /// Delete the commands the filters select, with their file events.
     ///
     /// At least one filter (or --older-than) is required. Asks before
@@ -205,6 +235,9 @@ enum Command {
     /// Internal: prepare the next observation for the shell integration.
     #[command(name = "__prepare", hide = true)]
     Prepare { session: String, shell: String },
+    /// Internal: the sandbox of `prov rerun` (run by it under `prov run`).
+    #[command(name = "__sandbox", hide = true)]
+    Sandbox { plan: std::path::PathBuf },
     /// Internal: keep an observation ready for `prov run` (started by it).
     #[command(name = "__run-preparer", hide = true)]
     RunPreparer,
@@ -441,6 +474,9 @@ fn every_other_subcommand() -> ExitCode {
             QueryCommand::Env { id, json } => query_env::query(id, json, reach),
         },
         Command::Restore(args) => restore::restore(args, reach),
+        Command::Rerun(args) => rerun::rerun(args, reach),
+        Command::Diff(args) => diff::diff(args, reach),
+        Command::Sandbox { plan } => sandbox::serve(&plan),
         Command::Delete { older_than, dry_run, yes, filters } => admin::delete(filters, older_than, dry_run, yes),
         Command::Stats { json } => admin::stats(json, reach),
         Command::Report { output, limit, include_prov, filters } => {
