@@ -69,7 +69,9 @@ static int selected(const char *entry)
 /* What the command's programs will get. bash keeps its exported variables
  * apart from `environ` and builds the array it passes to execve when it
  * changed (maybe_make_export_env): built now, it is the same array the
- * command's exec uses, not built twice. zsh keeps `environ` itself. */
+ * command's exec uses, not built twice. zsh keeps `environ` itself. NULL:
+ * not known (a bash whose functions are not exported: its `environ` is
+ * the one it started with, which would be a wrong answer). */
 static char **command_environment(void)
 {
     if (shim_shell_is_bash()) {
@@ -78,10 +80,9 @@ static char **command_environment(void)
             E.make_export_env = (void (*)(void))dlsym(RTLD_DEFAULT, "maybe_make_export_env");
             E.export_env = (char ***)dlsym(RTLD_DEFAULT, "export_env");
         }
-        if (E.make_export_env && E.export_env) {
-            E.make_export_env();
-            return *E.export_env;
-        }
+        if (!E.make_export_env || !E.export_env) return NULL;
+        E.make_export_env();
+        return *E.export_env;
     }
     return environ;
 }
@@ -89,8 +90,9 @@ static char **command_environment(void)
 int shim_env_append(struct buf *msg)
 {
     if (!E.known) return 0;
-    if (buf_str(msg, ",\"env\":\"")) return -1;
     char **env = command_environment();
+    if (!env) return 0;
+    if (buf_str(msg, ",\"env\":\"")) return -1;
     for (char **e = env; e && *e; e++) {
         if (!selected(*e)) continue;
         static const unsigned char nul = 0;
