@@ -200,7 +200,7 @@ step=$((step + 1))
 echo "install.sh: [$step/$steps] building the preload shim" >&2
 cc -O2 -shared -fPIC -fvisibility=hidden -fno-delete-null-pointer-checks \
     -Wall -Wextra -Werror -Wmissing-prototypes -Wno-nonnull-compare \
-    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" "$src/preload/bash_trap.c" "$src/preload/bash_prompt.c" -ldl
+    -o "$target/libprov_preload.so" "$src/preload/prov_preload.c" "$src/preload/bash_history.c" "$src/preload/bash_trap.c" "$src/preload/bash_prompt.c" "$src/preload/shim_env.c" -ldl
 
 if [ -n "$stage" ]; then
     install -d -m 0755 "$stage/bin" "$stage/libexec/prov" "$stage/lib/prov"

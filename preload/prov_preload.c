@@ -74,6 +74,7 @@
 #include "bash_prompt.h"
 #include "bash_trap.h"
 #include "shim_messages.h"
+#include "shim_env.h"
 #include "shim_parse.h"
 #include "shim_shell.h"
 #include "shim_util.h"
@@ -105,6 +106,8 @@
 /* The longest Stored answer read whole: its reasons name up to three
  * places (database, spool, fallback spool), each a path. */
 #define STORED_MAX 2048
+/* The preparer's answer: a few numbers and the [env] patterns. */
+#define PREPARED_MAX 4608
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -435,7 +438,7 @@ static void take_prepared(int wait_ms)
         if (wait_ms > 0) S.preparer_late = 1;
         return;
     }
-    char msg[512];
+    char msg[PREPARED_MAX];
     int fds[3] = { -1, -1, -1 }, nfds;
     ssize_t n = recv_with_fds(S.prep_sock, msg, sizeof msg - 1, fds, &nfds);
     S.preparing = 0;
@@ -451,6 +454,7 @@ static void take_prepared(int wait_ms)
         int floor = prepared_number(msg, "wait=");
         if (floor > 0) S.prepare_floor_ms = floor;
         S.prepare_took_ms = prepared_number(msg, "took=");
+        shim_env_patterns(msg);
         S.r_holder = holder;
         S.r_skip_space = skip_space;
         S.r_ctl = move_high(fds[0], 1);
@@ -527,7 +531,7 @@ static int send_begin(int sock, int flags, const struct buf *text, const char *c
     }
     struct buf msg = {0};
     int bad = msg_begin(&msg, ++S.seq, memfd < 0 ? (const unsigned char *)text->p : NULL, text->len, cwd,
-                        (uint64_t)now_ns(), sock == S.ctl);
+                        (uint64_t)now_ns(), sock == S.ctl, shim_env_append);
     int rc = -1;
     if (!bad) rc = send_with_fds(sock, msg.p, msg.len, &memfd, memfd >= 0 ? 1 : 0, flags) < 0 ? -1 : 0;
     if (memfd >= 0) close(memfd);

@@ -28,15 +28,18 @@
 /* `{"Begin":{…}}`: the command's start. `text` is NULL when the text travels
  * in a memfd of `text_len` bytes (text_in_fd); `held`: the shell hands the
  * observation back for another record and sends End only once it is idle
- * (reuse, end_when_idle). 0 on success. */
+ * (reuse, end_when_idle); `append_env` (or NULL) adds the command's
+ * variables (`,"env":"…"`, shim_env.c). 0 on success. */
 static __attribute__((unused)) int msg_begin(struct buf *msg, uint64_t seq, const unsigned char *text,
-                                             size_t text_len, const char *cwd, uint64_t start_ns, int held)
+                                             size_t text_len, const char *cwd, uint64_t start_ns, int held,
+                                             int (*append_env)(struct buf *))
 {
     return buf_str(msg, "{\"Begin\":{\"seq\":") || buf_u64(msg, seq) || buf_str(msg, ",\"text\":\"")
         || (text && buf_hex(msg, text, text_len))
         || buf_str(msg, "\",\"cwd\":\"") || buf_hex(msg, (const unsigned char *)cwd, strlen(cwd))
         || buf_str(msg, "\",\"start_ns\":") || buf_u64(msg, start_ns)
         || (held && buf_str(msg, ",\"reuse\":true,\"end_when_idle\":true"))
+        || (append_env && append_env(msg))
         || (!text && (buf_str(msg, ",\"text_in_fd\":") || buf_u64(msg, text_len)))
         || buf_str(msg, "}}");
 }

@@ -198,9 +198,11 @@ fn prov_json_is_read_by_the_prov_package() {
     lineage(&case, &["result.txt", "--format", "prov-json", "--output", path.to_str().unwrap()]);
     let report = python(CHECK_PROV, &[&path]);
     let mut lines = report.lines();
-    // 3 commands; 5 file versions (raw, sort.sh, sorted, params, result);
-    // one user; reads: sort.sh, raw, sorted, params; writes: raw, sorted, result.
-    assert_eq!(lines.next(), Some("3 5 1 4 3 3"), "{report}");
+    // 3 commands; 5 file versions (raw, sort.sh, sorted, params, result)
+    // and 3 executables (sh, sort, cat); one user; reads: sort.sh, raw,
+    // sorted, params, and each command's programs (sh; sh, sort; sh, cat);
+    // writes: raw, sorted, result.
+    assert_eq!(lines.next(), Some("3 8 1 9 3 3"), "{report}");
     let mut want = vec![text_of(RAW), text_of(SORT), text_of(COMBINE)];
     want.sort();
     assert_eq!(lines.map(str::to_string).collect::<Vec<_>>(), want);

@@ -330,6 +330,24 @@ impl Case {
         self.home.join(".local/state/prov/spool")
     }
 
+    /// Every file prov keeps for the user, as bytes: the database (with its
+    /// WAL) and the spool; a secret must be nowhere in them.
+    pub fn stored_bytes(&self) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut stack = vec![self.home.join(".local/share/prov"), self.home.join(".local/state/prov")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    all.extend(std::fs::read(&p).unwrap_or_default());
+                }
+            }
+        }
+        all
+    }
+
     /// Writes the acting user's prov configuration (`~/.config/prov/config.toml`).
     pub fn write_config(&self, toml: &str) {
         let dir = self.home.join(".config/prov");
@@ -337,6 +355,11 @@ impl Case {
         std::fs::write(dir.join("config.toml"), toml).unwrap();
         self.chown_tree(&self.home);
     }
+}
+
+/// Whether `haystack` holds the bytes of `needle`.
+pub fn contains_bytes(haystack: &[u8], needle: &str) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 /// Whether packaging/install.sh builds against musl on this machine: the

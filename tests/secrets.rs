@@ -15,30 +15,6 @@ const SLACK: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
 const GITHUB: &str = "ghp_1A2b3C4d5E6f7G8h9I0jK1l2M3n4O5p6Q7r8";
 const PASSWORD: &str = "Hunter2Secret";
 
-/// Every file prov keeps for the user, as bytes: the database (with its
-/// WAL) and the spool.
-fn stored_bytes(case: &Case) -> Vec<u8> {
-    let mut all = Vec::new();
-    for dir in [case.home.join(".local/share/prov"), case.home.join(".local/state/prov")] {
-        let mut stack = vec![dir];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    all.extend(std::fs::read(&p).unwrap_or_default());
-                }
-            }
-        }
-    }
-    all
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 fn texts(case: &Case) -> Vec<String> {
     case.query(["history", "-n", "100"]).iter().map(|c| c["text"].as_str().unwrap().to_string()).collect()
 }
@@ -76,9 +52,9 @@ fn prov_run_stores_the_command_without_its_secrets() {
     assert_eq!(case.writer_of("out.txt")["text"], t[1]);
     // Found by the mark.
     assert_eq!(case.query(["history", "--text", "[REDACTED]"]).len(), 2);
-    let stored = stored_bytes(&case);
+    let stored = case.stored_bytes();
     for secret in [AWS_SECRET, PASSWORD] {
-        assert!(!contains(&stored, secret), "{secret} is in prov's files");
+        assert!(!contains_bytes(&stored, secret), "{secret} is in prov's files");
     }
 }
 
@@ -95,7 +71,7 @@ fn an_untraced_command_is_stored_without_its_secrets() {
         .unwrap();
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(texts(&case), ["sh -c 'AWS_SECRET_ACCESS_KEY=[REDACTED] true'"]);
-    assert!(!contains(&stored_bytes(&case), AWS_SECRET), "the secret is in prov's files");
+    assert!(!contains_bytes(&case.stored_bytes(), AWS_SECRET), "the secret is in prov's files");
 }
 
 #[test]
@@ -104,7 +80,7 @@ fn user_patterns_add_to_the_builtin_shapes() {
     case.write_config("[redact]\npatterns = ['corp-pin-(\\d{6})']\n");
     case.run_sh("echo corp-pin-482913 > /dev/null");
     assert_eq!(texts(&case), ["sh -c 'echo corp-pin-[REDACTED] > /dev/null'"]);
-    assert!(!contains(&stored_bytes(&case), "482913"));
+    assert!(!contains_bytes(&case.stored_bytes(), "482913"));
 }
 
 fn typed_secrets_are_redacted(shell: &'static str) {
@@ -134,9 +110,9 @@ fn typed_secrets_are_redacted(shell: &'static str) {
         "{}",
         case.collector_state()
     );
-    let stored = stored_bytes(&case);
+    let stored = case.stored_bytes();
     for secret in [AWS_SECRET, SLACK, GITHUB] {
-        assert!(!contains(&stored, secret), "{secret} is in prov's files");
+        assert!(!contains_bytes(&stored, secret), "{secret} is in prov's files");
     }
 }
 
@@ -168,7 +144,7 @@ fn archived_scripts_are_kept_without_their_secrets_unless_opted_out() {
         assert!(out.status.success(), "{name}: {}", describe(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{name}");
         if config.is_empty() {
-            assert!(!contains(&stored_bytes(&case), GITHUB), "the token is in prov's files");
+            assert!(!contains_bytes(&case.stored_bytes(), GITHUB), "the token is in prov's files");
         }
     }
 }

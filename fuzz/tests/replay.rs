@@ -90,6 +90,7 @@ fn writer_pipe_seeds() {
         user: "u".into(),
         shell: "bash".into(),
         start_ns: 1_763_900_000_000_000_000,
+        env: None,
     };
     let event = |access, path: &[u8], hash| FileEvent {
         access,

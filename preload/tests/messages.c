@@ -30,15 +30,23 @@ static void print_buf(const char *kind, struct buf *msg, int bad)
     buf_free(msg);
 }
 
+/* The variables as shim_env.c sends them: NAME=VALUE, each ending in a NUL. */
+static int test_env(struct buf *msg)
+{
+    static const char vars[] = "SLURM_JOB_ID=4242\0LANG=C.UTF-8";
+    return buf_str(msg, ",\"env\":\"") || buf_hex(msg, (const unsigned char *)vars, sizeof vars)
+        || buf_str(msg, "\"");
+}
+
 static int write_all(void)
 {
     /* Bytes JSON would have to escape, and some that are not UTF-8. */
     static const unsigned char text[] = "echo \"a\\b\"\n\t\xff\xfe ok";
     struct buf msg = {0};
     print_buf("begin-held", &msg,
-              msg_begin(&msg, 7, text, sizeof text - 1, "/home/u/\xe9t\xe9", 1700000000123456789ULL, 1));
-    print_buf("begin", &msg, msg_begin(&msg, 18446744073709551615ULL, text, 0, "/", 0, 0));
-    print_buf("begin-in-fd", &msg, msg_begin(&msg, 8, NULL, INLINE_TEXT_MAX + 1, "/tmp", 1, 0));
+              msg_begin(&msg, 7, text, sizeof text - 1, "/home/u/\xe9t\xe9", 1700000000123456789ULL, 1, test_env));
+    print_buf("begin", &msg, msg_begin(&msg, 18446744073709551615ULL, text, 0, "/", 0, 0, NULL));
+    print_buf("begin-in-fd", &msg, msg_begin(&msg, 8, NULL, INLINE_TEXT_MAX + 1, "/tmp", 1, 0, NULL));
     print_buf("end", &msg, msg_end(&msg, 1700000000999999999ULL, "130", NULL));
     print_buf("end-why", &msg, msg_end(&msg, 5, "0", "helper \"x\" is not setuid\n"));
     char end[256], orphan[300];

@@ -51,12 +51,24 @@ pub fn require_output(format: Format, output: Option<&Path>) -> Result<()> {
 /// standard output. Returns why a rebuild it writes cannot be faithful
 /// (see [`prov_export::export`]).
 pub fn write(
+    store: &prov_store::Reader,
     format: Format,
     records: &[(CommandRow, Vec<FileRow>)],
     opts: &ExportOptions,
     output: Option<&Path>,
 ) -> Result<Vec<String>> {
     require_output(format, output)?;
+    // The formats that describe software and settings get each command's
+    // environment and programs.
+    let mut with_env;
+    let mut opts = opts;
+    if format.shows_environments() {
+        with_env = opts.clone();
+        for (c, _) in records {
+            with_env.environments.insert(c.id, store.command_environment(c.id)?);
+        }
+        opts = &with_env;
+    }
     let written = match output {
         Some(dir) if format.writes_directory() => prov_export::export(format, records, opts, Output::Directory(dir)),
         _ => {

@@ -185,6 +185,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs, reach: Reach) -> Result<ExitCode
             .then(|| walked.start.iter().filter_map(|&(c, f)| walked.file(c, f)).map(|f| f.path.clone()).collect()),
         title: Some(format!("prov: {} of {}", direction.as_str(), path.display())),
         read_files_dir: None,
+        environments: Default::default(),
     };
     let view: fn(&lineage::Lineage, &mut dyn Write) -> prov_export::Result<()> = match args.format {
         LineageFormat::Tree => {
@@ -232,7 +233,7 @@ pub fn lineage(file: &OsStr, args: LineageArgs, reach: Reach) -> Result<ExitCode
         }
         LineageFormat::Dot => prov_export::dot::write_dot,
         LineageFormat::Export(format) => {
-            for why in export::write(format, &records, &opts, args.output.as_deref())? {
+            for why in export::write(&store, format, &records, &opts, args.output.as_deref())? {
                 eprintln!(
                     "prov: warning: cannot rebuild faithfully: {}",
                     prov_model::escape::escape_text(why.as_bytes())

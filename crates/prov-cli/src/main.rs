@@ -8,7 +8,6 @@
 mod admin;
 mod browse;
 mod chain;
-mod command_env;
 mod config;
 mod diff;
 mod docs;
@@ -27,6 +26,7 @@ mod observe;
 mod output;
 mod processes;
 mod query;
+mod query_env;
 mod report;
 mod rerun;
 mod rerun_check;
@@ -336,6 +336,23 @@ enum QueryCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The environment command ID ran in, and the programs it ran.
+    ///
+    /// The variables `[env]` records (PATH, the Python or Conda
+    /// environment, loaded modules, the batch job, threads, locale; values
+    /// redacted), the git commit, branch and dirty state of its directory,
+    /// and each program's executable with its size, mtime and partial hash.
+    /// `--env KEY=VALUE` on the listings finds every command with a value.
+    Env {
+        /// The command's id (as `prov query history` shows it).
+        #[arg(value_name = "ID")]
+        id: i64,
+        /// One JSON object: "type": "environment", command_id,
+        /// environment_id, variables, git (root, commit, branch, dirty) and
+        /// executables (path, size, mtime_ns, mtime, hash).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -460,6 +477,7 @@ fn every_other_subcommand() -> ExitCode {
             QueryCommand::Processes { id, exe, arg, files, json } => {
                 processes::query(&processes::ProcessQuery { command_id: id, json, exe, arg, files }, reach)
             }
+            QueryCommand::Env { id, json } => query_env::query(id, json, reach),
         },
         Command::Restore(args) => restore::restore(args, reach),
         Command::Rerun(args) => rerun::rerun(args, reach),

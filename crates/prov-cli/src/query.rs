@@ -352,7 +352,7 @@ fn export(store: &Reader, found: &[Selected], format: prov_export::Format, outpu
         records.push((command.clone(), store.files_of(command.id)?));
     }
     // The file names what it cannot rebuild faithfully (its comments).
-    crate::export::write(format, &records, &prov_export::ExportOptions::default(), output)?;
+    crate::export::write(store, format, &records, &prov_export::ExportOptions::default(), output)?;
     Ok(())
 }
 

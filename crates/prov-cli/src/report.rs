@@ -53,6 +53,7 @@ pub fn report(
     let mut records = Vec::with_capacity(n);
     let mut archived = BTreeMap::new();
     let mut processes = BTreeMap::new();
+    let mut environments = BTreeMap::new();
     for (command, _) in commands {
         let scripts = store.archived_of(command.id)?;
         if !scripts.is_empty() {
@@ -79,6 +80,10 @@ pub fn report(
                 .collect();
             processes.insert(command.id, lines);
         }
+        let env = store.command_environment(command.id)?;
+        if env.env.is_some() || !env.executables.is_empty() {
+            environments.insert(command.id, env);
+        }
         records.push((command, files));
     }
     let files_per_access = setup.config.report.files_per_command.0 as usize;
@@ -99,6 +104,7 @@ pub fn report(
         include_prov,
         writers,
         lineages,
+        environments,
     };
     if output == Path::new("-") {
         let mut out = BufWriter::new(std::io::stdout().lock());

@@ -331,6 +331,8 @@ struct Ready {
     holder_pid: i32,
     collector_pid: u32,
     config: ShellConfig,
+    /// `[env]`'s selecting patterns, for the shim.
+    env_patterns: String,
     /// How long preparing (or taking back) it took.
     took: Duration,
     /// The mount table's generation it was prepared in.
@@ -386,6 +388,7 @@ fn prepare_one(identity: &RecordIdentity, generation: u64) -> Prepared {
         holder_pid: obs.holder_pid,
         collector_pid: obs.collector_pid,
         config: user.config.shell,
+        env_patterns: user.config.env.shim_patterns(),
         took: started.elapsed(),
         generation,
         uuid,
@@ -436,6 +439,7 @@ fn take_back(
         holder_pid: last.holder_pid,
         collector_pid: last.collector_pid,
         config: user.config.shell,
+        env_patterns: user.config.env.shim_patterns(),
         took: started.elapsed(),
         generation,
     }))
@@ -448,11 +452,14 @@ fn send_prepared(shim: BorrowedFd<'_>, prepared: &Prepared) -> Result<()> {
             // The shim applies [shell] skip_space_prefixed itself, and waits
             // for the next preparation as long as prepare_wait_ms and this
             // one's duration say (preload/shim_parse.h, prepare_wait_ms).
+            // Last: the patterns of the variables the shim sends with
+            // Begin (preload/shim_env.c).
             let answer = shell_preparer::ready(
                 ready.holder_pid,
                 ready.config.skip_space_prefixed,
                 ready.took.as_millis().min(i32::MAX as u128) as u64,
                 ready.config.prepare_wait_ms.0.min(i32::MAX as u32),
+                &ready.env_patterns,
             );
             ipc::send(shim, &answer, &fds)?;
         }

@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 use prov_model::env::GitState;
 
 /// Tracked files looked at, at most (one lstat each).
-const MAX_ENTRIES: usize = 50_000;
+const MAX_ENTRIES: usize = 20_000;
 /// Bytes of changed-looking files hashed, at most.
-const MAX_HASHED: u64 = 64 << 20;
+const MAX_HASHED: u64 = 16 << 20;
 /// Largest HEAD, ref or .git file read.
 const SMALL: u64 = 64 << 10;
 /// Largest packed-refs read.

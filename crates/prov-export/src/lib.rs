@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod dot;
+pub mod environment;
 mod error;
 pub mod glyphs;
 pub mod json;
@@ -73,6 +74,12 @@ impl Format {
         }
     }
 
+    /// Whether it describes each command's environment and programs
+    /// ([`ExportOptions::environments`]).
+    pub const fn shows_environments(self) -> bool {
+        matches!(self, Format::RoCrate | Format::ProvJson)
+    }
+
     /// Whether it writes a directory ([`Output::Directory`]) rather than a
     /// stream.
     pub const fn writes_directory(self) -> bool {
@@ -119,6 +126,9 @@ pub struct ExportOptions {
     /// included. None: each read tied to the last earlier writer of its
     /// path, and `targets` to theirs.
     pub links: Option<Vec<plan::PlanLink>>,
+    /// Each command's environment and programs, by command id (RO-Crate and
+    /// PROV-JSON show them; may be empty).
+    pub environments: std::collections::BTreeMap<i64, prov_store::CommandEnvironment>,
 }
 
 /// Writes `records` (commands with all their files, oldest first) as
@@ -137,14 +147,16 @@ pub fn export(
     match (format, out) {
         (Format::RoCrate, Output::Directory(dir)) => {
             let title = opts.title.clone().unwrap_or_else(|| "prov: recorded commands".into());
-            ro_crate::write_ro_crate(records, &links(), &title, dir).map(|()| Vec::new())
+            ro_crate::write_ro_crate(records, &links(), &opts.environments, &title, dir).map(|()| Vec::new())
         }
         (Format::RoCrate, Output::Stream(_)) => Err(ExportError::NeedsDirectory(format)),
         (_, Output::Directory(dir)) => Err(ExportError::NeedsStream(dir.to_path_buf())),
         (Format::ShournalJson, Output::Stream(w)) => {
             shournal::write_shournal(records, opts.read_files_dir.as_deref(), w).map(|()| Vec::new())
         }
-        (Format::ProvJson, Output::Stream(w)) => prov_json::write_prov_json(records, &links(), w).map(|()| Vec::new()),
+        (Format::ProvJson, Output::Stream(w)) => {
+            prov_json::write_prov_json(records, &links(), &opts.environments, w).map(|()| Vec::new())
+        }
         (Format::Makefile, Output::Stream(w)) => makefile::write_makefile(records, &links(), w),
         (Format::Snakemake, Output::Stream(w)) => snakemake::write_snakemake(records, &links(), w),
         (Format::Dot, Output::Stream(w)) => dot::write_records_dot(records, w).map(|()| Vec::new()),

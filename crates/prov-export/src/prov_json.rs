@@ -14,15 +14,21 @@
 //!   linking each command to its user;
 //! - `wasDerivedFrom` (`prov:type` `shell:Moved`) from a file version read
 //!   (or wanted) under another name to the version written under the old
-//!   one: the same content, moved since.
+//!   one: the same content, moved since;
+//! - where the environment was recorded, on the activity:
+//!   `shell:environment` (`NAME=VALUE` strings), `shell:gitWorkTree`,
+//!   `shell:gitCommit`, `shell:gitBranch`, `shell:gitDirty`; and each
+//!   program it ran, an entity of its executable (`prov:type`
+//!   `shell:Executable`; the file's version when it was also read) that the
+//!   activity `used` with `prov:role` `shell:program`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use crate::Result;
 use prov_model::record::bytes_as_hex;
 use prov_model::Access;
-use prov_store::{CommandRow, FileRow};
+use prov_store::{CommandEnvironment, CommandRow, FileRow};
 use serde_json::{json, Map, Value};
 
 use crate::text::{hash_hex, lossy, rfc3339};
@@ -37,6 +43,7 @@ type FileKey = (Vec<u8>, Option<u64>, u64);
 pub fn write_prov_json(
     records: &[(CommandRow, Vec<FileRow>)],
     links: &[crate::plan::PlanLink],
+    environments: &BTreeMap<i64, CommandEnvironment>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut entities = Map::new();
@@ -63,7 +70,38 @@ pub fn write_prov_json(
         a.insert("shell:host".into(), c.host.clone().into());
         a.insert("shell:session".into(), c.session.clone().into());
         a.insert("shell:shell".into(), c.shell.clone().into());
+        let env = environments.get(&c.id);
+        if let Some((_, e)) = env.and_then(|e| e.env.as_ref()) {
+            let vars: Vec<Value> = e.pairs().iter().map(|(n, v)| lossy(&[n, &b"="[..], v].concat()).into()).collect();
+            a.insert("shell:environment".into(), vars.into());
+            if let Some(g) = &e.git {
+                a.insert("shell:gitWorkTree".into(), lossy(&g.root).into());
+                a.insert("shell:gitCommit".into(), g.commit.clone().into());
+                a.insert("shell:gitBranch".into(), g.branch.clone().into());
+                a.insert("shell:gitDirty".into(), g.dirty.into());
+            }
+        }
         activities.insert(activity.clone(), a.into());
+        for x in env.map(|e| e.executables.as_slice()).unwrap_or_default() {
+            let Some(row) = x.as_file_row(c.id) else { continue };
+            let n = entity_ids.len();
+            let program = entity_ids
+                .entry((row.path.clone(), row.hash, row.size))
+                .or_insert_with(|| {
+                    let id = format!("file:v{n}");
+                    entities.insert(id.clone(), entity(&row));
+                    id
+                })
+                .clone();
+            if let Some(Value::Object(e)) = entities.get_mut(&program) {
+                e.insert("prov:type".into(), json!({"$": "shell:Executable", "type": "prov:QUALIFIED_NAME"}));
+            }
+            used.insert(
+                format!("_:used{}", used.len()),
+                json!({"prov:activity": activity, "prov:entity": program,
+                       "prov:role": {"$": "shell:program", "type": "prov:QUALIFIED_NAME"}}),
+            );
+        }
 
         let n = agent_ids.len();
         let agent = agent_ids.entry((c.user.clone(), c.host.clone())).or_insert_with(|| {

@@ -17,6 +17,14 @@
 //! `#<hash>-<size>` appended. A version read (or wanted) under another
 //! name than it was written as has `movedFrom` (a term the crate's context
 //! defines) naming the version written.
+//!
+//! Where the environment was recorded, a command's action has the
+//! profile's `environment`: a `PropertyValue` (`name`, `value`) per
+//! variable, each shared by the actions that had it; the git state of its
+//! directory as `gitWorkTree`, `gitCommit`, `gitBranch` and `gitDirty`;
+//! and the programs it ran as `executables`: a `SoftwareApplication` per
+//! executable version (`identifier` its path, `contentSize`,
+//! `dateModified`, the partial hash) — which samtools made this BAM.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -25,7 +33,7 @@ use std::path::Path;
 use crate::{ExportError, Result};
 use chrono::{DateTime, SecondsFormat, Utc};
 use prov_model::Access;
-use prov_store::{CommandRow, FileRow};
+use prov_store::{CommandEnvironment, CommandRow, FileRow};
 use serde_json::{json, Map, Value};
 
 use crate::text::{base_name, file_uri, hash_hex, lossy};
@@ -84,6 +92,7 @@ fn file_ids(
 pub fn write_ro_crate(
     records: &[(CommandRow, Vec<FileRow>)],
     links: &[crate::plan::PlanLink],
+    environments: &BTreeMap<i64, CommandEnvironment>,
     title: &str,
     dir: &Path,
 ) -> Result<()> {
@@ -102,6 +111,7 @@ pub fn write_ro_crate(
     let mut actions = Vec::new();
     let mut people: BTreeMap<String, Value> = BTreeMap::new();
     let mut programs: BTreeMap<String, String> = BTreeMap::new();
+    let mut software = Software::default();
 
     for (c, events) in records {
         let action = format!("#command-{}", c.uuid);
@@ -158,6 +168,9 @@ pub fn write_ro_crate(
         if !result.is_empty() {
             a.insert("result".into(), refs(&result));
         }
+        if let Some(env) = environments.get(&c.id) {
+            software.describe(&mut a, env);
+        }
         actions.push(action);
         graph.push(Value::Object(a));
     }
@@ -209,6 +222,7 @@ pub fn write_ro_crate(
     all.extend(people.into_values());
     all.extend(programs.into_iter().map(|(name, id)| json!({"@id": id, "@type": "SoftwareApplication", "name": name})));
     all.extend(files.into_values());
+    all.extend(software.entities.into_values());
 
     let doc = json!({
         "@context": [
@@ -218,6 +232,13 @@ pub fn write_ro_crate(
                 "xxh3PartialHashChunkSize": format!("{TERMS}xxh3PartialHashChunkSize"),
                 "xxh3PartialHashChunks": format!("{TERMS}xxh3PartialHashChunks"),
                 "movedFrom": { "@id": format!("{TERMS}movedFrom"), "@type": "@id" },
+                "executables": { "@id": format!("{TERMS}executables"), "@type": "@id" },
+                // The Process Run Crate's term (its workflow-run context).
+                "environment": { "@id": "https://w3id.org/ro/terms/workflow-run#environment", "@type": "@id" },
+                "gitWorkTree": format!("{TERMS}gitWorkTree"),
+                "gitCommit": format!("{TERMS}gitCommit"),
+                "gitBranch": format!("{TERMS}gitBranch"),
+                "gitDirty": format!("{TERMS}gitDirty"),
             }
         ],
         "@graph": all,
@@ -225,6 +246,56 @@ pub fn write_ro_crate(
     let text = serde_json::to_string_pretty(&doc)? + "\n";
     file.write_all(text.as_bytes()).map_err(|source| ExportError::Write { path: metadata, source })?;
     Ok(())
+}
+
+/// The variables and executables of the crate, each entity once.
+#[derive(Default)]
+struct Software {
+    entities: BTreeMap<String, Value>,
+}
+
+impl Software {
+    /// Adds `env` to action `a`: its variables, git state and programs.
+    fn describe(&mut self, a: &mut Map<String, Value>, env: &CommandEnvironment) {
+        if let Some((_, e)) = &env.env {
+            let mut vars = Vec::new();
+            for (name, value) in e.pairs() {
+                let entry = [name, &b"="[..], value].concat();
+                let id = format!("#env-{}", hash_hex(xxhash_rust::xxh3::xxh3_64(&entry)));
+                self.entities.entry(id.clone()).or_insert_with(
+                    || json!({"@id": id, "@type": "PropertyValue", "name": lossy(name), "value": lossy(value)}),
+                );
+                vars.push(id);
+            }
+            if !vars.is_empty() {
+                a.insert("environment".into(), refs(&vars));
+            }
+            if let Some(g) = &e.git {
+                a.insert("gitWorkTree".into(), lossy(&g.root).into());
+                a.insert("gitCommit".into(), g.commit.clone().into());
+                a.insert("gitBranch".into(), g.branch.clone().into());
+                a.insert("gitDirty".into(), g.dirty.into());
+            }
+        }
+        let mut programs = Vec::new();
+        for x in &env.executables {
+            let Some(row) = x.as_file_row(0) else { continue };
+            let version = row.hash.map_or("unreadable".into(), hash_hex);
+            let id = format!("#exe-{}-{version}-{}", hash_hex(xxhash_rust::xxh3::xxh3_64(&row.path)), row.size);
+            self.entities.entry(id.clone()).or_insert_with(|| {
+                let mut e = file_entity(&id, &row);
+                e["@type"] = "SoftwareApplication".into();
+                e["identifier"] = file_uri(&row.path).into();
+                e
+            });
+            if !programs.contains(&id) {
+                programs.push(id);
+            }
+        }
+        if !programs.is_empty() {
+            a.insert("executables".into(), refs(&programs));
+        }
+    }
 }
 
 fn file_entity(id: &str, f: &FileRow) -> Value {
@@ -283,9 +354,9 @@ mod tests {
         ];
         let dir = std::env::temp_dir().join(format!("prov-export-crate-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        write_ro_crate(&records, &[], "t", &dir).unwrap();
+        write_ro_crate(&records, &[], &BTreeMap::new(), "t", &dir).unwrap();
         let meta: Value = serde_json::from_slice(&std::fs::read(dir.join(METADATA)).unwrap()).unwrap();
-        assert!(write_ro_crate(&records, &[], "t", &dir).is_err(), "an existing crate is kept");
+        assert!(write_ro_crate(&records, &[], &BTreeMap::new(), "t", &dir).is_err(), "an existing crate is kept");
         let _ = std::fs::remove_dir_all(&dir);
 
         let graph = meta["@graph"].as_array().unwrap();
@@ -303,5 +374,53 @@ mod tests {
         assert_eq!(action(3)["result"]["@id"], "file:///w/caf%E9");
         let program = graph.iter().find(|e| e["@type"] == "SoftwareApplication").unwrap();
         assert_eq!(program["name"], "run.sh");
+    }
+
+    /// The environment and programs of a command: shared variables once,
+    /// the git state on the action, each executable version once.
+    #[test]
+    fn environments_and_programs_are_described() {
+        use prov_model::env::{Environment, GitState};
+        use prov_store::{CommandEnvironment, Executable};
+        let env = Environment {
+            vars: b"PATH=/usr/bin\0SLURM_JOB_ID=4242\0".to_vec(),
+            git: Some(GitState {
+                root: b"/w".to_vec(),
+                commit: Some("c".repeat(40)),
+                branch: None,
+                dirty: Some(false),
+            }),
+        };
+        let samtools = Executable {
+            path: b"/opt/bin/samtools".to_vec(),
+            file: Some(prov_model::ExeFile {
+                size: 9,
+                mtime_ns: 0,
+                hash: Some(0xab),
+                hash_params: HashParams::default(),
+            }),
+        };
+        let records = vec![(command(1, Some(0)), vec![]), (command(2, Some(0)), vec![])];
+        let shown = CommandEnvironment { env: Some((1, env)), executables: vec![samtools] };
+        let environments = BTreeMap::from([(1, shown.clone()), (2, shown)]);
+        let dir = std::env::temp_dir().join(format!("prov-export-crate-env-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_ro_crate(&records, &[], &environments, "t", &dir).unwrap();
+        let meta: Value = serde_json::from_slice(&std::fs::read(dir.join(METADATA)).unwrap()).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let graph = meta["@graph"].as_array().unwrap();
+        let action = graph.iter().find(|e| e["@id"] == "#command-00000000-0000-0000-0000-000000000001").unwrap();
+        let vars = action["environment"].as_array().unwrap();
+        assert_eq!(vars.len(), 2);
+        let job = graph.iter().find(|e| e["@id"] == vars[1]["@id"]).unwrap();
+        assert_eq!(
+            (&job["@type"], &job["name"], &job["value"]),
+            (&"PropertyValue".into(), &"SLURM_JOB_ID".into(), &"4242".into())
+        );
+        assert_eq!(graph.iter().filter(|e| e["@type"] == "PropertyValue").count(), 2, "shared variables once");
+        assert_eq!((&action["gitCommit"], &action["gitDirty"]), (&"c".repeat(40).into(), &false.into()));
+        let exe = graph.iter().find(|e| e["@id"] == action["executables"]["@id"]).unwrap();
+        assert_eq!((&exe["name"], &exe["identifier"]), (&"samtools".into(), &"file:///opt/bin/samtools".into()));
+        assert_eq!((&exe["contentSize"], &exe["xxh3PartialHash"]), (&"9".into(), &hash_hex(0xab).into()));
     }
 }

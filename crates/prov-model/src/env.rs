@@ -55,7 +55,8 @@ impl<'de> Deserialize<'de> for EnvPattern {
         if name.contains('*') {
             return Err(de::Error::custom(format!("{s:?}: `*` may only end a pattern (a prefix)")));
         }
-        if name.bytes().any(|b| b == b'=' || b == 0 || b.is_ascii_whitespace()) || (name.is_empty() && s.is_empty()) {
+        let bad = |b: u8| b == b'=' || b == b',' || b == 0 || b.is_ascii_whitespace() || b.is_ascii_control();
+        if name.bytes().any(bad) || s.is_empty() {
             return Err(de::Error::custom(format!("{s:?} is not a variable name or a prefix ending in `*`")));
         }
         Ok(EnvPattern(s))
@@ -94,9 +95,9 @@ impl EnvConfig {
     }
 
     /// The selecting patterns as the shell's shim takes them: separated by
-    /// spaces (no pattern holds one).
+    /// commas (no pattern holds one, nor a space).
     pub fn shim_patterns(&self) -> String {
-        self.selecting().iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(" ")
+        self.selecting().iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(",")
     }
 }
 
@@ -114,6 +115,21 @@ pub struct GitState {
     /// Whether a tracked file differs from the index (see git_state in
     /// prov-collect); None: not known.
     pub dirty: Option<bool>,
+}
+
+impl GitState {
+    /// One line for people: the root, the commit (or "no commit yet"),
+    /// the branch and `dirty`, `clean` or `dirty state unknown`.
+    pub fn summary(&self) -> String {
+        let commit = self.commit.as_deref().map_or("no commit yet".to_string(), |c| c.chars().take(12).collect());
+        let branch = self.branch.as_deref().map_or(" (detached)".to_string(), |b| format!(" ({b})"));
+        let dirty = match self.dirty {
+            Some(true) => "dirty",
+            Some(false) => "clean",
+            None => "dirty state unknown",
+        };
+        format!("{} {commit}{branch}, {dirty}", crate::escape::escape(&self.root))
+    }
 }
 
 /// What a command's environment holds: variables (sorted by name, values

@@ -139,8 +139,9 @@ pub struct CommandBegin {
     /// The environment it ran in; None: not captured (an older shim or
     /// spool file). As sent by the shell or `prov run` its variables are
     /// not yet selected nor redacted: see `CommandBegin::redacted`.
+    /// Boxed: most messages of the pipe to the writer are not starts.
     #[serde(default)]
-    pub env: Option<Environment>,
+    pub env: Option<Box<Environment>>,
 }
 
 impl CommandBegin {
@@ -149,10 +150,9 @@ impl CommandBegin {
     pub fn redacted(&self, redactor: &Redactor, env: &EnvConfig) -> CommandBegin {
         CommandBegin {
             text: redactor.redact(&self.text),
-            env: self
-                .env
-                .as_ref()
-                .map(|e| Environment { vars: Environment::select(&e.vars, env, redactor), git: e.git.clone() }),
+            env: self.env.as_ref().map(|e| {
+                Box::new(Environment { vars: Environment::select(&e.vars, env, redactor), git: e.git.clone() })
+            }),
             ..self.clone()
         }
     }

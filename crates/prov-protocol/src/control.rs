@@ -108,7 +108,7 @@ impl RecordIdentity {
             user: self.user,
             shell: self.shell,
             start_ns: start.start_ns,
-            env: start.env.map(|vars| prov_model::env::Environment { vars, git: None }),
+            env: start.env.map(|vars| Box::new(prov_model::env::Environment { vars, git: None })),
         }
     }
 }

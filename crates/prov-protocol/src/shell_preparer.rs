@@ -48,11 +48,13 @@ pub enum Answer {
 }
 
 /// What the shim needs of a ready observation: its holder, whether
-/// space-prefixed lines are skipped, how long preparing took and how long
-/// the shim may wait for the next ([shell] prepare_wait_ms).
-pub fn ready(holder_pid: i32, skip_space: bool, took_ms: u64, wait_ms: u32) -> Vec<u8> {
+/// space-prefixed lines are skipped, how long preparing took, how long the
+/// shim may wait for the next ([shell] prepare_wait_ms) and, last, the
+/// patterns of the variables it sends with Begin ([env], preload/shim_env.c).
+pub fn ready(holder_pid: i32, skip_space: bool, took_ms: u64, wait_ms: u32, env_patterns: &str) -> Vec<u8> {
     let skip = if skip_space { " skip-space" } else { "" };
-    format!("{}{holder_pid}{skip} took={took_ms} wait={wait_ms}", Answer::Ready as u8 as char).into_bytes()
+    format!("{}{holder_pid}{skip} took={took_ms} wait={wait_ms} env={env_patterns}", Answer::Ready as u8 as char)
+        .into_bytes()
 }
 
 /// No observation, and why (one line, shown on the user's terminal).

@@ -69,6 +69,7 @@ fn every_begin_the_shim_writes_is_a_begin() {
     assert!(held.reuse);
     assert_eq!((held.awaits, held.end), (BeginAnswer::Nothing, EndSent::WhenIdle));
     assert_eq!(held.text_in_fd, None);
+    assert_eq!(held.env.as_deref(), Some(&b"SLURM_JOB_ID=4242\0LANG=C.UTF-8\0"[..]));
 
     // To the preparer (a command without an observation): no hand-back.
     let Ok(FromShim::Begin(plain)) = serde_json::from_str(&m["begin"]) else { panic!("{}", m["begin"]) };
@@ -113,8 +114,8 @@ fn the_shims_requests_and_version_are_prov_protocols() {
 #[test]
 fn the_shim_reads_prepare_answers_as_written() {
     let lines = [
-        shell_preparer::ready(4242, true, 12, 300),
-        shell_preparer::ready(7, false, 0, 0),
+        shell_preparer::ready(4242, true, 12, 300, "PATH,SLURM_*"),
+        shell_preparer::ready(7, false, 0, 0, ""),
         shell_preparer::refused("helper /usr/libexec/prov/prov-helper is not setuid root"),
     ];
     let input: String = lines.iter().map(|l| format!("prepared\t{}\n", String::from_utf8_lossy(l))).collect();

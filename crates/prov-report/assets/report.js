@@ -610,6 +610,12 @@
       if (c.n_p > procs.length) pre.append(el("span", { class: "more" }, `\n… ${c.n_p - procs.length} more (prov query processes ${c.id})`));
       parts.push(el("details", { class: "processes" }, el("summary", {}, `Processes (${c.n_p})`), pre));
     }
+    // The environment and the programs' versions, shown on click.
+    const envLines = c.env === undefined ? [] : data.envs[c.env];
+    if (envLines.length || (c.x || []).length) {
+      const lines = [...envLines, ...(c.x || []).map((x) => `program: ${x}`)];
+      parts.push(el("details", { class: "environment" }, el("summary", {}, "Environment"), el("pre", {}, lines.join("\n"))));
+    }
     const scripts = c.scripts || [];
     parts.push(el("h3", {}, `Archived scripts (${scripts.length})`));
     if (!scripts.length) parts.push(el("p", { class: "more" }, "none"));

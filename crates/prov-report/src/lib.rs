@@ -53,7 +53,12 @@ pub struct ReportInput {
     /// The lineage of the version a file event read or wrote, as
     /// `prov query lineage` draws it, by event id (may be empty).
     pub lineages: BTreeMap<i64, String>,
+    /// Each command's environment and the programs it ran, by command id
+    /// (may be empty).
+    pub environments: BTreeMap<i64, CommandEnvironment>,
 }
+
+pub use prov_store::CommandEnvironment;
 
 /// A process of a command's tree as the report lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +70,28 @@ pub struct ProcessLine {
     pub pid: u32,
     /// How many files it wrote.
     pub writes: usize,
+}
+
+/// An environment as the report's lines: `NAME=VALUE`, then the git state.
+fn environment_lines(env: &prov_model::env::Environment) -> Vec<String> {
+    let mut lines: Vec<String> =
+        env.pairs().iter().map(|(name, value)| model::lossy(&[name, &b"="[..], value].concat())).collect();
+    if let Some(git) = &env.git {
+        lines.push(format!("git: {}", git.summary()));
+    }
+    lines
+}
+
+/// A program as the report lists it: executable, size, partial hash.
+fn executable_line(e: &prov_store::Executable) -> String {
+    let path = if e.path.is_empty() { "(not shown)".to_string() } else { model::lossy(&e.path) };
+    match &e.file {
+        Some(f) => {
+            let hash = f.hash.map_or("unreadable".to_string(), |h| format!("{h:016x}"));
+            format!("{path}  {} bytes  hash {hash}", f.size)
+        }
+        None => path,
+    }
 }
 
 const CSS: &str = include_str!("../assets/report.css");

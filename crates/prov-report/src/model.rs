@@ -53,6 +53,9 @@ pub struct Data {
     pub dirs: Vec<String>,
     /// Distinct lineage trees of file versions; files refer to them by index.
     pub lineages: Vec<Cut>,
+    /// Distinct environments, each as lines (`NAME=VALUE`, then the git
+    /// state); commands refer to them by index.
+    pub envs: Vec<Vec<String>>,
     pub charts: Charts,
 }
 
@@ -97,6 +100,12 @@ pub struct Command {
     pub p: Vec<(usize, u32, String, usize)>,
     #[serde(skip_serializing_if = "is_zero")]
     pub n_p: usize,
+    /// Index of its environment in `envs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<usize>,
+    /// The programs it ran: executable, size and partial hash.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub x: Vec<String>,
     /// Housekeeping ([`is_housekeeping`]): left out of the command list
     /// unless asked for.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -212,6 +221,8 @@ pub fn build(input: &ReportInput) -> Data {
     let mut session_index: HashMap<&str, usize> = HashMap::new();
     let mut scripts: Vec<Cut> = Vec::new();
     let mut script_index: HashMap<&str, usize> = HashMap::new();
+    let mut envs: Vec<Vec<String>> = Vec::new();
+    let mut env_index: HashMap<i64, usize> = HashMap::new();
     let mut dirs = Dirs::new(input);
     let mut commands = Vec::with_capacity(input.records.len());
 
@@ -251,6 +262,14 @@ pub fn build(input: &ReportInput) -> Data {
             .take(PROCESSES_PER_COMMAND)
             .map(|l| (l.depth, l.pid, Cut::new(&lossy(l.label.as_bytes()), PROCESS_LINE_BYTES).0, l.writes))
             .collect();
+        let shown_env = input.environments.get(&c.id);
+        let env = shown_env.and_then(|e| e.env.as_ref()).map(|(id, env)| {
+            *env_index.entry(*id).or_insert_with(|| {
+                envs.push(crate::environment_lines(env));
+                envs.len() - 1
+            })
+        });
+        let x = shown_env.map(|e| e.executables.iter().map(crate::executable_line).collect()).unwrap_or_default();
         commands.push(Command {
             id: c.id,
             s,
@@ -268,6 +287,8 @@ pub fn build(input: &ReportInput) -> Data {
             scripts: command_scripts,
             p,
             n_p: processes.len(),
+            env,
+            x,
             aside: is_housekeeping(c),
         });
     }
@@ -295,6 +316,7 @@ pub fn build(input: &ReportInput) -> Data {
         scripts,
         dirs: dirs.list,
         lineages: dirs.lineages,
+        envs,
         charts,
     }
 }

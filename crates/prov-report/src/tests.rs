@@ -294,3 +294,45 @@ fn a_commands_process_tree_is_embedded_capped_and_counted() {
     // A command without recorded processes carries none.
     assert!(data["commands"][1].get("p").is_none());
 }
+
+/// A command's details show its environment and programs; an environment
+/// shared by several commands is embedded once.
+#[test]
+fn environments_are_embedded_once_and_shown_per_command() {
+    use crate::CommandEnvironment;
+    use prov_model::env::{Environment, GitState};
+    let env = Environment {
+        vars: b"PATH=/usr/bin\0SLURM_JOB_ID=4242\0".to_vec(),
+        git: Some(GitState {
+            root: b"/home/u/proj".to_vec(),
+            commit: Some("ab".repeat(20)),
+            branch: Some("main".into()),
+            dirty: Some(true),
+        }),
+    };
+    let tool = prov_store::Executable {
+        path: b"/usr/bin/samtools".to_vec(),
+        file: Some(prov_model::ExeFile {
+            size: 1234,
+            mtime_ns: 0,
+            hash: Some(0xfeed),
+            hash_params: HashParams::default(),
+        }),
+    };
+    let mut inp = input(vec![
+        (command(1, "s", 1, b"a"), vec![]),
+        (command(2, "s", 2, b"b"), vec![]),
+        (command(3, "s", 3, b"c"), vec![]),
+    ]);
+    for id in [1, 2] {
+        inp.environments
+            .insert(id, CommandEnvironment { env: Some((7, env.clone())), executables: vec![tool.clone()] });
+    }
+    let v: Value = serde_json::from_str(embedded_json(&page(&inp))).unwrap();
+    assert_eq!(v["envs"].as_array().unwrap().len(), 1);
+    assert_eq!(v["envs"][0][1], "SLURM_JOB_ID=4242");
+    assert_eq!(v["envs"][0][2], format!("git: /home/u/proj {} (main), dirty", "ab".repeat(6)));
+    assert_eq!((&v["commands"][0]["env"], &v["commands"][1]["env"]), (&0.into(), &0.into()));
+    assert!(v["commands"][2].get("env").is_none());
+    assert_eq!(v["commands"][0]["x"][0], "/usr/bin/samtools  1234 bytes  hash 000000000000feed");
+}

@@ -90,6 +90,7 @@ fn ten_thousand_commands_load_draw_zoom_and_click() {
         include_prov: false,
         writers: Default::default(),
         lineages: Default::default(),
+        environments: Default::default(),
     };
     let out_dir = webdriver::test_output_dir(env!("CARGO_TARGET_TMPDIR"));
     let page = out_dir.join("report-10000.html");

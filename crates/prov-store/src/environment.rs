@@ -20,7 +20,44 @@ pub struct Executable {
     pub file: Option<ExeFile>,
 }
 
+impl Executable {
+    /// The executed file as a read of it by command `command_id` (the
+    /// version that ran); None when the file was not recorded.
+    pub fn as_file_row(&self, command_id: i64) -> Option<crate::FileRow> {
+        let f = self.file.filter(|_| !self.path.is_empty())?;
+        Some(crate::FileRow {
+            id: 0,
+            command_id,
+            access: prov_model::Access::Read,
+            path: self.path.clone(),
+            size: f.size,
+            mtime_ns: f.mtime_ns,
+            hash: f.hash,
+            hash_params: f.hash_params,
+            pid: None,
+        })
+    }
+}
+
+/// What is known of the environment one command ran in: the stored
+/// environment with its id (commands that share one ran in the same), and
+/// the programs it ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandEnvironment {
+    pub env: Option<(i64, Environment)>,
+    pub executables: Vec<Executable>,
+}
+
 impl Reader {
+    /// Command `command_id`'s environment and programs.
+    pub fn command_environment(&self, command_id: i64) -> Result<CommandEnvironment> {
+        let env = match (self.environment_id_of(command_id)?, self.environment_of(command_id)?) {
+            (Some(id), Some(env)) => Some((id, env)),
+            _ => None,
+        };
+        Ok(CommandEnvironment { env, executables: self.executables_of(command_id)? })
+    }
+
     /// The environment command `command_id` ran in; None when none was
     /// recorded (or no such command).
     pub fn environment_of(&self, command_id: i64) -> Result<Option<Environment>> {
@@ -179,7 +216,7 @@ mod tests {
         let mut ids = Vec::new();
         for i in 0..50 {
             let e = if i % 10 == 9 { env("PATH=/usr/bin SLURM_JOB_ID=7") } else { slurm.clone() };
-            ids.push(s.begin_command(&CommandBegin { env: Some(e), ..begin(&format!("u{i}"), i) }).unwrap());
+            ids.push(s.begin_command(&CommandBegin { env: Some(Box::new(e)), ..begin(&format!("u{i}"), i) }).unwrap());
         }
         assert_eq!(s.environment_count().unwrap(), 2);
         assert_eq!(s.environment_of(ids[0]).unwrap(), Some(slurm.clone()));
@@ -219,7 +256,8 @@ mod tests {
             let dir = TempDir::new(if with.is_some() { "env-cost-with" } else { "env-cost-without" });
             let mut s = open(&dir);
             for i in 0..N {
-                s.begin_command(&CommandBegin { env: with.cloned(), ..begin(&format!("u{i}"), i) }).unwrap();
+                s.begin_command(&CommandBegin { env: with.cloned().map(Box::new), ..begin(&format!("u{i}"), i) })
+                    .unwrap();
             }
             (used_bytes(&s), dir)
         };

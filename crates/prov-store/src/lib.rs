@@ -30,7 +30,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use archive::{ArchiveStats, ArchivedFile, Digest};
-pub use environment::Executable;
+pub use environment::{CommandEnvironment, Executable};
 pub use error::{Result, StoreError, REPAIR_ADVICE};
 pub use fs::{is_on_network_fs, NETWORK_FSTYPES};
 pub use health::{repair, Repair, TableSalvage};

@@ -52,7 +52,7 @@ fn run_with(command: Vec<OsString>, user: &Result<UserSetup, String>) -> ExitCod
     // `reuse`: the observation came from the run preparer, which takes it
     // back for the next run if it is clean at the end.
     // The variables `[env]` selects, which the command inherits from us.
-    let env = user.as_ref().ok().map(|u| crate::command_env::of_this_process(&u.config.env));
+    let env = user.as_ref().ok().map(|u| super::env::of_this_process(&u.config.env));
     let start = |start_ns, kept: bool, reuse: bool| CommandStart {
         seq: 1,
         text: shell_quote_words(&command),

@@ -167,7 +167,10 @@ impl StartFile {
     pub fn write(user: &UserSetup, begin: &CommandBegin, collector_pid: u32) -> Option<StartFile> {
         let observer = prov_model::observer::identity_of(collector_pid)?;
         let redactor = prov_model::redact::Redactor::new(&user.config.redact);
-        let begin = begin.redacted(&redactor, &user.config.env);
+        // Without the environment: the collector's start brings it whole
+        // (with the repository's state), and one stored here first would
+        // leave its row behind when replaced.
+        let begin = CommandBegin { env: None, ..begin.redacted(&redactor, &user.config.env) };
         let mut spool = SpoolWriter::create(&user.locations.spool_dir(), &format!("{}.start", begin.uuid)).ok()?;
         // One write: a start without its observer would never be ended as
         // abandoned.

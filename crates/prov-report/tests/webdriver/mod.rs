@@ -131,8 +131,12 @@ impl Browser {
     /// wheel over it until a few pixels around its middle hit it alone,
     /// clears the details panel, and clicks the middle of the box.
     pub fn click_timeline_box(&self, id: i64) {
+        // The selection brings the box into view; the details panel is then
+        // cleared before anything is located, so that the page's height (and
+        // the scroll clamped to it) is the same when the click comes.
         self.eval(&format!(
-            "provReport.select({id}); document.getElementById('timeline').scrollIntoView(); return true"
+            "provReport.select({id}); const d = document.getElementById('details'); d.replaceChildren(); \
+             delete d.dataset.command; document.getElementById('timeline').scrollIntoView(); return true"
         ));
         let locate = format!(
             "const b = provReport.boxCenter({id}); const r = document.getElementById('tl-canvas').getBoundingClientRect(); \
@@ -148,10 +152,6 @@ impl Browser {
             at = self.eval(&locate);
         }
         assert_eq!(at[2], id, "command {id} is not alone under its box's centre");
-        // Forget the selection, so that only the click can bring the details back.
-        self.eval(
-            "const d = document.getElementById('details'); d.replaceChildren(); delete d.dataset.command; return true",
-        );
         self.click_at(at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
     }
 
