@@ -2,7 +2,7 @@
 //! let go once the observation has waited for its next record for
 //! `WRITER_IDLE`, and started again by the next message. An idle traced
 //! shell holds an observation ready for its next line; without its writer
-//! it keeps three processes instead of four, and two threads fewer (the
+//! it keeps three processes instead of four, and three threads fewer (the
 //! writer's two and the collector's sender to it), which is what `ulimit
 //! -u` counts.
 
@@ -121,7 +121,8 @@ impl OnDemandWriter {
         }
     }
 
-    pub fn is_running(&self) -> bool {
+    #[cfg(test)]
+    fn is_running(&self) -> bool {
         self.link.is_some()
     }
 }
