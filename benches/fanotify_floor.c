@@ -38,7 +38,7 @@
  * Two ways to run it, as root:
  *   fanotify-floor [OPTIONS] --run -- COMMAND...
  *       what benches/bench.py's "floor" mode does: like prov, in a mount
- *       namespace of its own (a private copy of this one), every mount of
+ *       namespace of its own (a copy of this one, its mounts slaves), every mount of
  *       it marked, COMMAND run there as a child; reads until COMMAND exits
  *       and its events are read, then exits with COMMAND's status. Only
  *       COMMAND's events are taken, as prov takes only its command's.
@@ -193,8 +193,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (command) {
-        /* prov's observation: a private copy of the mount table, all marked. */
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        /* prov's observation: a copy of the mount table (slave of this one), all marked. */
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
             fprintf(stderr, "fanotify-floor: new mount namespace: %s\n", strerror(errno));
             return 1;
         }
