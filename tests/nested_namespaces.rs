@@ -524,3 +524,26 @@ fn ten_thousand_files_in_a_podman_container_are_recorded() {
     let r = record_with_all_files(&case, "podman run");
     assert_ten_thousand_recorded(&case, &r, "podman", true);
 }
+
+/// The same typed into interactive bash and zsh: each shell's podman
+/// command has its container's file at its host path.
+#[test]
+fn rootless_podman_typed_into_bash_and_zsh() {
+    let case = Case::new("nested-podman-typed");
+    let podman = Podman::new(&case);
+    for shell_name in ["bash", "zsh"] {
+        let mut shell = Shell::start(&case, shell_name);
+        shell.run(&format!("export XDG_RUNTIME_DIR={}", podman.runtime.display()));
+        let file = format!("typed-{shell_name}.txt");
+        shell.run(&format!(
+            "podman run --rm --network none -v \"$PWD\":/work -w /work localbox sh -c 'echo {shell_name} > {file}'"
+        ));
+        assert_eq!(std::fs::read(case.work.join(&file)).unwrap(), format!("{shell_name}\n").as_bytes());
+        let r = record_of(&case, &file);
+        let why = reason(&r);
+        assert!(why.contains("podman (pid ") && why.contains("followed in"), "{shell_name}: {why}");
+        let host = case.work.join(&file).to_string_lossy().into_owned();
+        assert!(written(&r).contains(&host), "{shell_name}: {host} missing ({why}) from {:?}", written(&r));
+        shell.exit();
+    }
+}
