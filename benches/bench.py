@@ -16,6 +16,7 @@ import os
 import platform
 import pty
 import pwd
+import re
 import select
 import shutil
 import tempfile
@@ -319,21 +320,25 @@ def timed_run(ctx, mode, cmd, cwd, home):
     if os.path.exists(ctx.report(home)):
         os.unlink(ctx.report(home))
     argv = ctx.as_user(home, ctx.mode_prefix(mode) + ["sh", "-c", cmd])
-    floor = start_floor_reader(ctx, cwd) if mode == "floor" else None
-    try:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-    finally:
-        if floor:
-            floor.terminate()
-            floor.wait()
+    if mode == "floor":
+        # As root, in a mount namespace of its own with every mount marked,
+        # as prov observes; the command inside still runs as the user.
+        argv = [ctx.floor_reader, "--run", "--", *argv]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
     s = {"mode": mode, "wall_s": wall, "tree_cpu_s": ru.ru_utime + ru.ru_stime, "exit": p.returncode}
+    if mode == "floor":
+        # The floor reader's last line: the events it read (its CPU is in tree_cpu_s).
+        m = re.search(r"^fanotify-floor: (\d+) events.*\n?", err, re.M)
+        if m:
+            s["floor_events"] = int(m.group(1))
+            err = err[:m.start()] + err[m.end():]
     if err.strip():
         s["stderr"] = err.strip()[-400:]
     if mode == "prov":
@@ -342,22 +347,12 @@ def timed_run(ctx, mode, cmd, cwd, home):
 
 
 def build_floor_reader():
-    """benches/fanotify_floor.c: reads and closes close events, nothing else."""
+    """benches/fanotify_floor.c: takes prov's events and only closes each."""
     out = os.path.join(CACHE, "fanotify-floor")
     src = os.path.join(BENCHES, "fanotify_floor.c")
     if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
         sh(["cc", "-O2", "-Wall", "-o", out, src])
     return out
-
-
-def start_floor_reader(ctx, cwd):
-    """The floor mode's reader, marking the mount that holds `cwd` (where
-    the workload's inputs and outputs are), running until terminated."""
-    r = subprocess.Popen([ctx.floor_reader, cwd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    if r.stdout.readline().strip() != b"ready":
-        r.wait()
-        sys.exit("bench: the fanotify floor reader did not start")
-    return r
 
 
 def await_report(path, limit_s=5.0):
@@ -430,8 +425,8 @@ class Workload:
     (untimed), then `command` runs in `cwd`."""
     name = ""
     file_heavy = True           # runs on tmpfs and disk; else once, fs "-"
-    # floor: untraced, while a minimal fanotify reader (benches/fanotify_floor.c)
-    # takes the same close events prov takes: the kernel's share of prov's cost.
+    # floor: untraced, under a minimal fanotify reader (benches/fanotify_floor.c)
+    # taking the events prov takes, as prov does: the kernel's share of prov's cost.
     modes = ("untraced", "floor", "prov", "strace")
     what = ""
 
@@ -1248,8 +1243,9 @@ def workload_table(results):
             f"| {ratio(p.get('command_ratio'))} | {ratio(p.get('total_ratio'))} "
             f"| {ratio(s.get('wall_ratio') if s else None)} | {fmt_spread(p.get('collector_cpu'))} | {cpu} "
             f"| {int(ev['median']) if ev else '-'} | {bpe} | {procs} | {valid} |")
-    out += ["", "floor ratio: untraced wall while a minimal fanotify reader (benches/fanotify_floor.c: reads "
-            "and closes each close event of the workload's mount, nothing else) runs / untraced wall, the kernel's "
+    out += ["", "floor ratio: untraced wall while a minimal fanotify reader (benches/fanotify_floor.c: marks "
+            "every mount of the command's own namespace for prov's events, as prov does, and only closes each event's "
+            "descriptor) runs / untraced wall, the kernel's "
             "part of any fanotify tracer's cost; "
             "cmd ratio: prov's command time (until the traced command's own processes exit) / untraced wall; "
             "prov ratio: `prov run` wall including storing / untraced wall (medians). Workload CPU: user+sys of the "

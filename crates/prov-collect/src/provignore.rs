@@ -7,7 +7,7 @@
 //! or root count: anyone may create `/tmp/.provignore`, and it must not hide
 //! another user's files from their own journal.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -21,18 +21,28 @@ pub struct ProvIgnore {
     uid: u32,
     /// Directory → its parsed `.provignore`, or None when it has none.
     dirs: HashMap<PathBuf, Option<Gitignore>>,
+    /// Directories with no `.provignore` in them or above them: a file
+    /// there is decided by one lookup, not one per ancestor (every event
+    /// asks; a kernel-tree path has a dozen ancestors).
+    clear: HashSet<Vec<u8>>,
 }
 
 impl ProvIgnore {
     pub fn new(uid: u32) -> ProvIgnore {
-        ProvIgnore { uid, dirs: HashMap::new() }
+        ProvIgnore { uid, dirs: HashMap::new(), clear: HashSet::new() }
     }
 
     /// Whether a `.provignore` above the file at absolute `path` leaves it out.
     pub fn ignores(&mut self, path: &[u8]) -> bool {
+        let parent = &path[..path.iter().rposition(|&b| b == b'/').unwrap_or(0)];
+        if self.clear.contains(parent) {
+            return false;
+        }
         let path = Path::new(OsStr::from_bytes(path));
+        let mut any_rules = false;
         for dir in path.ancestors().skip(1) {
             let Some(rules) = self.rules_of(dir) else { continue };
+            any_rules = true;
             match rules.matched(path, false) {
                 ignore::Match::None => {
                     // A pattern may name a directory above the file (`build/`).
@@ -43,6 +53,9 @@ impl ProvIgnore {
                 }
                 m => return m.is_ignore(),
             }
+        }
+        if !any_rules {
+            self.clear.insert(parent.to_vec());
         }
         false
     }
@@ -96,6 +109,25 @@ mod tests {
         assert!(!p.ignores(&at("sub/keep.tmp")), "a nearer ! takes it back");
         assert!(!p.ignores(&at("data.csv")));
         assert!(!p.ignores(&tmp.join("a.tmp").into_os_string().into_vec()), "not above its directory");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn answers_stay_the_same_when_asked_again() {
+        let tmp = std::env::temp_dir().join(format!("provignore-again-{}", std::process::id()));
+        let proj = tmp.join("proj");
+        std::fs::create_dir_all(proj.join("deep/er")).unwrap();
+        std::fs::create_dir_all(tmp.join("plain/deep")).unwrap();
+        std::fs::write(proj.join(FILE_NAME), "*.tmp\n").unwrap();
+        let mut p = ProvIgnore::new(nix::unistd::getuid().as_raw());
+        let at = |rel: &str| tmp.join(rel).into_os_string().into_vec();
+        for _ in 0..3 {
+            // A directory without rules above it, then one with.
+            assert!(!p.ignores(&at("plain/deep/a.tmp")));
+            assert!(p.ignores(&at("proj/deep/er/a.tmp")));
+            assert!(!p.ignores(&at("proj/deep/er/a.csv")));
+            assert!(p.ignores(&at("proj/deep/er/b.tmp")), "a sibling in a directory with rules is matched");
+        }
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
