@@ -294,7 +294,14 @@ fn ten_thousand_files_written_in_a_sandbox_are_recorded() {
     let out = case.work.join("out").to_string_lossy().into_owned();
     let wrote: std::collections::HashSet<String> =
         written(&r).into_iter().filter(|p| p.starts_with(&format!("{out}/"))).collect();
-    assert_eq!(wrote.len(), 10_000, "recorded at host paths: {} of 10000", wrote.len());
+    let missing: Vec<usize> = (0..10_000).filter(|i| !wrote.contains(&format!("{out}/{i}"))).collect();
+    let (first, last) = (missing.first(), missing.last());
+    assert_eq!(
+        wrote.len(),
+        10_000,
+        "recorded at host paths: {} of 10000; missed out/{first:?}..out/{last:?}",
+        wrote.len()
+    );
 }
 
 /// The record of a 10 000-file workload (written to `out/`, then read back)
