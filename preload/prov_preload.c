@@ -77,6 +77,7 @@
 #include "shim_env.h"
 #include "shim_parse.h"
 #include "shim_shell.h"
+#include "shim_state.h"
 #include "shim_util.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -130,28 +131,31 @@ static ssize_t (*real_read)(int, void *, size_t);
 static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
 static void (*real_exit)(int);
 
+/* The shim's state. The lifecycles are states (shim_state.h: what holds in
+ * each); the flags left are independent of them and of each other. */
 static struct {
-    int loaded;              /* constructor ran and found its settings */
-    int active;              /* a command is being observed */
-    int paused;              /* ... but prompt tools' hooks run (see pause) */
-    int ns_root, ctl, tracker, holder;        /* the active observation */
-    int storing;             /* control socket of the ended one, until Stored */
-    char pending_end[160];   /* its End, until the shell waits anyway (send_pending_end) */
-    int pending_end_len;
-    char sent_end[160];      /* that End once sent, until Stored: kept if the writer could not store it */
-    int sent_end_len;
-    int storing_root;        /* ... and its namespace root, should it serve again */
-    int r_ns_root, r_ctl, r_tracker, r_holder; /* a prepared one */
+    int loaded;              /* the constructor ran and found its settings: the shim acts at all */
+    int is_bash;             /* the shell is bash (else zsh) */
+    pid_t shell_pid;         /* the shell itself, not one of its forks */
+
+    enum command_state command;
+    int pause_depth;         /* COMMAND_OBSERVED: prompt tools' hooks running, nested (see pause_observation) */
+    int ns_root, ctl, tracker, holder; /* the observation, in COMMAND_OBSERVED */
+
+    enum end_state ended;
+    int storing;             /* the ended record's control socket, unless END_NONE */
+    int storing_root;        /* ... and its namespace root, while it may serve again (give_back_stored) */
+    char end[160];           /* its End, in END_HELD and END_SENT */
+    int end_len;
+
+    enum prep_state prep;
+    int prep_sock;           /* our end of the running preparer's socket, in any state, or -1 */
+    int prepare_pending;     /* a command ended: ask for the next observation at the shell's next read */
+    int r_ns_root, r_ctl, r_tracker, r_holder; /* the prepared observation, in PREP_READY */
     int r_skip_space;        /* config: commands typed with a leading space are not observed */
-    int prep_sock;           /* our end of the running preparer's socket */
-    int unobserved;          /* a command runs without an observation; the preparer stores its record */
-    int preparing;
-    int preparer_late;       /* the running preparer missed a begin */
     int prepare_floor_ms;    /* [shell] prepare_wait_ms, as last answered */
     int prepare_took_ms;     /* how long the last preparation took, or -1 */
-    int prepare_pending;     /* start a preparer at the shell's next read */
-    pid_t shell_pid;         /* the shell itself, not one of its forks */
-    int is_bash;
+
     int capture;             /* memfd the shell wrote into (zsh's text) */
     unsigned long seq;
     char helper[PATH_MAX], prov[PATH_MAX];
@@ -288,14 +292,23 @@ static int input_waiting(void)
     return poll(&in, 1, 0) == 1 && (in.revents & POLLIN);
 }
 
+/* The ended record is stored, lost, or no longer followed: its control
+ * socket and namespace root are let go. */
+static void end_done(void)
+{
+    close_fd(&S.storing);
+    close_fd(&S.storing_root);
+    S.ended = end_next(S.ended, END_DONE);
+}
+
 /* The End of an observed command (`{"End":{…}}`) that its collector did
  * not store: to the preparer as `{"Orphan":{…}}` with the record's control
  * socket, which names the record; the preparer spools it, and a spooled
  * end wins over "collector gone" (the command's own end time and status). */
 static void keep_orphan_end(const char *end, int len)
 {
-    if (S.prep_sock < 0 || S.storing < 0) return;
-    char msg[sizeof S.pending_end + 8];
+    if (S.prep_sock < 0 || S.ended == END_NONE) return;
+    char msg[sizeof S.end + 8];
     int n = msg_orphan(msg, sizeof msg, end, len);
     if (n > 0) (void)send_with_fds(S.prep_sock, msg, (size_t)n, &S.storing, 1, MSG_DONTWAIT);
 }
@@ -308,21 +321,15 @@ static void send_pending_end(void)
 {
     /* A fork of the shell (a prompt's $(...)) has a copy of it: the shell
      * sends it, once. */
-    if (S.pending_end_len == 0 || !shim_in_shell_itself()) return;
-    int len = S.pending_end_len;
-    S.pending_end_len = 0;
-    S.sent_end_len = 0;
-    if (S.storing < 0) return;
-    if (hung_up(S.storing) || send(S.storing, S.pending_end, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (S.ended != END_HELD || !shim_in_shell_itself()) return;
+    if (hung_up(S.storing) || send(S.storing, S.end, (size_t)S.end_len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* The collector is gone (killed): the shell's end and status are
          * kept all the same. */
-        keep_orphan_end(S.pending_end, len);
-        close_fd(&S.storing);
-        close_fd(&S.storing_root);
+        keep_orphan_end(S.end, S.end_len);
+        end_done();
         return;
     }
-    memcpy(S.sent_end, S.pending_end, (size_t)len);
-    S.sent_end_len = len;
+    S.ended = end_next(S.ended, END_SEND_OK);
 }
 
 /* The Stored answer (len 0: the collector hung up without one, killed
@@ -332,9 +339,8 @@ static void send_pending_end(void)
 static void after_stored(const char *msg, size_t len)
 {
     char why[8];
-    if (S.sent_end_len && (len == 0 || stored_lost(msg, len, why, sizeof why)))
-        keep_orphan_end(S.sent_end, S.sent_end_len);
-    S.sent_end_len = 0;
+    if (S.ended == END_SENT && (len == 0 || stored_lost(msg, len, why, sizeof why)))
+        keep_orphan_end(S.end, S.end_len);
     (void)stored_problem(msg, len, S.lost, sizeof S.lost);
 }
 
@@ -351,7 +357,7 @@ static void after_stored(const char *msg, size_t len)
 static int give_back_stored(int wait_ms)
 {
     send_pending_end();
-    if (S.storing < 0 || S.storing_root < 0) return 0;
+    if (S.ended == END_NONE || S.storing_root < 0) return 0;
     if (!readable_within(S.storing, wait_ms)) {
         close_fd(&S.storing_root);
         return 0;
@@ -370,8 +376,7 @@ static int give_back_stored(int wait_ms)
     /* Our copies: the preparer has its own now, or the collector is to see
      * its control socket hang up and end. */
     for (int i = 0; i < ngot; i++) close(got[i]);
-    close_fd(&S.storing);
-    close_fd(&S.storing_root);
+    end_done();
     return handed;
 }
 
@@ -383,13 +388,12 @@ static int give_back_stored(int wait_ms)
 static void spawn_preparer(void)
 {
     S.prepare_pending = 0;
-    if (S.preparing || S.r_ctl >= 0 || !S.loaded) return;
+    if (S.prep != PREP_IDLE || !S.loaded) return;
     /* The preparer of this shell waits for the next request: no process
      * start. One that is gone (or never started) is started anew. */
     if (S.prep_sock >= 0) {
         if (give_back_stored(REUSE_WAIT_MS) || send(S.prep_sock, PREPARE_REQUEST, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
-            S.preparing = 1;
-            S.preparer_late = 0;
+            S.prep = prep_next(S.prep, PREP_REQUESTED);
             return;
         }
         close_fd(&S.prep_sock);
@@ -424,8 +428,7 @@ static void spawn_preparer(void)
     close_fd(&S.prep_sock);
     close_fd(&S.storing_root); /* a new preparer knows nothing of it */
     S.prep_sock = move_high(sv[0], 1);
-    S.preparing = 1;
-    S.preparer_late = 0;
+    S.prep = prep_next(S.prep, PREP_REQUESTED);
 }
 
 /* Takes a prepared observation from the socket, waiting up to wait_ms.
@@ -433,18 +436,18 @@ static void spawn_preparer(void)
  * "E<reason>". */
 static void take_prepared(int wait_ms)
 {
-    if (S.r_ctl >= 0 || S.prep_sock < 0 || !S.preparing) return;
+    if (!prep_awaited(S.prep)) return;
     if (!readable_within(S.prep_sock, wait_ms)) {
-        if (wait_ms > 0) S.preparer_late = 1;
+        if (wait_ms > 0) S.prep = prep_next(S.prep, PREP_MISSED);
         return;
     }
     char msg[PREPARED_MAX];
     int fds[3] = { -1, -1, -1 }, nfds;
     ssize_t n = recv_with_fds(S.prep_sock, msg, sizeof msg - 1, fds, &nfds);
-    S.preparing = 0;
     /* The preparer stays for the next request; one that hung up is gone. */
-    if (n <= 0) close_fd(&S.prep_sock);
     if (n <= 0) {
+        S.prep = prep_next(S.prep, PREP_FAILED);
+        close_fd(&S.prep_sock);
         warn_once("the observation could not be prepared (prov __prepare failed)");
         return;
     }
@@ -460,8 +463,10 @@ static void take_prepared(int wait_ms)
         S.r_ctl = move_high(fds[0], 1);
         S.r_ns_root = move_high(fds[1], 1);
         S.r_tracker = move_high(fds[2], 1);
+        S.prep = prep_next(S.prep, PREP_PREPARED);
         return;
     }
+    S.prep = prep_next(S.prep, PREP_FAILED);
     for (int i = 0; i < nfds; i++) close(fds[i]);
     if (kind == 'E') warn_once(msg + 1);
 }
@@ -485,15 +490,16 @@ static int read_capture(struct buf *text)
 }
 
 /* Observed right now: the shell's opens and execs go into the namespace. */
-static int observing(void) { return S.active && S.paused == 0; }
+static int observing(void) { return S.command == COMMAND_OBSERVED && S.pause_depth == 0; }
 
-static void drop_active(void)
+/* The observation's descriptors, closed (the command ended, or could not
+ * begin in it). */
+static void close_observation(void)
 {
-    S.paused = 0;
+    S.pause_depth = 0;
     close_fd(&S.ctl);
     close_fd(&S.tracker);
     close_fd(&S.ns_root);
-    S.active = 0;
 }
 
 /* Before prov itself runs (a query), the previous command's record is
@@ -508,9 +514,9 @@ static void wait_stored(void)
     send_pending_end();
     /* A fork of the shell running prov before the prompt is drawn: the
      * record cannot be stored before the shell sends End, after it. */
-    if (S.storing < 0 || S.pending_end_len) return;
+    if (S.ended != END_SENT) return;
     (void)readable_within(S.storing, STORED_WAIT_MS);
-    close_fd(&S.storing);
+    end_done();
 }
 
 /* Sends Begin on `sock` (with send `flags` besides MSG_NOSIGNAL); a long
@@ -548,12 +554,12 @@ static void begin_unobserved(const struct buf *text, const char *cwd)
     /* Never blocking: a preparer stuck in a hung helper, its socket full,
      * must not hold the shell. Such a command then has no record; the shell
      * has said once that it is not tracing. */
-    S.unobserved = S.prep_sock >= 0 && send_begin(S.prep_sock, MSG_DONTWAIT, text, cwd) == 0;
+    if (S.prep_sock >= 0 && send_begin(S.prep_sock, MSG_DONTWAIT, text, cwd) == 0) S.command = COMMAND_UNOBSERVED;
 }
 
 static void end_unobserved(const char *status)
 {
-    S.unobserved = 0;
+    S.command = COMMAND_NONE;
     struct buf msg = {0};
     const char *why = S.last_warning[0] ? S.last_warning : "no observation could be prepared";
     int bad = msg_end(&msg, (uint64_t)now_ns(), status, why);
@@ -570,20 +576,21 @@ static void end_unobserved(const char *status)
 static void take_ready(int64_t began)
 {
     for (int round = 0; round < 2; round++) {
-        if (S.r_ctl >= 0 && hung_up(S.r_ctl)) {
+        if (S.prep == PREP_READY && hung_up(S.r_ctl)) {
             close_fd(&S.r_ctl);
             close_fd(&S.r_ns_root);
             close_fd(&S.r_tracker);
+            S.prep = prep_next(S.prep, PREP_TAKEN);
         }
-        if (S.r_ctl >= 0) return;
+        if (S.prep == PREP_READY) return;
         spawn_preparer();
-        int wait = S.preparer_late ? 0
+        int wait = S.prep == PREP_LATE ? 0
                                    : prepare_wait_ms(S.prepare_floor_ms, S.prepare_took_ms,
                                                      PREPARE_WAIT_FACTOR, PREPARE_WAIT_CEILING_MS);
         int64_t spent_ms = (now_ns() - began) / 1000000;
         take_prepared(spent_ms >= wait ? 0 : wait - (int)spent_ms);
         /* Waited in vain (or no time was left): late, as a full wait is. */
-        if (wait > 0 && spent_ms >= wait && S.r_ctl < 0) S.preparer_late = 1;
+        if (wait > 0 && spent_ms >= wait) S.prep = prep_next(S.prep, PREP_MISSED);
     }
 }
 
@@ -607,14 +614,13 @@ static void say_lost_once(void)
  * The record is then stored or lost: its control socket is let go. */
 static void read_late_stored(void)
 {
-    if (S.storing < 0 || S.pending_end_len || !readable_within(S.storing, 0)) return;
+    if (S.ended != END_SENT || !readable_within(S.storing, 0)) return;
     char msg[STORED_MAX];
     int got[3], ngot;
     ssize_t n = recv_with_fds(S.storing, msg, sizeof msg, got, &ngot);
     if (n >= 0) after_stored(msg, (size_t)n);
     for (int i = 0; i < ngot; i++) close(got[i]);
-    close_fd(&S.storing);
-    close_fd(&S.storing_root);
+    end_done();
 }
 
 static void begin_observation(const struct buf *text)
@@ -623,11 +629,11 @@ static void begin_observation(const struct buf *text)
     send_pending_end();
     read_late_stored();
     say_lost_once();
-    if (S.active || S.unobserved || !S.loaded) return;
+    if (S.command != COMMAND_NONE || !S.loaded) return;
     take_ready(began);
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-    if (S.r_ctl < 0) {
+    if (S.prep != PREP_READY) {
         if (!S.last_warning[0]) warn_once("no observation could be prepared in time");
         begin_unobserved(text, cwd);
         return;
@@ -637,24 +643,25 @@ static void begin_observation(const struct buf *text)
     if (S.r_skip_space && text->len && text->p[0] == ' ') return;
     S.ctl = S.r_ctl; S.ns_root = S.r_ns_root; S.tracker = S.r_tracker; S.holder = S.r_holder;
     S.r_ctl = S.r_ns_root = S.r_tracker = -1;
+    S.prep = prep_next(S.prep, PREP_TAKEN);
 
     if (send_begin(S.ctl, 0, text, cwd) < 0) {
         warn_once("the collector is gone");
-        drop_active();
+        close_observation();
         begin_unobserved(text, cwd);
     } else {
         /* Every process of the command inherits the tracker: its hang-up
          * tells the collector that the last of them is gone. */
         fcntl(S.tracker, F_SETFD, 0);
-        S.active = 1;
+        S.command = COMMAND_OBSERVED;
         S.last_warning[0] = 0;
     }
 }
 
 static void end_observation(const char *status)
 {
-    if (S.unobserved) end_unobserved(status);
-    if (S.active) {
+    if (S.command == COMMAND_UNOBSERVED) end_unobserved(status);
+    if (S.command == COMMAND_OBSERVED) {
         struct buf msg = {0};
         int bad = msg_end(&msg, (uint64_t)now_ns(), status, NULL);
         /* The shell's own tracker now, before the prompt's hooks fork
@@ -670,23 +677,23 @@ static void end_observation(const char *status)
          * the next command's start does (wait_stored), if it comes before
          * the answer. */
         size_t end_len = msg.len;
-        int held = !bad && end_len <= sizeof S.pending_end;
-        if (held) memcpy(S.pending_end, msg.p, end_len);
-        buf_free(&msg);
         int ctl = S.ctl, root = S.ns_root;
         S.ctl = S.ns_root = -1;
-        drop_active();
-        close_fd(&S.storing);
-        close_fd(&S.storing_root);
-        S.pending_end_len = 0;
-        if (held) {
+        close_observation();
+        S.command = COMMAND_NONE;
+        /* The last command's record is no longer followed. */
+        end_done();
+        if (!bad && end_len <= sizeof S.end) {
+            memcpy(S.end, msg.p, end_len);
+            S.end_len = (int)end_len;
             S.storing = ctl;
             S.storing_root = root;
-            S.pending_end_len = (int)end_len;
+            S.ended = end_next(S.ended, END_WRITTEN);
         } else {
             close(ctl);
             close(root);
         }
+        buf_free(&msg);
         /* The next line already waiting (pasted, or a script on stdin):
          * nobody looks at this prompt, and that line's start waits for the
          * record to be stored, so the collector had better start now. */
@@ -723,9 +730,9 @@ static int new_capture(int *slot)
 static int pause_observation(int pause)
 {
     /* Nested: a hook wrapped in another tool's hook. */
-    if (S.active && (pause || S.paused > 0)) {
-        S.paused += pause ? 1 : -1;
-        fcntl(S.tracker, F_SETFD, S.paused ? FD_CLOEXEC : 0);
+    if (S.command == COMMAND_OBSERVED && (pause || S.pause_depth > 0)) {
+        S.pause_depth += pause ? 1 : -1;
+        fcntl(S.tracker, F_SETFD, S.pause_depth ? FD_CLOEXEC : 0);
     }
     return null_fd();
 }
@@ -912,7 +919,7 @@ static int is_prov(const char *path)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     resolve_real();
-    if (S.storing >= 0 && path && is_prov(path)) {
+    if (S.ended != END_NONE && path && is_prov(path)) {
         int saved = errno;
         wait_stored();
         errno = saved;
@@ -1030,7 +1037,7 @@ static int exiting_on_a_signal(void)
 EXPORT void exit(int status)
 {
     resolve_real();
-    if (S.loaded && shim_in_shell_itself() && (S.active || S.unobserved) && !exiting_on_a_signal()) {
+    if (S.loaded && shim_in_shell_itself() && S.command != COMMAND_NONE && !exiting_on_a_signal()) {
         char code[16];
         snprintf(code, sizeof code, "%d", status & 0xff);
         end_observation(code);

@@ -17,8 +17,11 @@
 #include "shim_util.h"
 
 /* prov-protocol's VERSION, passed to `prov __prepare`, which refuses a shim
- * of another version with one line instead of misreading it. */
+ * of another version with one line instead of misreading it. A test builds
+ * the shim with another (-DPROV_PROTOCOL_VERSION) to be such a shim. */
+#ifndef PROV_PROTOCOL_VERSION
 #define PROV_PROTOCOL_VERSION "1"
+#endif
 
 /* The shim's requests to `prov __prepare` (shell_preparer.rs): prepare the
  * next observation, or take this one back for another record. */

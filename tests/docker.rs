@@ -31,7 +31,7 @@ fn container_shell(volume: &Volume, options: &[&str], name: &'static str) -> She
         .args([image(), "sh", "-c", WAIT_FOR_TERMINAL_SIZE, "sh", name, "-i"]);
     let mut session = OsSession::spawn(cmd).expect("spawn docker run -it in a pty");
     session.set_expect_timeout(Some(Duration::from_secs(60)));
-    let mut shell = Shell { name, session, pid: 0, startup: String::new() };
+    let mut shell = Shell { name, session, pid: 0, startup: String::new(), prov_said: Vec::new() };
     shell.startup = shell.wait_prompt();
     shell
 }

@@ -19,6 +19,8 @@ pub struct Shell {
     pub pid: u32,
     /// What the shell printed before its first prompt.
     pub startup: String,
+    /// The lines prov said after the commands typed so far, in order.
+    pub prov_said: Vec<String>,
 }
 
 pub fn rc_file(case: &Case, shell: &str) -> PathBuf {
@@ -68,7 +70,7 @@ impl Shell {
         cmd.args(args);
         let mut session = OsSession::spawn(cmd).expect("spawn shell in a pty");
         session.set_expect_timeout(Some(Duration::from_secs(30)));
-        let mut shell = Shell { name, session, pid: 0, startup: String::new() };
+        let mut shell = Shell { name, session, pid: 0, startup: String::new(), prov_said: Vec::new() };
         shell.startup = shell.wait_prompt();
         shell.assert_outside_observations();
         shell
@@ -131,6 +133,7 @@ impl Shell {
         // with a failing test's output.
         for said in out.lines().filter(|l| l.contains("prov:")) {
             eprintln!("{} after {line:?}: {said}", self.name);
+            self.prov_said.push(said.to_string());
         }
         out
     }

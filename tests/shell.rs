@@ -66,6 +66,7 @@ in_both_shells!(
     end_goes_out_once_the_prompt_is_drawn,
     a_lines_environment_reaches_its_programs_whole,
     typing_exit_ends_the_last_record_with_its_status,
+    a_shim_of_another_protocol_version_is_told_to_start_a_new_shell,
 );
 
 fn attribution_matrix(shell: &str) {
@@ -719,6 +720,59 @@ fn a_slow_preparation_is_waited_for_as_configured(shell: &str) {
     assert_wrote(&case, "first.txt", "echo first > first.txt");
     assert_wrote(&case, "a.txt", "echo a > a.txt");
     assert_wrote(&case, "b.txt", "echo b > b.txt");
+}
+
+/// The shim built from preload/ as install.sh builds it, but speaking
+/// protocol `version`: the shim of a shell started before prov was upgraded.
+fn shim_of_version(case: &Case, version: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../preload");
+    let shim = case.home.join(format!("libprov_preload-v{version}.so"));
+    let out = Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror", "-Wno-nonnull-compare"])
+        .arg(format!("-DPROV_PROTOCOL_VERSION=\"{version}\""))
+        .arg("-o")
+        .arg(&shim)
+        .args(["prov_preload.c", "bash_history.c", "bash_trap.c", "bash_prompt.c", "shim_env.c"].map(|f| src.join(f)))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the shim does not build: {}", String::from_utf8_lossy(&out.stderr));
+    case.chown_tree(&case.home);
+    shim
+}
+
+/// A shell whose shim speaks another protocol version than the prov it
+/// starts (prov upgraded while the shell was open): `prov __prepare`
+/// refuses it rather than misread it. The user is told once, in one line,
+/// to start a new shell; the shell works on, its commands run untraced,
+/// and no record claims them.
+fn a_shim_of_another_protocol_version_is_told_to_start_a_new_shell(shell: &str) {
+    let case = Case::new(&format!("{shell}-old-shim"));
+    let shim = shim_of_version(&case, "0");
+    let mut sh =
+        Shell::start_with(&case, leak(shell), &format!("export PROV_PRELOAD={}", shim.display()), &case.inst.prov());
+    let maps = sh.run("grep -c libprov_preload-v0 /proc/$$/maps");
+    assert!(
+        maps.lines().any(|l| l.trim().parse::<u32>().is_ok_and(|n| n > 0)),
+        "the built shim is the shell's: {maps}"
+    );
+    let first = sh.run("echo one > one.txt; cat one.txt");
+    assert!(first.lines().any(|l| l.trim() == "one"), "{first}");
+    for i in 0..3 {
+        let out = sh.run(&format!("echo line{i} > line{i}.txt; cat line{i}.txt"));
+        assert!(out.lines().any(|l| l.trim() == format!("line{i}")), "{out}");
+    }
+    let said = format!("{}{}", sh.startup, sh.prov_said.join("\n"));
+    sh.exit();
+    assert_eq!(said.matches("prov:").count(), 1, "said once: {said}");
+    let line = said.lines().find(|l| l.contains("prov:")).unwrap();
+    assert!(line.contains("not tracing"), "{line}");
+    assert!(line.contains("protocol 0") && line.contains("start a new shell"), "{line}");
+    for file in ["one.txt", "line0.txt", "line2.txt"] {
+        assert!(same_file(case.query(["wrote", file])).is_empty(), "no record of writing {file}");
+    }
+    let history = case.query(["history", "-n", "100"]);
+    assert!(!history.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains("echo"))), "{history:#?}");
 }
 
 /// The shell's `prov __prepare`, which its shim started.

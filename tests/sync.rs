@@ -38,7 +38,7 @@ fn set_up(pg: Postgres, name: &str) -> Postgres {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
-        err.contains("has schema version 0, this prov needs 3; its owner applies it with `prov sync --setup`"),
+        err.contains("has schema version 0, this prov needs 4; its owner applies it with `prov sync --setup`"),
         "{err}"
     );
     // The owner creates the schema: `prov sync --setup`, here from two
@@ -53,11 +53,11 @@ fn set_up(pg: Postgres, name: &str) -> Postgres {
     for setup in setups {
         let out = setup.wait_with_output().unwrap();
         assert!(out.status.success(), "prov sync --setup: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 3"), "{}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("schema version 4"), "{}", describe(&out));
     }
     assert_eq!(
         pg.admin("prov", "SELECT string_agg(version::text, ',' ORDER BY version) FROM prov.schema_version"),
-        "1,2,3"
+        "1,2,3,4"
     );
     pg
 }
@@ -672,7 +672,7 @@ fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
     node.run_in(&node.case.work, "echo one > one.txt");
     let lines = central_lines(&node);
     assert!(lines[0].starts_with("ok    central store alice@"), "{lines:?}");
-    assert!(lines[0].ends_with(": reachable, schema version 3, 1 record(s) pending"), "{lines:?}");
+    assert!(lines[0].ends_with(": reachable, schema version 4, 1 record(s) pending"), "{lines:?}");
 
     // A wrong password: said, with where the password comes from.
     let pgpass = node.case.home.join(".pgpass");
@@ -694,7 +694,7 @@ fn prov_doctor_says_what_is_wrong_with_the_central_store_in_one_line() {
     assert!(lines[1].contains("records wait in the local journal"), "{lines:?}");
     pg.resume();
     node.sync();
-    assert!(central_lines(&node)[0].ends_with("schema version 3, 0 record(s) pending"));
+    assert!(central_lines(&node)[0].ends_with("schema version 4, 0 record(s) pending"));
 }
 
 #[test]
@@ -725,7 +725,7 @@ fn tls_to_the_central_store_is_checked_as_sslmode_asks() {
     assert!(line.contains("pushed 1 record"), "{line}");
     assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.commands"), "1");
     let line = doctor_line(&good);
-    assert!(line.contains(": reachable over TLS (sslmode=verify-full), schema version 3"), "{line}");
+    assert!(line.contains(": reachable over TLS (sslmode=verify-full), schema version 4"), "{line}");
 
     // Another CA: refused, saying why, and nothing is sent.
     let wrong =
@@ -920,4 +920,107 @@ fn a_forged_record_shows_who_pushed_it_and_stays_data_in_exports() {
 /// The content hash prov records with its default hash parameters.
 fn expected_hash_of(content: &[u8]) -> String {
     prov_e2e::expected_hash(content, 256, 3)
+}
+
+/// A record's environment (its variables and git state) and the executed
+/// file of each of its programs travel with it: stored once per distinct
+/// environment on the server, shown on another host by `prov query env`
+/// and found by `--env` as in the journal, read by no other user, and
+/// removed with the records.
+#[test]
+fn a_commands_environment_travels_with_it() {
+    let pg = cluster("sync-env");
+    let project = shared_dir("sync-env");
+    let node = Node::new("sync-env-node", "node41", &pg, "alice", "alice-pw");
+    let login = Node::new("sync-env-login", "login4", &pg, "alice", "alice-pw");
+    let bob = Node::new("sync-env-bob", "node42", &pg, "bob", "bob-pw");
+    let git = node
+        .command_in(
+            &project,
+            "sh",
+            ["-c", "git init -q . && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m one"],
+        )
+        .output()
+        .unwrap();
+    assert!(git.status.success(), "{}", describe(&git));
+    // Two steps of one Slurm job, and a command outside it.
+    let run = |job: Option<&str>, script: &str| {
+        let mut cmd = node.command_in(&project, node.case.inst.prov(), ["run", "--", "sh", "-c", script]);
+        if let Some(job) = job {
+            cmd.env("SLURM_JOB_ID", job);
+        }
+        let out = cmd.output().unwrap();
+        prov_e2e::assert_traced(&out);
+        assert!(out.status.success(), "{script}: {}", describe(&out));
+    };
+    run(Some("4242"), "seq 100 > job-a.txt");
+    run(Some("4242"), "sort -n job-a.txt > job-b.txt");
+    run(None, "cat job-b.txt > outside.txt");
+    // Oldest first.
+    let history = node.json(["query", "history"]);
+    let local: Vec<String> = history.iter().rev().map(|c| c["id"].as_i64().unwrap().to_string()).collect();
+    assert_eq!(local.len(), 3, "{history:#?}");
+    // The process tables (the executed files) are stored when the last
+    // process is gone, which can trail the records' ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let on_node: Vec<Value> = loop {
+        let all: Vec<Value> = local.iter().map(|id| node.json(["query", "env", id]).remove(0)).collect();
+        let with_programs = all.iter().filter(|e| !e["executables"].as_array().unwrap().is_empty()).count();
+        if with_programs == 3 || Instant::now() > deadline {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(on_node[0]["variables"]["SLURM_JOB_ID"], "4242", "{on_node:#?}");
+    assert!(on_node[0]["git"]["commit"].as_str().is_some_and(|c| c.len() == 40), "{on_node:#?}");
+    assert!(on_node[1]["executables"].as_array().unwrap().iter().any(|e| e["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("/sort")
+        && e["hash"].is_string()));
+    node.sync();
+    // One row per distinct environment.
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.environments"), "2");
+
+    // Another host shows each record's environment and programs as the
+    // node does (environment ids are each database's own).
+    let masked = |mut e: Value| {
+        e.as_object_mut().unwrap().remove("command_id");
+        e.as_object_mut().unwrap().remove("environment_id");
+        e
+    };
+    let cached = login.json(["query", "history", "--everywhere"]);
+    assert_eq!(cached.len(), 3, "{cached:#?}");
+    for (c, here) in cached.iter().rev().zip(&on_node) {
+        let id = c["id"].as_i64().unwrap().to_string();
+        let there = login.json(["query", "env", &id, "--everywhere"]).remove(0);
+        assert_eq!(masked(there), masked(here.clone()));
+    }
+    let job: Vec<String> = login
+        .json(["query", "history", "--everywhere", "--env", "SLURM_JOB_ID=4242"])
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(job.len(), 2, "{job:?}");
+    assert!(job.iter().all(|t| t.contains("job-")), "{job:?}");
+
+    // Bob reads none of them, even with his own SQL, nor adds to them.
+    bob.run_in(&bob.case.work, "echo b > b.txt");
+    bob.sync();
+    let as_bob = |sql: &str| pg.psql("bob", "bob-pw", "prov", sql);
+    assert_eq!(as_bob("SELECT count(*) FROM prov.environments").unwrap(), "1", "his own only");
+    assert_eq!(
+        as_bob("SELECT count(*) FROM prov.environments WHERE position('4242' in encode(vars, 'escape')) > 0").unwrap(),
+        "0"
+    );
+    let alices = pg.admin("prov", "SELECT min(id) FROM prov.commands WHERE owner = 'alice'");
+    let err = as_bob(&format!("SELECT prov.push_environment({alices}, 'x', 'PATH=/evil', NULL, NULL, NULL, NULL)"))
+        .unwrap_err();
+    assert!(err.contains("was not stored by this transaction"), "{err}");
+
+    // Deleted, they are gone from the server.
+    let out = node.prov(["delete", "--text", "job-a", "--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    node.sync();
+    assert_eq!(pg.admin("prov", "SELECT count(*) FROM prov.environments WHERE owner = 'alice'"), "1");
 }

@@ -2,7 +2,7 @@
  * Unit tests of the shim's pure helpers (preload/shim_util.h,
  * preload/shim_parse.h): the buffer, fopen's mode as open flags, the word
  * comparison of bash's multi-line entries, the history settings and
- * HISTIGNORE matching. Built and run by tests/shim_unit.rs (under ASan and
+ * HISTIGNORE matching, the transitions of the shim's states. Built and run by tests/shim_unit.rs (under ASan and
  * UBSan); any failed check prints it and exits 1.
  */
 #define _GNU_SOURCE
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../shim_parse.h"
+#include "../shim_state.h"
 #include "../shim_util.h"
 
 static int failures;
@@ -185,6 +186,65 @@ static void test_prepare_wait(void)
     CHECK(prepare_wait_ms(30000, 60000, 3, 20000) == 30000);
 }
 
+/* The next observation's lifecycle, as a shell goes through it. */
+static void test_prep_states(void)
+{
+    /* A command ends, the prompt asks, the answer comes, a command takes it. */
+    enum prep_state s = PREP_IDLE;
+    s = prep_next(s, PREP_REQUESTED);
+    CHECK(s == PREP_ASKED && prep_awaited(s));
+    s = prep_next(s, PREP_PREPARED);
+    CHECK(s == PREP_READY && !prep_awaited(s));
+    /* Asking again while one is ready asks nothing. */
+    CHECK(prep_next(s, PREP_REQUESTED) == PREP_READY);
+    /* A wait that times out while one is ready changes nothing. */
+    CHECK(prep_next(s, PREP_MISSED) == PREP_READY);
+    s = prep_next(s, PREP_TAKEN);
+    CHECK(s == PREP_IDLE);
+
+    /* A hanging helper: one start waits in vain, then none waits, and a
+     * late answer is still taken. */
+    s = prep_next(PREP_IDLE, PREP_REQUESTED);
+    s = prep_next(s, PREP_MISSED);
+    CHECK(s == PREP_LATE && prep_awaited(s));
+    CHECK(prep_next(s, PREP_MISSED) == PREP_LATE);
+    /* Being late asks nothing new: one request is outstanding. */
+    CHECK(prep_next(s, PREP_REQUESTED) == PREP_LATE);
+    CHECK(prep_next(s, PREP_PREPARED) == PREP_READY);
+    /* A refusal or a hang-up, early or late: nothing is awaited any more. */
+    CHECK(prep_next(PREP_ASKED, PREP_FAILED) == PREP_IDLE);
+    CHECK(prep_next(PREP_LATE, PREP_FAILED) == PREP_IDLE);
+
+    /* Answers nobody asked for do not make an observation appear. */
+    CHECK(prep_next(PREP_IDLE, PREP_PREPARED) == PREP_IDLE);
+    CHECK(prep_next(PREP_IDLE, PREP_FAILED) == PREP_IDLE);
+    CHECK(prep_next(PREP_IDLE, PREP_MISSED) == PREP_IDLE);
+    CHECK(prep_next(PREP_IDLE, PREP_TAKEN) == PREP_IDLE);
+    /* Nor is one taken that is not ready. */
+    CHECK(prep_next(PREP_ASKED, PREP_TAKEN) == PREP_ASKED);
+    CHECK(!prep_awaited(PREP_IDLE));
+}
+
+/* The last command's End, from its end hook to Stored. */
+static void test_end_states(void)
+{
+    enum end_state s = END_NONE;
+    s = end_next(s, END_WRITTEN);
+    CHECK(s == END_HELD);
+    s = end_next(s, END_SEND_OK);
+    CHECK(s == END_SENT);
+    /* Sent once: a second send does not happen. */
+    CHECK(end_next(s, END_SEND_OK) == END_SENT);
+    CHECK(end_next(s, END_DONE) == END_NONE);
+    /* The next command ends before Stored was read: its End is held, the
+     * last one is no longer followed. */
+    CHECK(end_next(END_SENT, END_WRITTEN) == END_HELD);
+    /* The collector gone before End went out. */
+    CHECK(end_next(END_HELD, END_DONE) == END_NONE);
+    /* Nothing held: nothing is sent. */
+    CHECK(end_next(END_NONE, END_SEND_OK) == END_NONE);
+}
+
 int main(void)
 {
     test_buffer();
@@ -193,6 +253,8 @@ int main(void)
     test_hist_rules();
     test_prepared();
     test_prepare_wait();
+    test_prep_states();
+    test_end_states();
     if (failures) {
         fprintf(stderr, "preload/tests/unit: %d checks failed\n", failures);
         return 1;

@@ -111,6 +111,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn long_arrays_are_shown_on_one_line() {
+        let value: toml::Value = toml::from_str::<toml::Table>("v = [\"*.swp\", [1, 2], true]").unwrap()["v"].clone();
+        assert_eq!(inline(&value), "[\"*.swp\", [1, 2], true]");
+        assert_eq!(inline(&toml::Value::Integer(5)), "5");
+        // A string with a quote stays one TOML value that reads back the same.
+        let quoted = inline(&toml::Value::String("a\"b".into()));
+        assert_eq!(toml::from_str::<toml::Table>(&format!("v = {quoted}")).unwrap()["v"].as_str(), Some("a\"b"));
+    }
+
+    /// `exclude` given without the default entries replaces them (the
+    /// user most likely meant `exclude_also`); naming them keeps them.
+    #[test]
+    fn an_exclude_list_without_the_defaults_is_found() {
+        let dir = std::env::temp_dir().join(format!("prov-cli-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        let defaults = prov_model::config::EventFilter::default_read().exclude;
+        assert!(!defaults.is_empty());
+
+        std::fs::write(&file, "[read]\nexclude = [\"*.tmp\"]\n").unwrap();
+        let found = replaced_defaults(&file);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "read");
+        assert_eq!(found[0].1, defaults.iter().map(|d| d.0.clone()).collect::<Vec<_>>());
+
+        let all: Vec<String> = defaults.iter().map(|d| format!("{:?}", d.0)).collect();
+        std::fs::write(&file, format!("[read]\nexclude = [{}, \"*.tmp\"]\n", all.join(", "))).unwrap();
+        assert!(replaced_defaults(&file).is_empty());
+
+        std::fs::write(&file, "[read]\nexclude_also = [\"*.tmp\"]\n").unwrap();
+        assert!(replaced_defaults(&file).is_empty());
+        // Not a valid configuration: reported elsewhere, not here.
+        std::fs::write(&file, "[read\nexclude = [\"*.tmp\"]\n").unwrap();
+        assert!(replaced_defaults(&file).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn keys_are_found_in_their_sections() {
         let text = "# c\n[read]\nexclude_also = [\"*.swp\",\n  \"**/.git/**\"]\n[query] # q\nlimit=5\n";
         assert_eq!(key_lines(text), [("read".into(), "exclude_also".into(), 3), ("query".into(), "limit".into(), 6)]);

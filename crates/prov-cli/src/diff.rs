@@ -316,3 +316,84 @@ pub fn diff(args: DiffArgs, reach: Reach) -> Result<ExitCode> {
     }
     Ok(if d.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(crate::rerun::DIFFERS) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_model::{Access, HashParams};
+
+    fn row(size: u64, hash: Option<u64>) -> FileRow {
+        FileRow {
+            id: 1,
+            command_id: 1,
+            access: Access::Read,
+            path: b"/w/in.csv".to_vec(),
+            size,
+            mtime_ns: 0,
+            hash,
+            hash_params: HashParams::default(),
+            pid: None,
+        }
+    }
+
+    #[test]
+    fn files_differ_by_presence_size_or_content() {
+        assert_eq!(file_change(Some(&row(10, Some(1))), Some(&row(10, Some(1)))), None);
+        assert_eq!(file_change(Some(&row(10, Some(1))), None).as_deref(), Some("only in A"));
+        assert_eq!(file_change(None, Some(&row(10, Some(1)))).as_deref(), Some("only in B"));
+        assert_eq!(file_change(Some(&row(10, Some(1))), Some(&row(10, Some(2)))).as_deref(), Some("content"));
+        assert_eq!(
+            file_change(Some(&row(10, Some(1))), Some(&row(12, Some(1)))).as_deref(),
+            Some("size 10 → 12, content")
+        );
+        // Unreadable on both sides: not known to be the same.
+        assert_eq!(file_change(Some(&row(10, None)), Some(&row(10, None))).as_deref(), Some("content"));
+        // Hashes taken with other parameters are not comparable.
+        let other = FileRow { hash_params: HashParams { chunk_size: 4096, chunks: 3 }, ..row(10, Some(1)) };
+        assert_eq!(file_change(Some(&row(10, Some(1))), Some(&other)).as_deref(), Some("content"));
+    }
+
+    #[test]
+    fn variables_added_removed_and_changed_in_name_order() {
+        let a: BTreeMap<String, String> =
+            [("PATH", "/usr/bin"), ("LANG", "C"), ("SAME", "x")].map(|(k, v)| (k.into(), v.into())).into();
+        let b: BTreeMap<String, String> = [("PATH", "/opt/bin:/usr/bin"), ("SAME", "x"), ("OMP_NUM_THREADS", "4")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
+        let changes = env_changes(&a, &b);
+        assert_eq!(
+            changes,
+            [
+                ("LANG".to_string(), "removed (was C)".to_string()),
+                ("OMP_NUM_THREADS".to_string(), "added: 4".to_string()),
+                ("PATH".to_string(), "/usr/bin → /opt/bin:/usr/bin".to_string()),
+            ]
+        );
+        assert!(env_changes(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn an_executable_differs_by_size_or_else_content() {
+        let a: BTreeSet<(u64, Option<u64>)> = [(100, Some(1))].into();
+        let same_size: BTreeSet<(u64, Option<u64>)> = [(100, Some(2))].into();
+        let bigger: BTreeSet<(u64, Option<u64>)> = [(100, Some(1)), (250, Some(3))].into();
+        assert_eq!(executable_change(&a, &same_size), "executable changed (content)");
+        assert_eq!(executable_change(&a, &bigger), "executable changed (size 100 → 100,250, content)");
+    }
+
+    #[test]
+    fn file_maps_list_only_what_differs() {
+        let a: BTreeMap<String, FileRow> =
+            [("in.csv".to_string(), row(10, Some(1))), ("same".to_string(), row(5, Some(9)))].into();
+        let b: BTreeMap<String, FileRow> = [
+            ("in.csv".to_string(), row(10, Some(2))),
+            ("same".to_string(), row(5, Some(9))),
+            ("new".to_string(), row(1, Some(1))),
+        ]
+        .into();
+        assert_eq!(
+            file_changes(&a, &b),
+            [("in.csv".to_string(), "content".to_string()), ("new".to_string(), "only in B".to_string())]
+        );
+    }
+}

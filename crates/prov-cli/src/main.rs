@@ -579,6 +579,80 @@ mod tests {
         assert!(missing.is_empty(), "no description: {missing:?}");
     }
 
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(args)
+    }
+
+    #[test]
+    fn a_file_query_takes_its_options_and_filters() {
+        let cli = parse(&[
+            "prov", "query", "wrote", "out.csv", "--json", "-n", "3", "--stat", "--exit", ">0", "--exit", "!=130",
+            "--id", "7", "--color", "never",
+        ])
+        .unwrap();
+        let Command::Query { query: QueryCommand::Wrote { file, opts } } = cli.command else {
+            panic!("not query wrote")
+        };
+        assert_eq!(file, "out.csv");
+        assert!(opts.json && opts.stat && !opts.files && !opts.include_prov);
+        assert_eq!(opts.limit, Some(3));
+        assert_eq!(opts.color, terminal::ColorChoice::Never);
+        assert_eq!(opts.filters.exit_status, [(prov_store::CmpOp::Gt, 0), (prov_store::CmpOp::Ne, 130)]);
+        assert_eq!(opts.filters.ids, [7]);
+        assert!(!cli.everywhere && !cli.local);
+        // --output needs --format; a count must be a number.
+        assert!(parse(&["prov", "query", "history", "-o", "x.json"]).is_err());
+        assert!(parse(&["prov", "query", "history", "-n", "some"]).is_err());
+    }
+
+    #[test]
+    fn local_and_everywhere_are_global_and_exclusive() {
+        let cli = parse(&["prov", "query", "history", "--everywhere"]).unwrap();
+        assert!(cli.everywhere && !cli.local);
+        let cli = parse(&["prov", "--local", "report"]).unwrap();
+        assert!(cli.local && !cli.everywhere);
+        let err = parse(&["prov", "--everywhere", "--local", "query", "history"]).err().unwrap();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn report_and_delete_defaults_and_ages() {
+        let Command::Report { output, limit, include_prov, .. } = parse(&["prov", "report"]).unwrap().command else {
+            panic!("not report")
+        };
+        assert_eq!(output, std::path::Path::new(report::DEFAULT_OUTPUT));
+        assert_eq!((limit, include_prov), (None, false));
+        let Command::Delete { older_than, dry_run, yes, .. } =
+            parse(&["prov", "delete", "--older-than", "30d", "-y"]).unwrap().command
+        else {
+            panic!("not delete")
+        };
+        assert!(yes && !dry_run);
+        let age_days = (run::outcome::now_ns() - older_than.unwrap()) / 86_400_000_000_000;
+        assert!((29..=30).contains(&age_days), "30d ago is {age_days} days ago");
+        assert!(parse(&["prov", "delete", "--older-than", "soon"]).is_err());
+    }
+
+    /// The shim passes its protocol version; the first shim passed none.
+    #[test]
+    fn the_shell_preparer_reads_the_shims_version() {
+        let version = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Command::Prepare { session, shell, version }) => {
+                assert_eq!((session.as_str(), shell.as_str()), ("9f2c41d7", "bash"));
+                Ok(version)
+            }
+            Ok(_) => panic!("not __prepare"),
+            Err(e) => Err(e.kind()),
+        };
+        assert_eq!(version(&["prov", "__prepare", "9f2c41d7", "bash", "1"]), Ok(Some(1)));
+        assert_eq!(version(&["prov", "__prepare", "9f2c41d7", "bash"]), Ok(None));
+        assert!(version(&["prov", "__prepare", "9f2c41d7", "bash", "one"]).is_err());
+        assert_eq!(
+            parse(&["prov", "init", "fish"]).err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::InvalidValue)
+        );
+    }
+
     #[test]
     fn plain_run_reads_as_clap_does() {
         let cases: &[&[&str]] = &[

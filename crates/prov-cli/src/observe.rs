@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_protocol::control::{RecordIdentity, ToCaller, ToCollector};
 use prov_protocol::helper;
 use prov_protocol::ipc;
@@ -125,9 +124,7 @@ fn start_with(helper: &std::path::Path) -> Result<Observation, String> {
     let collector = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", helper.display()))?;
     drop(ctl_for_helper);
 
-    let mut fds = [PollFd::new(ctl.as_fd(), PollFlags::POLLIN)];
-    let timeout = PollTimeout::try_from(HELPER_TIMEOUT).unwrap_or(PollTimeout::MAX);
-    if !matches!(poll(&mut fds, timeout), Ok(n) if n > 0) {
+    if !ipc::readable_within(ctl.as_fd(), HELPER_TIMEOUT) {
         return Err("the helper did not answer".into());
     }
     let (msg, mut fds) = match ipc::recv(ctl.as_fd()) {

@@ -18,7 +18,7 @@ use prov_model::Access;
 use crate::chain::{self, Chain};
 use crate::journal::{self, Reach};
 use crate::rerun_check;
-use crate::sandbox::{Cover, Plan, PlanStep, StepStatus, STATUS_FILE};
+use crate::sandbox::{Cover, Plan, PlanStep, Scratch, StepStatus, STATUS_FILE};
 
 #[derive(Args, Debug)]
 #[command(group = clap::ArgGroup::new("what").required(true).args(["id", "lineage"]))]
@@ -92,34 +92,6 @@ pub fn rerun(args: RerunArgs, reach: Reach) -> Result<ExitCode> {
         eprintln!("prov: re-ran {} (exit status {last}); {where_}", chain.label);
     }
     Ok(ExitCode::from(u8::try_from(last).unwrap_or(1)))
-}
-
-/// The scratch directory of one re-run: its plan, statuses and layers.
-pub struct Scratch {
-    pub root: PathBuf,
-    /// None when run in place.
-    pub covers: Option<Vec<Cover>>,
-}
-
-impl Scratch {
-    pub fn run_dir(&self) -> PathBuf {
-        self.root.join("run")
-    }
-
-    pub fn upper_root(&self) -> PathBuf {
-        self.root.join("upper")
-    }
-
-    /// Where the re-run's version of `path` is: the upper layer of the
-    /// overlay over it, and the path there. None: no overlay covers it.
-    pub fn layer_path(&self, path: &[u8]) -> Option<(PathBuf, PathBuf)> {
-        let covers = self.covers.as_ref()?;
-        covers.iter().find_map(|c| {
-            let rest = path.strip_prefix(c.dir.as_slice())?;
-            let rest = rest.strip_prefix(b"/")?;
-            Some((c.upper.clone(), c.upper.join(OsStr::from_bytes(rest))))
-        })
-    }
 }
 
 /// The directories the re-run may write in: each step's directory, the

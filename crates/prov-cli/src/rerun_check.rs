@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::chain::Chain;
 use crate::output::{current_dir, shown_path};
-use crate::rerun::Scratch;
+use crate::sandbox::Scratch;
 use crate::sandbox::StepStatus;
 use crate::stat::{file_now, FileNow};
 

@@ -35,6 +35,34 @@ pub struct Cover {
     pub work: PathBuf,
 }
 
+/// The scratch directory of one re-run: its plan, statuses and layers.
+pub struct Scratch {
+    pub root: PathBuf,
+    /// None when run in place.
+    pub covers: Option<Vec<Cover>>,
+}
+
+impl Scratch {
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+
+    pub fn upper_root(&self) -> PathBuf {
+        self.root.join("upper")
+    }
+
+    /// Where the re-run's version of `path` is: the upper layer of the
+    /// overlay over it, and the path there. None: no overlay covers it.
+    pub fn layer_path(&self, path: &[u8]) -> Option<(PathBuf, PathBuf)> {
+        let covers = self.covers.as_ref()?;
+        covers.iter().find_map(|c| {
+            let rest = path.strip_prefix(c.dir.as_slice())?;
+            let rest = rest.strip_prefix(b"/")?;
+            Some((c.upper.clone(), c.upper.join(OsStr::from_bytes(rest))))
+        })
+    }
+}
+
 /// One recorded command to run again: its shell lines (the command in its
 /// directory, then the moves of its files to the names later steps read
 /// them as) and the variables to set over the current environment.

@@ -222,7 +222,7 @@ pub fn prepare(session: String, shell: String, shim_version: Option<u32>) -> Res
             // Waits in steps: collectors that ended meanwhile are reaped (a
             // zombie takes a slot of `ulimit -u` too), and one prepared
             // ahead is let go once the paste is over.
-            if !readable_within(shim, AHEAD_KEPT) {
+            if !ipc::readable_within(shim, AHEAD_KEPT) {
                 reap_exited_children();
                 ahead = None;
                 continue;
@@ -237,21 +237,6 @@ pub fn prepare(session: String, shell: String, shim_version: Option<u32>) -> Res
                 // The shell is gone; an observation prepared ahead ends unused.
                 Ok(None) | Err(_) => return Ok(ExitCode::SUCCESS),
             }
-        }
-    }
-}
-
-/// Whether `fd` has something to read (or has hung up) within `wait`.
-fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let timeout = PollTimeout::try_from(wait.as_millis()).unwrap_or(PollTimeout::MAX);
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    loop {
-        match poll(&mut fds, timeout) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            // An error is left to the read that follows.
-            Ok(n) => return n != 0,
-            Err(_) => return true,
         }
     }
 }

@@ -179,3 +179,134 @@ pub fn staleness(lineage: &prov_export::lineage::Lineage) -> String {
         format!("stale: {} input{s} upstream changed since: {}{gone_note}", changed.len(), changed.join(", "))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prov_model::{Access, HashParams};
+    use std::os::unix::fs::MetadataExt;
+
+    /// A scratch directory of this test process, removed at the end.
+    struct Dir(std::path::PathBuf);
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let dir = std::env::temp_dir().join(format!("prov-cli-stat-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Dir(dir)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The row a writer would have recorded for `path` as it is now.
+    fn recorded(path: &Path) -> FileRow {
+        let meta = std::fs::metadata(path).unwrap();
+        let params = HashParams::default();
+        let hash = partial_hash(&File::open(path).unwrap(), meta.size(), params).ok();
+        FileRow {
+            id: 1,
+            command_id: 7,
+            access: Access::Write,
+            path: path.as_os_str().as_bytes().to_vec(),
+            size: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            hash,
+            hash_params: params,
+            pid: None,
+        }
+    }
+
+    fn set_mtime(path: &Path, mtime_ns: i64) {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(mtime_ns as u64);
+        File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
+    }
+
+    #[test]
+    fn a_file_as_recorded_is_up_to_date_and_each_change_is_named() {
+        let dir = Dir::new("changes");
+        let path = dir.0.join("result.csv");
+        std::fs::write(&path, "a,b\n1,2\n").unwrap();
+        let row = recorded(&path);
+        assert_eq!(file_now(&row), FileNow::UpToDate);
+
+        // Same size and mtime, other content: only the hash tells.
+        std::fs::write(&path, "a,b\n3,4\n").unwrap();
+        set_mtime(&path, row.mtime_ns);
+        assert_eq!(file_now(&row), FileNow::Modified(vec!["hash"]));
+
+        // Touched only: the content is what was recorded.
+        std::fs::write(&path, "a,b\n1,2\n").unwrap();
+        set_mtime(&path, row.mtime_ns + 1_000_000_000);
+        assert_eq!(file_now(&row), FileNow::Modified(vec!["mtime"]));
+
+        // Longer: size and mtime; the hash is not read.
+        std::fs::write(&path, "a,b\n1,2\n5,6\n").unwrap();
+        set_mtime(&path, row.mtime_ns + 2_000_000_000);
+        assert_eq!(file_now(&row), FileNow::Modified(vec!["size", "mtime"]));
+
+        // A directory in its place.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(file_now(&row), FileNow::Modified(vec!["type"]));
+        std::fs::remove_dir(&path).unwrap();
+        assert_eq!(file_now(&row), FileNow::Missing);
+    }
+
+    #[test]
+    fn a_file_unreadable_when_recorded_cannot_be_called_up_to_date() {
+        let dir = Dir::new("nohash");
+        let path = dir.0.join("secret");
+        std::fs::write(&path, "x").unwrap();
+        let row = FileRow { hash: None, ..recorded(&path) };
+        assert!(matches!(file_now(&row), FileNow::Unreadable(why) if why.contains("unreadable when recorded")));
+        // What already differs is said all the same.
+        std::fs::write(&path, "xy").unwrap();
+        assert!(matches!(file_now(&row), FileNow::Modified(what) if what.contains(&"size")));
+    }
+
+    #[test]
+    fn states_read_as_labels_and_as_the_json_now_field() {
+        assert_eq!(FileNow::UpToDate.label(), "up to date");
+        assert_eq!(FileNow::Modified(vec!["size", "hash"]).label(), "modified (size, hash)");
+        assert_eq!(FileNow::Missing.label(), "missing");
+        assert_eq!(FileNow::Unreadable("denied".into()).label(), "cannot check: denied");
+        assert_eq!(
+            FileNow::Modified(vec!["mtime"]).json(),
+            serde_json::json!({ "state": "modified", "differs": ["mtime"], "error": null })
+        );
+        assert_eq!(
+            FileNow::UpToDate.json(),
+            serde_json::json!({ "state": "up-to-date", "differs": [], "error": null })
+        );
+        assert_eq!(FileNow::Missing.json()["state"], "missing");
+        assert_eq!(
+            FileNow::Unreadable("denied".into()).json(),
+            serde_json::json!({ "state": "unreadable", "differs": [], "error": "denied" })
+        );
+    }
+
+    #[test]
+    fn the_asked_file_is_summed_up_against_its_command() {
+        let dir = Dir::new("summary");
+        let path = dir.0.join("out.txt");
+        std::fs::write(&path, "made\n").unwrap();
+        let row = recorded(&path);
+        let name = path.display().to_string();
+        assert_eq!(target_summary(&path, &row, 42, "wrote"), format!("{name} is up to date: as #42 wrote it"));
+        std::fs::write(&path, "made again\n").unwrap();
+        assert!(
+            target_summary(&path, &row, 42, "wrote")
+                .starts_with(&format!("{name} was modified since #42 wrote it (size")),
+            "{}",
+            target_summary(&path, &row, 42, "wrote")
+        );
+        // The path asked about is checked, not the recorded one (a copy
+        // found by content).
+        let copy = dir.0.join("copy.txt");
+        assert_eq!(target_summary(&copy, &row, 42, "read"), format!("{} is missing now", copy.display()));
+    }
+}

@@ -3,6 +3,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
@@ -65,6 +66,24 @@ fn recv_into(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<(Vec<u8>
     Ok(Some((buf[..len].to_vec(), fds)))
 }
 
+/// Whether `fd` has something to read, or has hung up, within `wait`: the
+/// one wait before a read of an answer. A signal does not cut it short (poll
+/// is asked again for the time left). An error of poll itself answers true:
+/// the read that follows meets and reports it.
+pub fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now().checked_add(wait);
+    loop {
+        let left = deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        match poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(n) => return n != 0,
+            Err(_) => return true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +113,55 @@ mod tests {
         assert_eq!(got(b"with a descriptor"), 1);
         drop(a);
         assert!(recv(b.as_fd()).unwrap().is_none(), "hung up");
+    }
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC).unwrap()
+    }
+
+    #[test]
+    fn readable_within_sees_a_message_a_hang_up_or_nothing() {
+        let (a, b) = pair();
+        assert!(!readable_within(b.as_fd(), Duration::ZERO), "nothing sent");
+        assert!(!readable_within(b.as_fd(), Duration::from_millis(5)), "nothing sent");
+        send(a.as_fd(), b"answer", &[]).unwrap();
+        assert!(readable_within(b.as_fd(), Duration::ZERO));
+        assert_eq!(recv(b.as_fd()).unwrap().unwrap().0, b"answer");
+        assert!(!readable_within(b.as_fd(), Duration::ZERO), "read already");
+        drop(a);
+        assert!(readable_within(b.as_fd(), Duration::from_secs(60)), "a hang-up is readable");
+    }
+
+    /// A signal handled while waiting (a shell's SIGCHLD, a terminal's
+    /// SIGWINCH) does not end the wait: the answer sent after it is seen.
+    #[test]
+    // A handler and a signal to one thread: libc's, unsafe.
+    #[allow(unsafe_code)]
+    fn readable_within_waits_on_through_a_signal() {
+        extern "C" fn ignore(_: libc::c_int) {}
+        // SAFETY: a handler that does nothing, installed for SIGUSR2 (which
+        // nothing else in this test binary uses), without SA_RESTART, so
+        // poll returns EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()), 0);
+        }
+        let (a, b) = pair();
+        // SAFETY: pthread_self has no preconditions.
+        let waiter = unsafe { libc::pthread_self() };
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            // SAFETY: the waiting thread is alive: it joins this one after
+            // its wait.
+            assert_eq!(unsafe { libc::pthread_kill(waiter, libc::SIGUSR2) }, 0);
+            std::thread::sleep(Duration::from_millis(50));
+            send(a.as_fd(), b"after the signal", &[]).unwrap();
+            a
+        });
+        assert!(readable_within(b.as_fd(), Duration::from_secs(60)));
+        assert_eq!(recv(b.as_fd()).unwrap().unwrap().0, b"after the signal");
+        drop(sender.join().unwrap());
     }
 }

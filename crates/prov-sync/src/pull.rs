@@ -20,7 +20,10 @@
 
 use std::collections::HashMap;
 
-use prov_model::{Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, FileEvent, HashParams, ProcessRecord};
+use prov_model::env::{Environment, GitState};
+use prov_model::{
+    Access, ArchivedRead, CommandBegin, CommandEnd, Completeness, ExeFile, FileEvent, HashParams, ProcessRecord,
+};
 use prov_store::Store;
 
 use crate::{Central, Result};
@@ -174,9 +177,11 @@ fn pull_records(
     let fail = |what| crate::error::on(server, what);
     let commands = tx
         .prepare(
-            "SELECT id, uuid::text, session, seq, text, cwd, host, user_name, shell, start_ns, end_ns,
-                    exit_status, counters, incomplete, untraced, hash_params, owner
-             FROM prov.commands WHERE id = ANY($1) ORDER BY id",
+            "SELECT c.id, c.uuid::text, c.session, c.seq, c.text, c.cwd, c.host, c.user_name, c.shell, c.start_ns,
+                    c.end_ns, c.exit_status, c.counters, c.incomplete, c.untraced, c.hash_params, c.owner,
+                    e.vars, e.git_root, e.git_commit, e.git_branch, e.git_dirty
+             FROM prov.commands c LEFT JOIN prov.environments e ON e.id = c.env_id
+             WHERE c.id = ANY($1) ORDER BY c.id",
         )
         .map_err(fail("reading records"))?;
     let dirs = tx
@@ -197,7 +202,8 @@ fn pull_records(
         .map_err(fail("reading archived files"))?;
     let processes = tx
         .prepare(
-            "SELECT command_id, first_event, start_ns, end_ns, pid, ppid, exe, args, cwd, args_unknown
+            "SELECT command_id, first_event, start_ns, end_ns, pid, ppid, exe, args, cwd, args_unknown,
+                    exe_size, exe_mtime_ns, exe_hash, exe_chunk_size, exe_chunks
              FROM prov.processes WHERE command_id = ANY($1) ORDER BY command_id, idx",
         )
         .map_err(fail("reading processes"))?;
@@ -279,7 +285,7 @@ fn pull_records(
             user: row.get(16),
             shell: row.get(8),
             start_ns: row.get(9),
-            env: None,
+            env: environment(&row).map(Box::new),
         };
         let counters: Vec<i64> = row.get(12);
         let n = |i: usize| counters.get(i).copied().unwrap_or(0) as u64;
@@ -335,8 +341,31 @@ fn process_record(r: &postgres::Row) -> ProcessRecord {
         },
         args: args.unwrap_or_default(),
         cwd: r.get::<_, Option<Vec<u8>>>(8).unwrap_or_default(),
-        exe_file: None,
+        exe_file: executed_file(r),
     }
+}
+
+/// The executed file's columns of a prov.processes row (from index 10 on).
+fn executed_file(r: &postgres::Row) -> Option<ExeFile> {
+    let chunk_size: Option<i32> = r.get(13);
+    let chunks: Option<i32> = r.get(14);
+    Some(ExeFile {
+        size: r.get::<_, Option<i64>>(10)? as u64,
+        mtime_ns: r.get::<_, Option<i64>>(11)?,
+        hash: r.get::<_, Option<i64>>(12).map(|h| h as u64),
+        hash_params: HashParams { chunk_size: chunk_size? as u32, chunks: chunks? as u32 },
+    })
+}
+
+/// The environment columns of a command row (from index 17 on); None: the
+/// record has none.
+fn environment(row: &postgres::Row) -> Option<Environment> {
+    let vars: Vec<u8> = row.get::<_, Option<Vec<u8>>>(17)?;
+    let root: Option<Vec<u8>> = row.get(18);
+    Some(Environment {
+        vars,
+        git: root.map(|root| GitState { root, commit: row.get(19), branch: row.get(20), dirty: row.get(21) }),
+    })
 }
 
 /// A record's events in the order the cache stores them, and its

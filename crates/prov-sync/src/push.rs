@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 
+use prov_model::env::Environment;
 use prov_model::{Access, HashParams, ProcessRecord};
 use prov_store::{CommandRow, FileRow, ProcessRow, PushCounts, Store};
 use uuid::Uuid;
@@ -87,9 +88,10 @@ fn push_watched(central: &mut Central, journal: &mut Store, pushed: &mut Pushed,
                 images_of_events(&journal.process_of_events(id, &files, &processes)?, &processes)
             };
             let archived = archived_of(journal, id)?;
+            let env = journal.environment_of(id)?;
             group.events += files.len();
             let processes = processes.into_iter().map(|p| p.record).collect();
-            group.records.push(Record { command, files, images, processes, archived });
+            group.records.push(Record { command, files, images, processes, archived, env });
             if group.events >= EVENTS_PER_TRANSACTION || group.records.len() >= records_limit {
                 push_group(central, journal, std::mem::take(&mut group), pushed, progress)?;
                 records_limit = (records_limit * 2).min(RECORDS_PER_TRANSACTION);
@@ -115,6 +117,8 @@ struct Record {
     images: Vec<u8>,
     processes: Vec<ProcessRecord>,
     archived: Vec<Archived>,
+    /// The environment it ran in; None: not recorded.
+    env: Option<Environment>,
 }
 
 /// The highest image number an event can name (7 bits of a smallint).
@@ -291,7 +295,7 @@ fn renew(tx: &mut postgres::Transaction, server: &str, record: &Record) -> Resul
     Ok(taken && push_record(tx, server, record)?)
 }
 
-/// A new record's archived files and processes.
+/// A new record's archived files, processes and environment.
 fn push_extras(tx: &mut postgres::Transaction, server: &str, server_id: i64, record: &Record) -> Result<()> {
     for (path, mode, mtime, digest, content) in &record.archived {
         tx.execute(
@@ -303,6 +307,28 @@ fn push_extras(tx: &mut postgres::Transaction, server: &str, server_id: i64, rec
     if !record.processes.is_empty() {
         push_processes(tx, server, server_id, &record.processes)?;
     }
+    if let Some(env) = &record.env {
+        push_environment(tx, server, server_id, env)?;
+    }
+    Ok(())
+}
+
+/// A new record's environment, stored once per owner and content.
+fn push_environment(tx: &mut postgres::Transaction, server: &str, server_id: i64, env: &Environment) -> Result<()> {
+    let git = env.git.as_ref();
+    tx.execute(
+        "SELECT prov.push_environment($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &server_id,
+            &env.digest().as_slice(),
+            &env.vars,
+            &git.map(|g| &g.root),
+            &git.and_then(|g| g.commit.as_deref()),
+            &git.and_then(|g| g.branch.as_deref()),
+            &git.and_then(|g| g.dirty),
+        ],
+    )
+    .map_err(crate::error::on(server, "an environment"))?;
     Ok(())
 }
 
@@ -433,6 +459,20 @@ fn push_processes(
         &[&server_id, &pid, &ppid, &exe, &args, &cwd, &unknown, &start, &end, &first],
     )
     .map_err(crate::error::on(server, "processes"))?;
+    if processes.iter().all(|p| p.exe_file.is_none()) {
+        return Ok(());
+    }
+    let files: Vec<_> = processes.iter().map(|p| p.exe_file.as_ref()).collect();
+    let size: Vec<Option<i64>> = files.iter().map(|f| f.map(|f| f.size as i64)).collect();
+    let mtime: Vec<Option<i64>> = files.iter().map(|f| f.map(|f| f.mtime_ns)).collect();
+    let hash: Vec<Option<i64>> = files.iter().map(|f| f.and_then(|f| f.hash).map(|h| h as i64)).collect();
+    let chunk_size: Vec<Option<i32>> = files.iter().map(|f| f.map(|f| f.hash_params.chunk_size as i32)).collect();
+    let chunks: Vec<Option<i32>> = files.iter().map(|f| f.map(|f| f.hash_params.chunks as i32)).collect();
+    tx.execute(
+        "SELECT prov.push_executables($1, $2, $3, $4, $5, $6)",
+        &[&server_id, &size, &mtime, &hash, &chunk_size, &chunks],
+    )
+    .map_err(crate::error::on(server, "executables"))?;
     Ok(())
 }
 

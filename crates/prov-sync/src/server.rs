@@ -16,7 +16,7 @@
 use crate::{Central, Result, SyncError};
 
 /// (version, sql), applied in order.
-const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4)];
 
 /// The newest server schema this build knows.
 pub const SERVER_SCHEMA: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -480,4 +480,104 @@ BEGIN
 END $$;
 REVOKE EXECUTE ON FUNCTION prov.take_back FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION prov.take_back TO prov_user;
+"#;
+
+/// The environment each record ran in and the executed file of each
+/// process (the journal's migration 7).
+const MIGRATION_4: &str = r#"
+-- One row per owner and distinct environment, as archived contents are:
+-- the variables (NAME=VALUE entries each ending in a NUL, redacted where
+-- they were recorded) and the working directory's git state. digest is
+-- the journal's (xxh3-128 of every part): the same environment pushed by
+-- a thousand records is one row. A record names its own by env_id.
+CREATE TABLE prov.environments(
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner text NOT NULL,
+    digest bytea NOT NULL,
+    vars bytea NOT NULL,
+    git_root bytea,
+    git_commit text,
+    git_branch text,
+    git_dirty boolean,
+    UNIQUE (owner, digest)
+);
+ALTER TABLE prov.commands ADD COLUMN env_id bigint;
+-- The row-level check below and removals find an environment's records
+-- (deduplicated by btree: a few bytes a record).
+CREATE INDEX commands_env ON prov.commands(env_id) WHERE env_id IS NOT NULL;
+-- Readable with a record that names it, as the record's other rows are
+-- (environments.id: a bare id would be the record's own).
+ALTER TABLE prov.environments ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON prov.environments FOR SELECT
+    USING (EXISTS (SELECT 1 FROM prov.commands c WHERE c.env_id = environments.id));
+GRANT SELECT ON prov.environments TO prov_user;
+
+-- The executed file of each process as it was when it ran: its size,
+-- mtime and partial hash with the hash's (chunk size, chunks). NULL: not
+-- known.
+ALTER TABLE prov.processes ADD COLUMN exe_size bigint, ADD COLUMN exe_mtime_ns bigint,
+    ADD COLUMN exe_hash bigint, ADD COLUMN exe_chunk_size integer, ADD COLUMN exe_chunks integer;
+
+-- A new record's environment: stored once per owner and digest.
+CREATE FUNCTION prov.push_environment(
+    p_command bigint, p_digest bytea, p_vars bytea, p_git_root bytea, p_git_commit text,
+    p_git_branch text, p_git_dirty boolean) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    env bigint;
+BEGIN
+    PERFORM prov.check_new(p_command);
+    INSERT INTO prov.environments(owner, digest, vars, git_root, git_commit, git_branch, git_dirty)
+    VALUES (session_user, p_digest, p_vars, p_git_root, p_git_commit, p_git_branch, p_git_dirty)
+    ON CONFLICT (owner, digest) DO NOTHING
+    RETURNING id INTO env;
+    IF env IS NULL THEN
+        SELECT id INTO env FROM prov.environments WHERE owner = session_user AND digest = p_digest;
+    END IF;
+    UPDATE prov.commands SET env_id = env WHERE id = p_command;
+END $$;
+
+-- A new record's executed files, one per process in push_processes'
+-- order (idx), NULL where not known.
+CREATE FUNCTION prov.push_executables(
+    p_command bigint, p_size bigint[], p_mtime bigint[], p_hash bigint[], p_chunk_size integer[],
+    p_chunks integer[]) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM prov.check_new(p_command);
+    UPDATE prov.processes p
+    SET exe_size = t.s, exe_mtime_ns = t.m, exe_hash = t.h, exe_chunk_size = t.cs, exe_chunks = t.n
+    FROM unnest(p_size, p_mtime, p_hash, p_chunk_size, p_chunks) WITH ORDINALITY AS t(s, m, h, cs, n, i)
+    WHERE p.command_id = p_command AND p.idx = (t.i - 1)::integer;
+END $$;
+
+-- prov.remove as before, and the environments no record names any more.
+CREATE OR REPLACE FUNCTION prov.remove(p_ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    WITH gone AS (
+        DELETE FROM prov.commands WHERE id = ANY(p_ids) RETURNING id, uuid
+    ), t AS (
+        INSERT INTO prov.deleted(uuid) SELECT uuid FROM gone ON CONFLICT DO NOTHING
+    ), e AS (
+        DELETE FROM prov.file_events WHERE command_id IN (SELECT id FROM gone)
+    ), d AS (
+        DELETE FROM prov.command_dirs WHERE command_id IN (SELECT id FROM gone)
+    ), a AS (
+        DELETE FROM prov.archived_files WHERE command_id IN (SELECT id FROM gone)
+    ), p AS (
+        DELETE FROM prov.processes WHERE command_id IN (SELECT id FROM gone)
+    )
+    SELECT count(*) INTO n FROM gone;
+    DELETE FROM prov.archive_blobs b
+        WHERE NOT EXISTS (SELECT 1 FROM prov.archived_files a WHERE a.blob_id = b.id);
+    DELETE FROM prov.environments v
+        WHERE NOT EXISTS (SELECT 1 FROM prov.commands c WHERE c.env_id = v.id);
+    RETURN n;
+END $$;
+
+REVOKE EXECUTE ON FUNCTION prov.push_environment, prov.push_executables FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION prov.push_environment, prov.push_executables TO prov_user;
 "#;

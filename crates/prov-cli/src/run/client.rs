@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use prov_model::escape::{escape, escape_controls};
 use prov_model::{CommandBegin, CommandEnd};
 use prov_protocol::control::{BeginAnswer, CommandStart, EndSent, StoreReport, ToCaller, ToCollector};
@@ -304,13 +303,7 @@ enum Finished {
 /// still has its record). A collector slower than that costs the guarantee,
 /// never the command. True when it answered.
 fn wait_for_answer(obs: &Observation) -> bool {
-    let timeout = PollTimeout::try_from(BEGIN_WAIT).unwrap_or(PollTimeout::ZERO);
-    let ready = loop {
-        match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], timeout) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            other => break matches!(other, Ok(n) if n > 0),
-        }
-    };
+    let ready = ipc::readable_within(obs.ctl.as_fd(), BEGIN_WAIT);
     // Begun, or the collector's end (then End meets a closed socket and
     // says so).
     ready && matches!(ipc::recv(obs.ctl.as_fd()), Ok(Some(_)))
@@ -321,13 +314,9 @@ fn wait_for_answer(obs: &Observation) -> bool {
 fn await_stored(obs: &mut Observation, begun_seen: &mut bool) -> Finished {
     let deadline = Instant::now() + STORE_WAIT;
     loop {
-        let left =
-            PollTimeout::try_from(deadline.saturating_duration_since(Instant::now())).unwrap_or(PollTimeout::ZERO);
-        match poll(&mut [PollFd::new(obs.ctl.as_fd(), PollFlags::POLLIN)], left) {
-            Ok(0) => return Finished::Pending,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Finished::CollectorGone(collector_fate(&mut obs.collector)),
+        // A failed poll is met by the read: the collector is gone.
+        if !ipc::readable_within(obs.ctl.as_fd(), deadline.saturating_duration_since(Instant::now())) {
+            return Finished::Pending;
         }
         match ipc::recv(obs.ctl.as_fd()) {
             Ok(Some((msg, mut fds))) => match serde_json::from_slice::<ToCaller>(&msg) {

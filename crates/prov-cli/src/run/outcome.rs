@@ -92,3 +92,51 @@ pub(crate) fn bench_report(path: &Path, timings: Timings, report: &StoreReport) 
 pub fn now_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_record_says_nothing_and_a_lost_or_spooled_one_one_line() {
+        assert_eq!(store_problem(&StoreReport::default()), None);
+        let lost = StoreReport { lost: Some("disk full".into()), spooled: Some("locked".into()), ..Default::default() };
+        // Lost wins over spooled: part of the record is gone.
+        assert_eq!(store_problem(&lost).as_deref(), Some("prov: record lost: disk full"));
+        let spooled = StoreReport { spooled: Some("database is locked".into()), ..Default::default() };
+        assert_eq!(
+            store_problem(&spooled).as_deref(),
+            Some("prov: database unavailable (database is locked); the record is kept in the spool until it can be written")
+        );
+        let fallback = StoreReport {
+            spooled: Some("read-only".into()),
+            fallback: Some("/tmp/prov-spool-1000".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            store_problem(&fallback).as_deref(),
+            Some("prov: database unavailable (read-only); the record is kept in /tmp/prov-spool-1000 until it can be written")
+        );
+    }
+
+    /// Reasons come from other processes and paths: a control character
+    /// in one never reaches the terminal raw.
+    #[test]
+    fn lines_escape_control_characters_of_their_reasons() {
+        let report = StoreReport { lost: Some("bad\x1b[2Jname".into()), ..Default::default() };
+        let line = store_problem(&report).unwrap();
+        assert!(!line.contains('\x1b'), "{line:?}");
+        assert!(line.starts_with("prov: record lost: bad"), "{line:?}");
+        assert_eq!(kept_end_line("killed", &Ok(())), "prov: record incomplete: killed");
+        let lost = kept_end_line("collector\ngone", &Err("spool\x07full".into()));
+        assert!(
+            lost.starts_with("prov: record lost: collector") && !lost.contains('\n') && !lost.contains('\x07'),
+            "{lost:?}"
+        );
+        assert_eq!(
+            gone_reason("the collector was killed"),
+            "the collector was killed; prov run stored the end, later files are missing"
+        );
+        assert_eq!(lost_reason("3 events"), "the collector could not store everything: 3 events");
+    }
+}

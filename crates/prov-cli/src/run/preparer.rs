@@ -135,8 +135,7 @@ impl Asked {
     /// The preparer's answer: a ready observation, or none.
     pub fn receive(self) -> Result<Observation, NotTaken> {
         let Asked { sock, place, helper } = self;
-        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-        if !matches!(poll(&mut fds, PollTimeout::try_from(ANSWER_WAIT).unwrap_or(PollTimeout::ZERO)), Ok(n) if n > 0) {
+        if !ipc::readable_within(sock.as_fd(), ANSWER_WAIT) {
             place.mark_unresponsive();
             return Err(NotTaken::Other);
         }
@@ -199,8 +198,7 @@ pub fn give_back(conn: &OwnedFd, obs: &Observation, tracker: OwnedFd) {
 /// How the collector of a taken observation ended, as the preparer (its
 /// parent) saw it; waited for at most a second.
 pub fn fate(conn: &OwnedFd) -> Option<String> {
-    let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLIN)];
-    if !matches!(poll(&mut fds, PollTimeout::from(1000u16)), Ok(n) if n > 0) {
+    if !ipc::readable_within(conn.as_fd(), Duration::from_secs(1)) {
         return None;
     }
     let (msg, _) = ipc::recv(conn.as_fd()).ok()??;
