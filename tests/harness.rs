@@ -94,6 +94,18 @@ fn ensure_user() {
         let st = Command::new("useradd").args(["--create-home", "--shell", "/bin/bash", TEST_USER]).status().unwrap();
         assert!(st.success(), "useradd {TEST_USER} failed");
     }
+    // Subordinate ids for rootless podman (useradd adds them only where
+    // /etc/subuid existed when the user was made).
+    let listed = |file: &str| {
+        std::fs::read_to_string(file).unwrap_or_default().lines().any(|l| l.starts_with(&format!("{TEST_USER}:")))
+    };
+    if !listed("/etc/subuid") || !listed("/etc/subgid") {
+        let st = Command::new("usermod")
+            .args(["--add-subuids", "300000-365535", "--add-subgids", "300000-365535", TEST_USER])
+            .status()
+            .unwrap();
+        assert!(st.success(), "usermod --add-subuids {TEST_USER} failed");
+    }
 }
 
 fn user_ids() -> (u32, u32) {

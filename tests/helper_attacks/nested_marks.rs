@@ -143,3 +143,47 @@ fn mark_nested_refuses_a_pid_reused_by_root() {
     by_root.wait().unwrap();
     assert!(observed.wait().unwrap().success());
 }
+
+/// What a setns can put a process of the user's in: root's namespace, or
+/// another user's (root moved it there; the user cannot enter either).
+/// The process is the user's in every id and dumpable, as one that entered
+/// a namespace of the user's own would be: refused, nothing marked.
+#[test]
+fn mark_nested_refuses_the_users_process_entered_into_others_namespaces() {
+    let _quota = root_quota_shared();
+    let case = Case::new("marknested-entered");
+    let mut observed = case.command(case.inst.prov()).args(["run", "--", "sleep", "8"]).spawn().unwrap();
+    let (_, holder) = observation_processes(case.inst.uid);
+    let mut roots = Command::new("unshare");
+    roots.args(["-m", "--propagation", "private", "sleep", "30"]);
+    let mut roots = roots.spawn().unwrap();
+    let mut nobodys = Command::new("setpriv");
+    nobodys.args(["--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-Urm", "sleep", "30"]);
+    let mut nobodys = nobodys.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The user's write loop, started by root inside the namespace.
+    let entered = |owner: u32, file: &str| {
+        let mut cmd = Command::new("nsenter");
+        cmd.args(["-t", &owner.to_string(), "-m", "setpriv"])
+            .arg(format!("--reuid={}", case.inst.uid))
+            .arg(format!("--regid={}", case.inst.gid))
+            .args(["--init-groups", "sh", "-c", WRITE_LOOP])
+            .arg(case.work.join(file));
+        writer(cmd)
+    };
+    let mut in_roots = entered(roots.id(), "in-roots.txt");
+    let mut in_nobodys = entered(nobodys.id(), "in-nobodys.txt");
+    std::thread::sleep(Duration::from_millis(300));
+    for (child, what, file) in
+        [(&in_roots, "root's namespace", "in-roots.txt"), (&in_nobodys, "nobody's namespace", "in-nobodys.txt")]
+    {
+        assert!(case.work.join(file).exists(), "{what}: the user's process does not run there");
+        let said = mark_nested_as_user(&case, holder, child.id());
+        assert_refused(&said, child.id(), what);
+    }
+    for child in [&mut in_roots, &mut in_nobodys, &mut roots, &mut nobodys] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    assert!(observed.wait().unwrap().success());
+}

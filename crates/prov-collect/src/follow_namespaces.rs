@@ -49,6 +49,8 @@ pub struct Made {
     pub by_clone: bool,
     /// The caller's mount namespace before the call.
     pub namespace_before: u64,
+    /// setns: the namespace it enters, when its descriptor said.
+    pub into: Option<u64>,
     /// Names the program in paths that have no place on the host.
     pub label: String,
 }
@@ -211,8 +213,15 @@ impl Follower {
         let (asks, asked) = mpsc::channel();
         let (told, outcomes) = mpsc::channel();
         let followed = Arc::new(Followed::default());
-        let watcher =
-            Watcher { holder, group, followed: Arc::clone(&followed), told, watched: Vec::new(), held: Vec::new() };
+        let watcher = Watcher {
+            holder,
+            group,
+            followed: Arc::clone(&followed),
+            told,
+            watched: Vec::new(),
+            held: Vec::new(),
+            lost: Vec::new(),
+        };
         Ok(Follower { asks, wake, followed, outcomes, idle: Some((watcher, asked, woken)) })
     }
 
@@ -280,6 +289,10 @@ struct Watcher {
     watched: Vec<Watched>,
     /// The followed namespaces, held until the record is stored.
     held: Vec<File>,
+    /// Namespaces made whose process was gone before they were found (the
+    /// caller, and the pid and label it was noted with): a pivot_root from
+    /// an unknown namespace is taken as the oldest one's.
+    lost: Vec<(u32, String)>,
 }
 
 impl Watcher {
@@ -329,39 +342,62 @@ impl Watcher {
         let pid = made.pid;
         let (target, namespace) = match find_namespace(&made) {
             Ok(found) => found,
-            Err(why) => return self.tell(Outcome::NotFollowed { pid, why: why.to_string() }),
+            Err(why) => {
+                // Its caller is gone (runc's first child exits once it has
+                // forked the container's init): its pivot_root may still come.
+                if namespace_of(pid).is_none() {
+                    self.lost.push((pid, made.label));
+                }
+                return self.tell(Outcome::NotFollowed { pid, why: why.to_string() });
+            }
         };
         if let Ok(mut t) = self.followed.tables.lock() {
             t.namespaces.insert(namespace);
         }
         self.followed.any.store(true, Ordering::Relaxed);
-        // Opened before the marks: the table is current from then on.
-        let opened = File::open(format!("/proc/{target}/ns/mnt"))
-            .and_then(|ns| Ok((ns, File::open(format!("/proc/{target}/mountinfo"))?)));
-        let Ok((ns, mountinfo)) = opened else {
-            let why = "its process was gone before it could be followed".to_string();
-            return self.tell(Outcome::NotFollowed { pid, why });
+        // The process that made it may be gone already while others live on
+        // in there (runc's first child exits once it has forked the
+        // container's init): then through one of those.
+        let outcome = match self.follow_through(target, namespace, &made.label) {
+            Err(Gone) => match someone_in(namespace, target) {
+                Some(other) => self.follow_through(other, namespace, &made.label),
+                None => Err(Gone),
+            },
+            done => done,
         };
-        self.held.push(ns);
-        let mut w = Watched { target, namespace, label: made.label, mountinfo, present: HashSet::new() };
-        if self.read_table(&mut w).is_none() {
-            let why = "its process was gone before it could be followed".to_string();
-            return self.tell(Outcome::NotFollowed { pid, why });
-        }
-        match run_helper("mark-nested", self.holder, self.group.as_fd(), &[target.to_string()]) {
+        match outcome {
             Ok(unmarked) => {
                 self.tell(Outcome::Followed { pid });
-                if !unmarked.is_empty() {
-                    self.tell(Outcome::Unmarked(unmarked.len() as u64));
+                if unmarked > 0 {
+                    self.tell(Outcome::Unmarked(unmarked));
                 }
-                self.watched.push(w);
             }
-            // A command done within milliseconds: its process is gone.
-            Err(_) if namespace_of(target).is_none() => {
+            Err(Gone) => {
                 let why = "its processes ended before prov could follow in".to_string();
                 self.tell(Outcome::NotFollowed { pid, why });
             }
-            Err(why) => self.tell(Outcome::NotFollowed { pid, why }),
+            Err(Refused(why)) => self.tell(Outcome::NotFollowed { pid, why }),
+        }
+    }
+
+    /// Marks `namespace` through its process `target` and watches its
+    /// table; how many mounts could not be marked.
+    fn follow_through(&mut self, target: u32, namespace: u64, label: &str) -> Result<u64, NotMarked> {
+        // Opened before the marks: the table is current from then on.
+        let opened = File::open(format!("/proc/{target}/ns/mnt"))
+            .and_then(|ns| Ok((ns, File::open(format!("/proc/{target}/mountinfo"))?)));
+        let Ok((ns, mountinfo)) = opened else { return Err(Gone) };
+        let mut w = Watched { target, namespace, label: label.to_string(), mountinfo, present: HashSet::new() };
+        self.read_table(&mut w).ok_or(Gone)?;
+        self.held.push(ns);
+        match run_helper("mark-nested", self.holder, self.group.as_fd(), &[target.to_string()]) {
+            Ok(unmarked) => {
+                self.watched.push(w);
+                Ok(unmarked.len() as u64)
+            }
+            // A command done within milliseconds: its process is gone.
+            Err(_) if namespace_of(target) != Some(namespace) => Err(Gone),
+            Err(why) => Err(Refused(why)),
         }
     }
 
@@ -369,8 +405,19 @@ impl Watcher {
     /// through `pid` itself (it waits, so it is there).
     fn settle(&mut self, pid: u32) {
         let namespace = namespace_of(pid);
-        let Some(i) = self.watched.iter().position(|w| Some(w.namespace) == namespace) else { return };
+        let Some(i) = self.watched.iter().position(|w| Some(w.namespace) == namespace) else {
+            return self.settle_lost(pid, namespace);
+        };
         let mut w = self.watched.swap_remove(i);
+        // Read through the caller: the process the namespace was found in
+        // may be gone (runc's first child).
+        if w.target != pid {
+            w.target = pid;
+            w.mountinfo = match File::open(format!("/proc/{pid}/mountinfo")) {
+                Ok(file) => file,
+                Err(_) => return self.watched.push(w),
+            };
+        }
         match self.read_table(&mut w) {
             Some(appeared) if appeared > 0 => self.mark(pid, appeared),
             _ => {}
@@ -378,11 +425,43 @@ impl Watcher {
         self.watched.push(w);
     }
 
+    /// A pivot_root from a namespace not followed: if a namespace made by
+    /// the command was lost (its maker gone before it was found), this is
+    /// taken as it and followed through the waiting caller.
+    fn settle_lost(&mut self, pid: u32, namespace: Option<u64>) {
+        let Some(namespace) = namespace else { return };
+        if self.lost.is_empty() || self.followed.includes(namespace) {
+            return;
+        }
+        let (made_by, label) = self.lost.remove(0);
+        if let Ok(mut t) = self.followed.tables.lock() {
+            t.namespaces.insert(namespace);
+        }
+        self.followed.any.store(true, Ordering::Relaxed);
+        if let Ok(unmarked) = self.follow_through(pid, namespace, &label) {
+            self.tell(Outcome::Followed { pid: made_by });
+            if unmarked > 0 {
+                self.tell(Outcome::Unmarked(unmarked));
+            }
+        }
+    }
+
     /// The watched namespace `i`'s table changed: mounts that appeared are
     /// marked. A process that has exited shows no table: no longer watched.
     fn look_again(&mut self, i: usize) {
         let mut w = self.watched.swap_remove(i);
-        let Some(appeared) = self.read_table(&mut w) else { return };
+        let appeared = match self.read_table(&mut w) {
+            Some(appeared) => appeared,
+            // Its process is gone: through another one still in there.
+            None => {
+                let Some(other) = someone_in(w.namespace, w.target) else { return };
+                w.target = other;
+                let Ok(file) = File::open(format!("/proc/{other}/mountinfo")) else { return };
+                w.mountinfo = file;
+                let Some(appeared) = self.read_table(&mut w) else { return };
+                appeared
+            }
+        };
         if appeared > 0 {
             self.mark(w.target, appeared);
         }
@@ -438,6 +517,7 @@ impl Watcher {
     fn forget(&mut self) {
         self.watched.clear();
         self.held.clear();
+        self.lost.clear();
         self.followed.any.store(false, Ordering::Relaxed);
         if let Ok(mut t) = self.followed.tables.lock() {
             *t = Tables::default();
@@ -461,7 +541,9 @@ fn find_namespace(made: &Made) -> Result<(u32, u64), &'static str> {
                 _ => {}
             }
             match namespace_of(pid) {
-                Some(ns) if ns != made.namespace_before => return Ok((pid, ns)),
+                Some(ns) if ns != made.namespace_before && made.into.is_none_or(|into| into == ns) => {
+                    return Ok((pid, ns))
+                }
                 _ => {}
             }
         }
@@ -471,6 +553,25 @@ fn find_namespace(made: &Made) -> Result<(u32, u64), &'static str> {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
     }
+}
+
+/// Why a namespace could not be marked through a process.
+enum NotMarked {
+    /// The process left it or ended.
+    Gone,
+    /// The helper said no, for this reason.
+    Refused(String),
+}
+use NotMarked::{Gone, Refused};
+
+/// A process other than `not` in the mount namespace `namespace` (whose
+/// namespace link this user may read).
+fn someone_in(namespace: u64, not: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&pid| pid != not && namespace_of(pid) == Some(namespace))
 }
 
 /// The children of thread `tid` (CONFIG_PROC_CHILDREN).

@@ -24,6 +24,7 @@
 //! concerns can end); that observation reads its notes when it stores its
 //! record (`enclosed`).
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -62,6 +63,8 @@ pub struct NamespaceCalls {
     enclosed: bool,
     /// Why some process of the command could not be watched at all.
     unwatched: Option<String>,
+    /// Namespaces the command's processes entered with setns, being followed.
+    entered: HashSet<u64>,
 }
 
 impl NamespaceCalls {
@@ -137,13 +140,27 @@ impl NamespaceCalls {
         // prov's own helper, observing or joining for a prov run or a traced
         // shell inside the command: those commands have records of their own.
         let setns = is_setns(call.arch, call.nr);
+        // What a setns enters: a user namespace alone (podman joining its
+        // pause process with setns(fd, 0)) or the namespace the caller is
+        // in already changes nothing here.
+        let entering = if setns { entered_namespace(call.pid, call.args[0]) } else { Entering::Unknown };
+        let moves = match entering {
+            Entering::NotMount => false,
+            // Entered already (nsenter tries again once in the user namespace).
+            Entering::Mount(target) => {
+                target != self.own_namespace && Some(target) != caller.namespace && !self.entered.contains(&target)
+            }
+            Entering::Unknown => true,
+        };
         let mut follow = None;
-        if !caller.is_prov_helper() {
+        if moves && !caller.is_prov_helper() {
             let what = if setns { "entered another mount namespace" } else { "made a mount namespace of its own" };
             let program = caller.name.clone().unwrap_or_else(|| "a process".into());
             let named = if call.pid > 0 { format!("{program} (pid {})", call.pid) } else { program.clone() };
             let line = format!("{named} {what}");
-            let ours = |ns: u64| self.follower.as_ref().is_some_and(|f| f.followed().includes(ns));
+            let ours = |ns: u64| {
+                self.entered.contains(&ns) || self.follower.as_ref().is_some_and(|f| f.followed().includes(ns))
+            };
             match caller.namespace {
                 // A process of another observation, started inside this
                 // command: that observation's record is told.
@@ -154,11 +171,20 @@ impl NamespaceCalls {
                         self.note(line, 0);
                     }
                 }
-                Some(ns) if !setns && call.pid > 0 => {
+                Some(ns) if call.pid > 0 => {
                     self.note(line, call.pid);
-                    let by_clone = !is_unshare(call.arch, call.nr);
+                    let by_clone = !setns && !is_unshare(call.arch, call.nr);
+                    let into = match entering {
+                        Entering::Mount(target) => {
+                            // Known now, before the follower gets to it: the
+                            // calls its processes make there are this command's.
+                            self.entered.insert(target);
+                            Some(target)
+                        }
+                        _ => None,
+                    };
                     let label = format!("{program}:{}", call.pid);
-                    follow = Some(Made { pid: call.pid, by_clone, namespace_before: ns, label });
+                    follow = Some(Made { pid: call.pid, by_clone, namespace_before: ns, into, label });
                 }
                 // A caller whose namespace the user may not see runs with
                 // privilege (a setuid bwrap): not the user's to follow.
@@ -221,6 +247,10 @@ impl NamespaceCalls {
                     continue;
                 }
                 Outcome::Followed { pid } => {
+                    // Not followed at first, found later (at its pivot_root).
+                    if let Some(n) = self.programs.iter_mut().find(|n| n.pid == pid && n.state.is_some()) {
+                        n.state = None;
+                    }
                     self.followed += 1;
                     (pid, Ok(()))
                 }
@@ -370,6 +400,40 @@ impl Caller {
     }
 }
 
+/// What a stopped setns enters, by its descriptor (read while the caller
+/// waits; a thread of the caller could swap the descriptor before the call
+/// goes on, hiding the entry from its own record only).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Entering {
+    /// The mount namespace with this inode.
+    Mount(u64),
+    /// Another kind of namespace: the mount namespace stays.
+    NotMount,
+    /// A pidfd (all of a process's namespaces), or a descriptor not ours to
+    /// read: taken as a mount namespace entered.
+    Unknown,
+}
+
+fn entered_namespace(pid: u32, fd: u64) -> Entering {
+    match std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) {
+        Ok(link) => namespace_link(link.as_os_str().as_encoded_bytes()),
+        Err(_) => Entering::Unknown,
+    }
+}
+
+/// "mnt:[4026532281]", "user:[4026531837]", "anon_inode:[pidfd]".
+fn namespace_link(link: &[u8]) -> Entering {
+    const KINDS: [&[u8]; 8] =
+        [b"user:[", b"net:[", b"uts:[", b"ipc:[", b"pid:[", b"cgroup:[", b"time:[", b"pid_for_children:["];
+    if let Some(inode) = link.strip_prefix(b"mnt:[").and_then(|rest| rest.strip_suffix(b"]")) {
+        return std::str::from_utf8(inode).ok().and_then(|i| i.parse().ok()).map_or(Entering::Unknown, Entering::Mount);
+    }
+    if KINDS.iter().any(|k| link.starts_with(k)) {
+        return Entering::NotMount;
+    }
+    Entering::Unknown
+}
+
 /// Whether a stopped call is setns (it entered a namespace) rather than
 /// unshare or clone (it made one): the numbers of the filter's tables.
 fn is_setns(arch: u32, nr: i32) -> bool {
@@ -417,6 +481,16 @@ mod tests {
         // The next record starts clean, in the same namespace.
         calls.next_record();
         assert_eq!((calls.count(), calls.reason(), calls.own_namespace), (0, None, 1));
+    }
+
+    #[test]
+    fn a_setns_descriptor_says_which_namespace_it_enters() {
+        assert_eq!(namespace_link(b"mnt:[4026532281]"), Entering::Mount(4026532281));
+        assert_eq!(namespace_link(b"user:[4026531837]"), Entering::NotMount);
+        assert_eq!(namespace_link(b"net:[4026531840]"), Entering::NotMount);
+        assert_eq!(namespace_link(b"anon_inode:[pidfd]"), Entering::Unknown);
+        assert_eq!(namespace_link(b"/home/u/mnt:[1]"), Entering::Unknown);
+        assert_eq!(namespace_link(b"mnt:[x]"), Entering::Unknown);
     }
 
     #[test]

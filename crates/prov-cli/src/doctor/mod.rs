@@ -307,7 +307,7 @@ fn nested_namespaces(_: &Context) -> Vec<Finding> {
     let known_machine = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
     if known_machine && actions.split_whitespace().any(|a| a == "user_notif") {
         return vec![Finding::ok(
-            "mount namespaces made inside commands (bwrap, unshare -m, Apptainer, podman) are noticed: such records say their files there were not seen",
+            "mount namespaces made or entered inside commands (bwrap, unshare -m, Apptainer, rootless podman) are noticed and, when you made them, followed: such records say their first moments there may be missing",
         )];
     }
     let why = if known_machine {
