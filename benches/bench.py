@@ -25,15 +25,19 @@ import subprocess
 import sys
 import time
 
+import peers
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(REPO, "benches")
 BASE = os.environ.get("PROV_BENCH_BASE", "/var/tmp/prov-bench")
 CACHE = os.path.join(BASE, "cache")
 USER = "provbench"
 KERNEL_XZ = "/usr/src/linux-source-6.1.tar.xz"
-APT_PACKAGES = ["linux-source-6.1", "postmark", "strace", "git", "zsh", "build-essential", "xz-utils", "dpkg-dev"]
+APT_PACKAGES = ["linux-source-6.1", "postmark", "strace", "git", "zsh", "build-essential", "xz-utils", "dpkg-dev",
+                # the PROBE group's programs and peer collectors
+                "pbzip2", "lighttpd", "apache2-utils", "ncbi-blast+", "hello", "care", "rr", "python3-venv"]
+PROBE_APT = {"pbzip2", "lighttpd", "apache2-utils", "ncbi-blast+", "hello", "care", "rr", "python3-venv"}
 COMPILE_PKG = "zlib"
-STRACE = ["strace", "-f", "-e", "trace=%file,%process", "-o", "/dev/null"]
 PROMPT = b"PB_PROMPT> "
 # Directories removed from the tree for the "small" git commit: big enough
 # that a checkout between the commits rewrites tens of thousands of files.
@@ -71,8 +75,11 @@ def sh(cmd, **kw):
 def ensure_packages(quick, only=None):
     missing = [p for p in APT_PACKAGES if not dpkg_installed(p)]
     if only is not None:
+        only = set(only) | (set(PROBE_WORKLOADS) if "probe" in only else set())
         # Only what the chosen workloads use.
-        needs = {"linux-source-6.1": {"kernel_copy", "tar_extract", "git_checkout", "query"}, "postmark": {"postmark"}}
+        needs = {"linux-source-6.1": {"kernel_copy", "tar_extract", "git_checkout", "query", *PROBE_KERNEL},
+                 "postmark": {"postmark", "probe_postmark"}}
+        needs.update({p: set(PROBE_WORKLOADS) for p in PROBE_APT})
         missing = [p for p in missing if p not in needs or needs[p] & set(only)]
     if quick:
         # The smoke run needs no kernel source and must work offline.
@@ -308,8 +315,14 @@ class Ctx:
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--",
                 "env", "-i", *env, *argv]
 
-    def mode_prefix(self, mode):
-        return {"untraced": [], "floor": [], "prov": [self.prov, "run", "--"], "strace": STRACE}[mode]
+    def mode_prefix(self, mode, home):
+        """What comes before the command in `mode`; a peer collector keeps
+        its record in the run's HOME."""
+        if mode in ("untraced", "floor"):
+            return []
+        if mode == "prov":
+            return [self.prov, "run", "--"]
+        return peers.argv(mode, home)
 
     def db_path(self, home):
         return os.path.join(home, ".local", "share", "prov", "prov.db")
@@ -319,7 +332,7 @@ def timed_run(ctx, mode, cmd, cwd, home):
     """Runs `sh -c cmd` once in `mode`; returns the sample dict."""
     if os.path.exists(ctx.report(home)):
         os.unlink(ctx.report(home))
-    argv = ctx.as_user(home, ctx.mode_prefix(mode) + ["sh", "-c", cmd])
+    argv = ctx.as_user(home, ctx.mode_prefix(mode, home) + ["sh", "-c", cmd])
     if mode == "floor":
         # As root, in a mount namespace of its own with every mount marked,
         # as prov observes; the command inside still runs as the user.
@@ -401,11 +414,12 @@ def db_stats(ctx, home):
             "c=sqlite3.connect(db)\n"
             "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
             "w,r=c.execute('select sum(access=1),sum(access=0) from file_events').fetchone()\n"
+            "f=c.execute('select count(*) from (select distinct path_key>>16,name from file_events)').fetchone()[0]\n"
             "try: p,pa=c.execute('select count(*),coalesce(sum(args is not null),0) from processes').fetchone()\n"
             "except sqlite3.Error: p=pa=None\n"
             "c.close()\n"
             "size=sum(os.path.getsize(p) for p in (db,db+'-wal') if os.path.exists(p))\n"
-            "print(json.dumps({'writes':w or 0,'reads':r or 0,'db_bytes':size,'processes':p,'processes_with_args':pa}))\n")
+            "print(json.dumps({'writes':w or 0,'reads':r or 0,'files':f,'db_bytes':size,'record_bytes':size,'processes':p,'processes_with_args':pa}))\n")
     out = subprocess.run(ctx.as_user(home, ["python3", "-c", code, ctx.db_path(home)]),
                          capture_output=True, text=True, cwd="/")
     try:
@@ -429,6 +443,7 @@ class Workload:
     # taking the events prov takes, as prov does: the kernel's share of prov's cost.
     modes = ("untraced", "floor", "prov", "strace")
     what = ""
+    group = ""
 
     def __init__(self, ctx, quick):
         self.ctx, self.quick = ctx, quick
@@ -444,6 +459,10 @@ class Workload:
         raise NotImplementedError
 
     def expected_writes(self, st):
+        return None
+
+    def verify(self, st):
+        """After a run: None, or why its output shows it did not do the work."""
         return None
 
     def user_dir(self, path):
@@ -709,10 +728,362 @@ class CreateBacklog(CreateFiles):
                 + super().command(st) + '; s=$?; [ -z "$c" ] || kill -CONT $c; exit $s')
 
 
+# ------------------------------------------------------------ PROBE -------
+#
+# The minimal subset of Grayson et al., "A benchmark suite and performance
+# analysis of user-space provenance collectors" (ACM REP '24; code:
+# charmoniumQ/PROBE, benchmark/), run natively from Debian's packages and
+# PyPI. Every workload runs on the tmpfs (or disk with --no-tmpfs) in every
+# mode: untraced, the fanotify floor, prov and each peer collector that runs
+# here. Sizes are bounded so the group takes about 15 minutes at --runs 3;
+# benches/README.md says where each differs from the paper's.
+
+PEER_MODES = ("strace", "reprozip", "care", "rr")
+# The kernel subset for tar, untar and pbzip2: the core of the tree, about
+# 10 000 files and 105 MB (the whole tree under ReproZip and CARE would take
+# the group past its time budget).
+PROBE_KERNEL_DIRS = ["fs", "include", "kernel", "mm", "lib", "block", "crypto", "security", "ipc", "init"]
+PROBE_KERNEL = {"probe_tar", "probe_untar", "probe_pbzip2"}
+HTTP_PAYLOAD = 16 * 1024        # the paper's request size
+
+
+def prepare_probe_kernel(quick):
+    """The kernel subset tree, its tarball and its pbzip2 tarball, once."""
+    if quick:
+        tree = prepare_quick_tree()
+    else:
+        full = prepare_kernel_tree()
+        tree = os.path.join(CACHE, "linux-core")
+        if not os.path.exists(done_marker(tree)):
+            log(f"copying {len(PROBE_KERNEL_DIRS)} directories of the kernel tree into {tree} (once)")
+            shutil.rmtree(tree, ignore_errors=True)
+            os.makedirs(tree)
+            sh(["cp", "-a", *[os.path.join(full, d) for d in PROBE_KERNEL_DIRS], tree])
+            open(done_marker(tree), "w").close()
+    tar = prepare_tarball(tree)
+    bz2 = tar + ".bz2"
+    if not os.path.exists(bz2):
+        log(f"pbzip2 {tar} (once)")
+        sh(["pbzip2", "-k", "-c", tar], stdout=open(bz2 + ".tmp", "wb"))
+        os.rename(bz2 + ".tmp", bz2)
+    return tree, tar, bz2
+
+
+class ProbeWorkload(Workload):
+    """One workload of the PROBE subset, in every mode that runs here."""
+    file_heavy = False
+    group = "probe"
+    paper = ""                  # the paper's workload it stands for
+
+    def __init__(self, ctx, quick):
+        super().__init__(ctx, quick)
+        self.modes = ("untraced", "floor", "prov", *ctx.peer_modes)
+
+    def size(self, full, quick):
+        return quick if self.quick else full
+
+    def on_fs(self, fsdir, path):
+        """A copy of the cached input `path` in the workload's filesystem."""
+        dst = os.path.join(fsdir, "probe-input", os.path.basename(path))
+        if not os.path.exists(done_marker(dst)):
+            shutil.rmtree(dst, ignore_errors=True)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            sh(["cp", "-a", path, dst])
+            open(done_marker(dst), "w").close()
+        return dst
+
+
+class ProbePostmark(ProbeWorkload):
+    name = "probe_postmark"
+    paper = "IO bench postmark: `set transactions 100000`, postmark's defaults otherwise"
+
+    @property
+    def what(self):
+        return f"postmark, {self.size(30_000, 2000)} transactions, postmark's defaults otherwise (500 files, 500–10 000 bytes)"
+
+    def prepare(self, fsdir):
+        cwd = self.user_dir(os.path.join(fsdir, self.name))
+        cfg = os.path.join(cwd, "postmark.cfg")
+        with open(cfg, "w") as f:
+            f.write(f"set location {cwd}/pm\nset transactions {self.size(30_000, 2000)}\nrun\nquit\n")
+        return {"cwd": cwd, "cfg": cfg}
+
+    def reset(self, st):
+        self.user_dir(os.path.join(st["cwd"], "pm"))
+
+    def command(self, st):
+        return f"postmark {st['cfg']} >/dev/null"
+
+
+class ProbeLmbench(ProbeWorkload):
+    """lmbench's fork, exec, open/close and stat loops (benches/lmbench_loops.c)."""
+    LOOPS = {"fork": (1000, 50), "exec": (500, 30), "open": (30_000, 500), "stat": (60_000, 1000)}
+
+    def __init__(self, ctx, quick, loop):
+        super().__init__(ctx, quick)
+        self.loop = loop
+        self.name = f"probe_lmbench_{loop}"
+        self.n = self.size(*self.LOOPS[loop])
+        label = "open/close" if loop == "open" else loop
+        self.what = f"lmbench {label}: {self.n} iterations (lmbench_loops.c)"
+        self.paper = f"IO bench lmbench ({label}): ENOUGH=10000 lat_{'proc' if loop in ('fork', 'exec') else 'syscall'} -N 300 {loop}"
+
+    def prepare(self, fsdir):
+        cwd = self.user_dir(os.path.join(fsdir, self.name))
+        test_file = os.path.join(cwd, "test_file")
+        with open(test_file, "wb") as f:
+            f.write(b"\0" * 1024)        # the paper's 1 KiB file
+        return {"cwd": cwd, "file": test_file}
+
+    def command(self, st):
+        file = st["file"] if self.loop in ("open", "stat") else ""
+        return f"{self.ctx.lmbench_loops} {self.loop} {self.n} {file}".rstrip() + " >/dev/null"
+
+
+class ProbeShellLoop(ProbeWorkload):
+    """hello-world, /bin/true and a shell increment in a bash loop."""
+    LOOPS = {
+        "hello": ("for i in $(seq {n}); do hello > /dev/null; done", 1000, 20,
+                  "Utils hello: 1000 × GNU hello"),
+        "true": ("for i in $(seq {n}); do /bin/true; done", 1000, 50,
+                 "Utils true: 10 000 × `true`, which bash runs as its builtin"),
+        "shell_incr": ("i=0; for i in $(seq {n}); do i=$((i+1)); done", 300_000, 2000,
+                       "Utils bash shell-incr: 1 000 000 increments"),
+    }
+
+    def __init__(self, ctx, quick, loop):
+        super().__init__(ctx, quick)
+        body, full, small, self.paper = self.LOOPS[loop]
+        self.name = f"probe_{loop}"
+        self.script = body.format(n=self.size(full, small))
+        self.what = f"bash -c '{self.script}'"
+
+    def prepare(self, fsdir):
+        return {"cwd": self.user_dir(os.path.join(fsdir, self.name))}
+
+    def command(self, st):
+        return f"exec bash -c '{self.script}'"
+
+
+class ProbeTar(ProbeWorkload):
+    name = "probe_tar"
+    paper = "Tar Archive (archive): tar --create of Linux 6.8-rc4 (whole tree), 3 times"
+    what = "tar --create of the kernel subset"
+
+    def prepare(self, fsdir):
+        tree, _tar, _bz2 = prepare_probe_kernel(self.quick)
+        return {"cwd": self.user_dir(os.path.join(fsdir, self.name)), "src": self.on_fs(fsdir, tree)}
+
+    def reset(self, st):
+        self.user_dir(st["cwd"])
+
+    def command(self, st):
+        return f"tar --create --file out.tar --directory {st['src']} ."
+
+
+class ProbeUntar(ProbeWorkload):
+    name = "probe_untar"
+    paper = "Tar Unarchive (unarchive): tar --extract of Linux 6.8-rc4, 3 times"
+    what = "tar --extract of the kernel subset's tarball"
+    compressed = False
+
+    def prepare(self, fsdir):
+        tree, tar, bz2 = prepare_probe_kernel(self.quick)
+        return {"cwd": self.user_dir(os.path.join(fsdir, self.name)),
+                "archive": self.on_fs(fsdir, bz2 if self.compressed else tar), "files": count_regular_files(tree)}
+
+    def reset(self, st):
+        self.user_dir(st["cwd"])
+
+    def command(self, st):
+        prog = "--use-compress-program pbzip2 " if self.compressed else ""
+        return f"tar --extract {prog}--file {st['archive']}"
+
+    def expected_writes(self, st):
+        return st["files"]
+
+
+class ProbePbzip2(ProbeUntar):
+    name = "probe_pbzip2"
+    paper = "Tar Unarchive (pbzip2): tar --extract --use-compress-prog pbzip2 of Linux 6.8-rc4, 3 times"
+    what = "tar --extract --use-compress-program pbzip2 of the kernel subset"
+    compressed = True
+
+
+def python_stdlib():
+    """The system Python's standard library directory (pure-Python modules)."""
+    import sysconfig
+    return sysconfig.get_paths()["stdlib"]
+
+
+class ProbeCompileall(ProbeWorkload):
+    name = "probe_compileall"
+    paper = "Compile w/Spack (python): building CPython from source with Spack"
+    # Debian ships no test suite; these are large, rarely imported and not
+    # needed to stand for the rest.
+    SKIP = ("site-packages", "dist-packages", "__pycache__", "test", "tests", "idlelib", "tkinter", "lib2to3",
+            "ensurepip", "pydoc_data")
+
+    @property
+    def what(self):
+        return ("python3 -m compileall -q of a copy of the standard library"
+                + (" (json and email only)" if self.quick else f" (without {', '.join(self.SKIP[3:])})"))
+
+    def prepare(self, fsdir):
+        cwd = self.user_dir(os.path.join(fsdir, self.name))
+        src, dst = python_stdlib(), os.path.join(cwd, "lib")
+        keep = ("json", "email") if self.quick else None
+        shutil.copytree(src, dst, symlinks=True, ignore=lambda d, names: [
+            n for n in names if n in self.SKIP or (keep and d == src and n not in keep)])
+        chown_tree(cwd, self.ctx.uid, self.ctx.gid)
+        return {"cwd": cwd, "lib": dst}
+
+    def reset(self, st):
+        for root, dirs, _f in os.walk(st["lib"]):
+            if "__pycache__" in dirs:
+                shutil.rmtree(os.path.join(root, "__pycache__"))
+                dirs.remove("__pycache__")
+
+    def command(self, st):
+        return "python3 -m compileall -q lib >/dev/null"
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ProbeHttp(ProbeWorkload):
+    """lighttpd on 127.0.0.1 and ab against it, both inside the command."""
+    name = "probe_http"
+    paper = "HTTP srv/traffic (lighttpd): 50 000 requests of a 16 KiB file with hey"
+
+    @property
+    def n(self):
+        return self.size(10_000, 200)
+
+    @property
+    def what(self):
+        return f"lighttpd on 127.0.0.1, ab -c 4 -n {self.n} (at most 60 s) of a 16 KiB file"
+
+    def prepare(self, fsdir):
+        cwd = self.user_dir(os.path.join(fsdir, self.name))
+        os.makedirs(os.path.join(cwd, "files"))
+        with open(os.path.join(cwd, "files", "test"), "w") as f:
+            f.write("A" * HTTP_PAYLOAD)
+        port = free_port()
+        with open(os.path.join(cwd, "lighttpd.conf"), "w") as f:
+            f.write(f'server.document-root = "{cwd}/files"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
+                    f'server.errorlog = "{cwd}/error.log"\n')
+        chown_tree(cwd, self.ctx.uid, self.ctx.gid)
+        return {"cwd": cwd, "url": f"http://127.0.0.1:{port}/test"}
+
+    def reset(self, st):
+        for f in ("ab.out", "error.log"):
+            if os.path.exists(os.path.join(st["cwd"], f)):
+                os.unlink(os.path.join(st["cwd"], f))
+
+    def command(self, st):
+        # The server starts, the client waits for it (at most 5 s), loads it
+        # with a bounded count and time, and the server is stopped.
+        url = st["url"]
+        return (f"/usr/sbin/lighttpd -D -f lighttpd.conf & s=$!; i=0; "
+                f"until ab -q -n 1 {url} >/dev/null 2>&1; do i=$((i+1)); "
+                f"if [ $i -ge 500 ]; then kill $s; exit 1; fi; sleep 0.01; done; "
+                f"ab -q -c 4 -t 60 -n {self.n} {url} > ab.out; r=$?; kill $s; wait $s; exit $r")
+
+    def verify(self, st):
+        try:
+            with open(os.path.join(st["cwd"], "ab.out")) as f:
+                out = f.read()
+        except OSError:
+            return "no ab output"
+        done = re.search(r"Complete requests:\s+(\d+)", out)
+        failed = re.search(r"Failed requests:\s+(\d+)", out)
+        if not done or int(done.group(1)) != self.n or not failed or int(failed.group(1)):
+            return f"ab: {done.group(0) if done else '?'}, {failed.group(0) if failed else '?'}"
+        return None
+
+
+class ProbeBlast(ProbeWorkload):
+    """blastn of mutated fragments against a generated genome."""
+    name = "probe_blast"
+    paper = "BLAST (blastn, megablast, …): NCBI's benchmark2013 queries and databases"
+
+    def sizes(self):
+        # (database sequences, their length, queries, query length)
+        return (3000, 2000, 30, 600) if not self.quick else (20, 500, 2, 200)
+
+    @property
+    def what(self):
+        n, length, q, ql = self.sizes()
+        return (f"blastn -task blastn -word_size 7, {q} queries of {ql} bp (5 % mutated) against {n} random "
+                f"sequences of {length} bp")
+
+    def prepare(self, fsdir):
+        import random
+        cwd = self.user_dir(os.path.join(fsdir, self.name))
+        n, length, q, ql = self.sizes()
+        rnd = random.Random(42)
+        genome = ["".join(rnd.choices("ACGT", k=length)) for _ in range(n)]
+        with open(os.path.join(cwd, "db.fa"), "w") as f:
+            for i, seq in enumerate(genome):
+                f.write(f">s{i}\n{seq}\n")
+        with open(os.path.join(cwd, "queries.fa"), "w") as f:
+            for i in range(q):
+                src = rnd.choice(genome)
+                at = rnd.randrange(length - ql)
+                frag = [c if rnd.random() > 0.05 else rnd.choice("ACGT") for c in src[at:at + ql]]
+                f.write(f">q{i}\n{''.join(frag)}\n")
+        sh(["makeblastdb", "-in", "db.fa", "-dbtype", "nucl", "-out", "db/genome"], cwd=cwd, stdout=subprocess.DEVNULL)
+        chown_tree(cwd, self.ctx.uid, self.ctx.gid)
+        return {"cwd": cwd}
+
+    def command(self, st):
+        # Word size 7 (blastn's least): many more seeds to extend, so the
+        # search, not the start, is what is timed (about 2 s).
+        return ("blastn -task blastn -word_size 7 -query queries.fa -db db/genome -num_threads 1 -evalue 1e-5 "
+                "-out out.txt")
+
+    def verify(self, st):
+        with open(os.path.join(st["cwd"], "out.txt"), errors="replace") as f:
+            hits = f.read().count("Score =")
+        return None if hits else "blastn found no hit"
+
+
+def probe_workloads(ctx, quick):
+    return [ProbePostmark(ctx, quick),
+            *[ProbeLmbench(ctx, quick, l) for l in ProbeLmbench.LOOPS],
+            *[ProbeShellLoop(ctx, quick, l) for l in ProbeShellLoop.LOOPS],
+            ProbeTar(ctx, quick), ProbeUntar(ctx, quick), ProbePbzip2(ctx, quick),
+            ProbeCompileall(ctx, quick), ProbeHttp(ctx, quick), ProbeBlast(ctx, quick)]
+
+
+PROBE_WORKLOADS = ["probe_postmark", *[f"probe_lmbench_{l}" for l in ProbeLmbench.LOOPS],
+                   *[f"probe_{l}" for l in ProbeShellLoop.LOOPS], "probe_tar", "probe_untar", "probe_pbzip2",
+                   "probe_compileall", "probe_http", "probe_blast"]
+
+
+def build_lmbench_loops():
+    out = os.path.join(CACHE, "lmbench_loops")
+    src = os.path.join(BENCHES, "lmbench_loops.c")
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+        sh(["cc", "-O2", "-Wall", "-o", out, src])
+    return out
+
+
 # --------------------------------------------------------- measuring ------
 
 def run_workload(ctx, wl, results):
-    fss = ctx.fsdirs if wl.file_heavy else {"-": ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"]}
+    if wl.file_heavy:
+        fss = ctx.fsdirs
+    elif isinstance(wl, ProbeWorkload):
+        fs = "tmpfs" if "tmpfs" in ctx.fsdirs else "disk"
+        fss = {fs: ctx.fsdirs[fs]}
+    else:
+        fss = {"-": ctx.fsdirs.get("disk") or ctx.fsdirs["tmpfs"]}
     if isinstance(wl, CreateFiles) and "tmpfs" in ctx.fsdirs:  # CreateBacklog included
         fss = {"tmpfs": ctx.fsdirs["tmpfs"]}
     states = {}
@@ -756,6 +1127,11 @@ def one_sample(ctx, wl, st, fs, mode, warm):
     if mode == "prov" and not warm:
         s.update(db_stats(ctx, home))
         check_writes(wl, st, s)
+    elif mode in PEER_MODES and not warm:
+        s.update(peers.record_stats(mode, home))
+    bad = wl.verify(st) if s["exit"] == 0 else None
+    if bad:
+        s["invalid"] = (s.get("invalid", "") + " " + bad).strip()
     tag = "warm-up " if warm else ""
     extra = f" events={s.get('events')} total={s.get('total_s', 0):.3f}s" if mode == "prov" else ""
     log(f"{wl.name} {fs} {mode} {tag}{s['wall_s']:.3f}s{extra}"
@@ -795,10 +1171,13 @@ def spread(values):
 
 def summarize(wl, fs, by_mode):
     base = spread([s["wall_s"] for s in by_mode["untraced"]])
-    row = {"workload": wl.name, "fs": fs, "what": wl.what, "modes": {}}
+    row = {"workload": wl.name, "fs": fs, "what": wl.what, "group": wl.group, "modes": {}}
     for mode, ss in by_mode.items():
         m = {"wall": spread([s["wall_s"] for s in ss]),
              "tree_cpu": spread([s["tree_cpu_s"] for s in ss]),
+             "files": spread([s["files"] for s in ss if s.get("files") is not None]),
+             "record_bytes": spread([s["record_bytes"] for s in ss if s.get("record_bytes") is not None]),
+             "invalid": sorted({s["invalid"] for s in ss if s.get("invalid")}),
              "samples": ss}
         if base and m["wall"]:
             m["wall_ratio"] = m["wall"]["median"] / base["median"]
@@ -853,7 +1232,7 @@ def run_fixed(ctx, results):
             for mode in rotate(("untraced", "prov"), i):
                 if os.path.exists(ctx.report(home)):
                     os.unlink(ctx.report(home))
-                argv = ctx.as_user(home, ctx.mode_prefix(mode) + cmd)
+                argv = ctx.as_user(home, ctx.mode_prefix(mode, home) + cmd)
                 # stderr to a file, as a terminal's or a batch job's: to a
                 # pipe, `prov run` would finish its record itself, since the
                 # pipe's reader waits for every holder (run_handover).
@@ -1207,8 +1586,10 @@ def markdown(results):
            f"Machine: {results['machine']}. prov {results['prefix']}; runs {results['runs']} "
            f"after {results['warmup']} warm-up, modes interleaved. Times: median (min–max)."
            + (" One core kept busy by a shell loop throughout (--busy)." if results.get("busy") else ""), ""]
-    if results["workloads"]:
+    if any(r.get("group") != "probe" for r in results["workloads"]):
         out += workload_table(results)
+    if any(r.get("group") == "probe" for r in results["workloads"]):
+        out += probe_table(results)
     if results["workloads"] or results.get("fixed") or results["prompts"] or results["queries"]:
         out += goal_table(results)
     if results.get("fixed"):
@@ -1227,6 +1608,8 @@ def workload_table(results):
            "| events | B/event | processes (with arguments) | validity |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["workloads"]:
+        if r.get("group") == "probe":
+            continue
         u, p, s = r["modes"].get("untraced"), r["modes"].get("prov", {}), r["modes"].get("strace")
         fl = r["modes"].get("floor")
         ratio = lambda v: f"{v:.2f}×" if v is not None else "-"
@@ -1257,6 +1640,89 @@ def workload_table(results):
                            f"{s['expected_writes']} regular files ({'equal' if s['writes'] == s['expected_writes'] else ('more: files that existed only during the run' if s['writes'] > s['expected_writes'] else 'FEWER')})"
                            + (f"; invalid: {s['invalid']}" if s.get("invalid") else ""))
                 break
+    out.append("")
+    return out
+
+
+# Grayson et al. (ACM REP '24), Table 4: percent overhead of the mean wall
+# time per benchmark class (geometric mean over its cases), for fsatrace,
+# CARE, strace, rr and ReproZip.
+PAPER_COLLECTORS = ("fsatrace", "care", "strace", "rr", "reprozip")
+PAPER_TABLE4 = {
+    "BLAST": (0, 2, 2, 93, 8),
+    "Compile w/Spack": (-1, 119, 111, 562, 359),
+    "HTTP srv/traffic": (5, 135, 414, 1261, 724),
+    "IO bench lmbench": (-10, 1, 3, 11, 36),
+    "IO bench postmark": (2, 231, 650, 259, 1733),
+    "Tar Archive": (0, 75, 113, 179, 140),
+    "Tar Unarchive": (4, 44, 114, 195, 149),
+    "Utils": (17, 118, 280, 1378, 697),
+    "Utils bash": (5, 75, 20, 426, 2933),
+    "Total (gmean)": (0, 45, 66, 146, 193),
+}
+PAPER_CLASS = {"probe_postmark": "IO bench postmark", "probe_hello": "Utils", "probe_true": "Utils",
+               "probe_shell_incr": "Utils bash", "probe_tar": "Tar Archive", "probe_untar": "Tar Unarchive",
+               "probe_pbzip2": "Tar Unarchive", "probe_compileall": "Compile w/Spack",
+               "probe_http": "HTTP srv/traffic", "probe_blast": "BLAST"}
+
+
+def paper_class(workload):
+    return "IO bench lmbench" if workload.startswith("probe_lmbench_") else PAPER_CLASS.get(workload)
+
+
+def geomean(values):
+    import math
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def probe_ratios(r):
+    """{column: ratio of medians to untraced} of one PROBE row."""
+    m = r["modes"]
+    out = {}
+    for mode in ("floor", *PEER_MODES):
+        if m.get(mode, {}).get("wall_ratio") is not None:
+            out[mode] = m[mode]["wall_ratio"]
+    for key in ("command_ratio", "total_ratio"):
+        if m.get("prov", {}).get(key) is not None:
+            out["prov_" + key.split("_")[0]] = m["prov"][key]
+    return out
+
+
+def probe_table(results):
+    rows = [r for r in results["workloads"] if r.get("group") == "probe"]
+    peer_cols = [m for m in PEER_MODES if any(m in r["modes"] for r in rows)]
+    ratio = lambda v: f"{v:.2f}×" if v is not None else "-"
+    files = lambda r, m: f"{r['modes'][m]['files']['median']:.0f}" if r["modes"].get(m, {}).get("files") else "-"
+    out = ["## PROBE benchmark subset (ratios of median wall time to untraced)", "",
+           "| workload | untraced wall | floor | prov command | prov run wall | "
+           + " | ".join(peer_cols) + " | files: prov / " + " / ".join(c for c in peer_cols if c != "rr")
+           + " | paper's class: " + " / ".join(PAPER_COLLECTORS) + " | validity |",
+           "|---|---|---|---|---|" + "---|" * len(peer_cols) + "---|---|---|"]
+    table = []
+    for r in rows:
+        rat = probe_ratios(r)
+        table.append(rat)
+        cls = paper_class(r["workload"])
+        paper = (f"{cls}: " + " / ".join(f"{p:+d} %" for p in PAPER_TABLE4[cls])) if cls else "-"
+        bad = sorted({f"{mode}: {why}" for mode, m in r["modes"].items() for why in m.get("invalid", [])})
+        out.append(f"| {r['workload']} | {fmt_spread(r['modes']['untraced']['wall'])} | {ratio(rat.get('floor'))} "
+                   f"| {ratio(rat.get('prov_command'))} | {ratio(rat.get('prov_total'))} | "
+                   + " | ".join(ratio(rat.get(c)) for c in peer_cols)
+                   + f" | {files(r, 'prov')} / " + " / ".join(files(r, c) for c in peer_cols if c != "rr")
+                   + f" | {paper} | {'INVALID: ' + '; '.join(bad) if bad else 'valid'} |")
+    cols = ["floor", "prov_command", "prov_total", *peer_cols]
+    gm = {c: geomean([t.get(c) for t in table]) for c in cols}
+    out.append(f"| **geometric mean** ({len(rows)} workloads) | | " + " | ".join(ratio(gm[c]) for c in cols)
+               + " | | Total (gmean): " + " / ".join(f"{p:+d} %" for p in PAPER_TABLE4["Total (gmean)"]) + " | |")
+    out += ["", "floor: untraced while benches/fanotify_floor.c reads the mount's close events; prov command: "
+            "until the command's own processes exit; prov run wall: including storing. files: distinct paths in "
+            "each record (prov: file events' paths, each with a content hash; strace: path strings of successful "
+            "file and process calls as printed; ReproZip: `opened_files` of its trace database; CARE: regular "
+            "files in its archive). The paper's figures are percent overheads of its Table 4 class.", ""]
+    for m, why in sorted(results.get("peers", {}).items()):
+        if why:
+            out.append(f"- {m}: not run: {why}")
     out.append("")
     return out
 
@@ -1342,7 +1808,7 @@ def query_table(results):
 # ------------------------------------------------------------- main -------
 
 WORKLOADS = ["kernel_copy", "tar_extract", "git_checkout", "compile", "snakemake", "exec_loop", "builtin_loop",
-             "postmark", "create", "fixed", "prompt", "query"]
+             "postmark", "create", "fixed", "prompt", "query", "probe"]
 
 
 def make_workload(ctx, name, quick):
@@ -1353,13 +1819,18 @@ def make_workload(ctx, name, quick):
     if name == "create":
         return [CreateFiles(ctx, quick, 100_000), CreateFiles(ctx, quick, 190_000),
                 CreateBacklog(ctx, quick, 100_000)]
+    if name == "probe":
+        return probe_workloads(ctx, quick)
+    if name in PROBE_WORKLOADS:
+        return [w for w in probe_workloads(ctx, quick) if w.name == name]
     return []
 
 
 def parse_args():
     ap = argparse.ArgumentParser(description="prov overhead benchmarks (run as root)")
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny inputs, 1 run, no warm-up")
-    ap.add_argument("--only", help="comma-separated workloads: " + ",".join(WORKLOADS))
+    ap.add_argument("--only", help="comma-separated workloads: " + ",".join(WORKLOADS)
+                    + " (probe: the PROBE group, or one of it: " + ",".join(PROBE_WORKLOADS) + ")")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(BENCHES, "results"))
@@ -1382,7 +1853,7 @@ def parse_args():
     if a.no_disk and a.no_tmpfs:
         ap.error("--no-disk and --no-tmpfs leave nowhere to run")
     a.only = a.only.split(",") if a.only else list(WORKLOADS)
-    bad = [w for w in a.only if w not in WORKLOADS]
+    bad = [w for w in a.only if w not in WORKLOADS and w not in PROBE_WORKLOADS]
     if bad:
         ap.error(f"unknown workload(s): {', '.join(bad)}")
     return a
@@ -1410,13 +1881,20 @@ def main():
     uid, gid = ensure_user()
     ctx = Ctx(args, uid, gid)
     ctx.floor_reader = build_floor_reader()
+    ctx.peer_modes, peer_notes = (), {}
+    if any(w == "probe" or w in PROBE_WORKLOADS for w in args.only):
+        ctx.lmbench_loops = build_lmbench_loops()
+        peer_notes = peers.available(log)
+        ctx.peer_modes = tuple(m for m in PEER_MODES if peer_notes.get(m) is None)
+        for m, why in peer_notes.items():
+            log(f"peer collector {m}: " + (f"not run: {why}" if why else "runs"))
     shutil.rmtree(ctx.homes, ignore_errors=True)
     os.makedirs(ctx.homes)
     started = datetime.datetime.now(datetime.timezone.utc)
     results = {"started": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "prefix": args.prefix,
                "quick": args.quick, "runs": args.runs, "warmup": args.warmup, "goals": GOALS,
                "workloads": [], "fixed": [], "prompts": [], "prompts_recorded": {}, "queries": [],
-               "busy": args.busy}
+               "busy": args.busy, "peers": peer_notes}
     if "tmpfs" in ctx.fsdirs:
         mount_tmpfs(ctx.fsdirs["tmpfs"])
     busy = start_busy() if args.busy else None

@@ -753,8 +753,7 @@ fn peer_context(conn: &OwnedFd, pid: i32) -> Option<Context> {
 /// Whether the process of `pidfd` has not exited (a pidfd turns readable
 /// when it has).
 fn process_lives(pidfd: &OwnedFd) -> bool {
-    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(0))
+    !ipc::readable_within(pidfd.as_fd(), Duration::ZERO)
 }
 
 /// Whether our mount table changed since we last asked (the kernel flags
