@@ -11,7 +11,11 @@
 //! too: a sandbox (bwrap, crun, runc) calls it once its mounts are in place,
 //! just before it starts the contained program, and the collector has those
 //! mounts marked before it lets the call go on (prov-collect
-//! `follow_namespaces`). Every other call passes at once. `clone3` fails with ENOSYS, as Docker's default profile does:
+//! `follow_namespaces`). So is `mount`: a program that made a namespace
+//! mounts in it before it starts anything (`unshare -m` makes its mounts
+//! private), and the collector has the new namespace marked before that
+//! call goes on, so none of the program's files are missed. Every other
+//! call passes at once. `clone3` fails with ENOSYS, as Docker's default profile does:
 //! its flags are in memory a filter cannot read, and glibc, Go and Rust fall
 //! back to `clone`, whose flags it can.
 //!
@@ -49,23 +53,31 @@ struct Numbers {
     unshare: u32,
     setns: u32,
     pivot_root: u32,
+    mount: u32,
 }
 
 #[cfg(target_arch = "x86_64")]
 const NATIVE: Numbers =
-    Numbers { arch: AUDIT_ARCH_X86_64, clone: 56, clone3: 435, unshare: 272, setns: 308, pivot_root: 155 };
+    Numbers { arch: AUDIT_ARCH_X86_64, clone: 56, clone3: 435, unshare: 272, setns: 308, pivot_root: 155, mount: 165 };
 /// 32-bit programs on a 64-bit x86 kernel enter through their own table.
 #[cfg(target_arch = "x86_64")]
-const COMPAT: Option<Numbers> =
-    Some(Numbers { arch: AUDIT_ARCH_I386, clone: 120, clone3: 435, unshare: 310, setns: 346, pivot_root: 217 });
+const COMPAT: Option<Numbers> = Some(Numbers {
+    arch: AUDIT_ARCH_I386,
+    clone: 120,
+    clone3: 435,
+    unshare: 310,
+    setns: 346,
+    pivot_root: 217,
+    mount: 21,
+});
 #[cfg(target_arch = "aarch64")]
 const NATIVE: Numbers =
-    Numbers { arch: AUDIT_ARCH_AARCH64, clone: 220, clone3: 435, unshare: 97, setns: 268, pivot_root: 41 };
+    Numbers { arch: AUDIT_ARCH_AARCH64, clone: 220, clone3: 435, unshare: 97, setns: 268, pivot_root: 41, mount: 40 };
 #[cfg(target_arch = "aarch64")]
 const COMPAT: Option<Numbers> = None;
 /// Elsewhere no filter is installed (`SUPPORTED`).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const NATIVE: Numbers = Numbers { arch: 0, clone: 0, clone3: 0, unshare: 0, setns: 0, pivot_root: 0 };
+const NATIVE: Numbers = Numbers { arch: 0, clone: 0, clone3: 0, unshare: 0, setns: 0, pivot_root: 0, mount: 0 };
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const COMPAT: Option<Numbers> = None;
 
@@ -101,14 +113,15 @@ fn checks(n: &Numbers) -> Vec<libc::sock_filter> {
     if n.arch == AUDIT_ARCH_X86_64 {
         prog.push(stmt(AND, !X32_SYSCALL_BIT));
     }
-    // Dispatch: 5 tests, then ALLOW; the bodies follow.
+    // Dispatch: 6 tests, then ALLOW; the bodies follow.
     //   clone3 -> ENOSYS
-    //   pivot_root -> NOTIFY
+    //   pivot_root, mount -> NOTIFY
     //   clone, unshare -> flags in argument 0
     //   setns -> nstype in argument 1: 0 (any kind) or CLONE_NEWNS
     prog.extend([
-        jump(JEQ, n.clone3, 5, 0),
-        jump(JEQ, n.pivot_root, 5, 0),
+        jump(JEQ, n.clone3, 6, 0),
+        jump(JEQ, n.pivot_root, 6, 0),
+        jump(JEQ, n.mount, 5, 0),
         jump(JEQ, n.clone, 5, 0),
         jump(JEQ, n.unshare, 4, 0),
         jump(JEQ, n.setns, 7, 0),
@@ -196,6 +209,8 @@ mod tests {
             assert_eq!(decide(a, n.setns, 5, (libc::CLONE_NEWNS | libc::CLONE_NEWNET) as u64), NOTIFY);
             // A sandbox's mounts are in place: stopped until marked.
             assert_eq!(decide(a, n.pivot_root, 0, 0), NOTIFY);
+            // A mount, in a namespace that may be new: stopped until marked.
+            assert_eq!(decide(a, n.mount, 0, 0), NOTIFY);
             // clone3's flags are out of reach: the caller falls back to clone.
             assert_eq!(decide(a, n.clone3, 0, 0), NO_CLONE3);
             // Anything else.

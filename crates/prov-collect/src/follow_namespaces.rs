@@ -93,6 +93,11 @@ enum Ask {
         pid: u32,
         call: Waiting,
     },
+    /// A process mounts in a namespace not followed yet (`unshare -m`
+    /// making its mounts private before it runs its program): it goes on
+    /// once the asks before this one are done, its namespace's follow
+    /// among them.
+    After(Waiting),
     /// The record is stored: the namespaces are let go.
     Forget,
 }
@@ -250,6 +255,12 @@ impl Follower {
         self.ask(Ask::Settle { pid, call });
     }
 
+    /// Lets a stopped call go on once the asks before it are done (at
+    /// once if the thread is gone: see `Waiting`).
+    pub fn after_follows(&mut self, call: Waiting) {
+        self.ask(Ask::After(call));
+    }
+
     /// For the next record: the last one's namespaces are let go.
     pub fn forget(&mut self) {
         if self.idle.is_none() {
@@ -327,6 +338,7 @@ impl Watcher {
                             self.settle(pid);
                             drop(call);
                         }
+                        Ask::After(call) => drop(call),
                         Ask::Forget => self.forget(),
                     }
                 }

@@ -137,6 +137,9 @@ impl NamespaceCalls {
         if is_pivot_root(call.arch, call.nr) {
             return self.settle(listener, &call, caller.namespace);
         }
+        if is_mount(call.arch, call.nr) {
+            return self.mount_after_follows(listener, &call, caller.namespace);
+        }
         // prov's own helper, observing or joining for a prov run or a traced
         // shell inside the command: those commands have records of their own.
         let setns = is_setns(call.arch, call.nr);
@@ -216,6 +219,21 @@ impl NamespaceCalls {
             if let (true, Ok(listener)) = (elsewhere, listener.try_clone()) {
                 return follower.settle(call.pid, Waiting { listener, id: call.id });
             }
+        }
+        let _ = sys::continue_call(listener.as_fd(), call.id);
+    }
+
+    /// A mount in a namespace other than the observed one, which the
+    /// caller may just have made (`unshare -m` makes its mounts private
+    /// before it runs its program): goes on once the follows asked before
+    /// it are done, its namespace's among them (whose marks may still be
+    /// on their way when the namespace is already known as followed), so
+    /// the program starts with the namespace marked. In the observed
+    /// namespace at once.
+    fn mount_after_follows(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
+        let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
+        if let (true, Some(follower), Ok(listener)) = (elsewhere, self.follower.as_mut(), listener.try_clone()) {
+            return follower.after_follows(Waiting { listener, id: call.id });
         }
         let _ = sys::continue_call(listener.as_fd(), call.id);
     }
@@ -442,6 +460,10 @@ fn is_setns(arch: u32, nr: i32) -> bool {
 
 fn is_pivot_root(arch: u32, nr: i32) -> bool {
     is_call(arch, nr, 217, libc::SYS_pivot_root)
+}
+
+fn is_mount(arch: u32, nr: i32) -> bool {
+    is_call(arch, nr, 21, libc::SYS_mount)
 }
 
 /// Whether a stopped call is unshare (the caller's namespace changes)
