@@ -93,10 +93,10 @@ enum Ask {
         pid: u32,
         call: Waiting,
     },
-    /// A process mounts in a namespace not followed yet (`unshare -m`
-    /// making its mounts private before it runs its program): it goes on
-    /// once the asks before this one are done, its namespace's follow
-    /// among them.
+    /// A process mounts in a namespace other than the observed one, maybe
+    /// one it just made (`unshare -m` making its mounts private before it
+    /// runs its program): it goes on once the asks before this one are
+    /// done, its namespace's follow among them.
     After(Waiting),
     /// The record is stored: the namespaces are let go.
     Forget,
