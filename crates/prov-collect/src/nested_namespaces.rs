@@ -135,10 +135,10 @@ impl NamespaceCalls {
         // Read while the caller waits: it is alive and this is its name.
         let caller = Caller::of(call.pid);
         if is_pivot_root(call.arch, call.nr) {
-            return self.settle(listener, &call, caller.namespace);
+            return self.behind_follows(listener, &call, caller.namespace, Follower::settle);
         }
         if is_mount(call.arch, call.nr) {
-            return self.mount_after_follows(listener, &call, caller.namespace);
+            return self.behind_follows(listener, &call, caller.namespace, |f, _, call| f.after_follows(call));
         }
         // prov's own helper, observing or joining for a prov run or a traced
         // shell inside the command: those commands have records of their own.
@@ -207,33 +207,28 @@ impl NamespaceCalls {
         }
     }
 
-    /// A sandbox's mounts are in place (it calls pivot_root just before it
-    /// starts the contained program): in a followed namespace they are
-    /// marked before the call goes on; in the observed one it goes on at
-    /// once.
-    fn settle(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
-        // Not only a namespace known to be followed: its follow may still
-        // wait in the follower's queue, which takes this after it.
-        let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
-        if let Some(follower) = self.follower.as_mut() {
-            if let (true, Ok(listener)) = (elsewhere, listener.try_clone()) {
-                return follower.settle(call.pid, Waiting { listener, id: call.id });
-            }
-        }
-        let _ = sys::continue_call(listener.as_fd(), call.id);
-    }
-
-    /// A mount in a namespace other than the observed one, which the
-    /// caller may just have made (`unshare -m` makes its mounts private
-    /// before it runs its program): goes on once the follows asked before
-    /// it are done, its namespace's among them (whose marks may still be
-    /// on their way when the namespace is already known as followed), so
-    /// the program starts with the namespace marked. In the observed
-    /// namespace at once.
-    fn mount_after_follows(&mut self, listener: &OwnedFd, call: &sys::StoppedCall, namespace: Option<u64>) {
+    /// A call from a namespace other than the observed one goes to the
+    /// follower, behind the follows asked before it (a namespace's follow
+    /// may still wait in its queue), through `ask`; in the observed
+    /// namespace, or with no follower, it goes on at once.
+    /// - pivot_root (`Follower::settle`): a sandbox's mounts are in place,
+    ///   just before it starts the contained program; they are marked
+    ///   before the call goes on.
+    /// - mount (`Follower::after_follows`): the caller may just have made
+    ///   the namespace (`unshare -m` makes its mounts private before it
+    ///   runs its program), whose marks may still be on their way when it
+    ///   is already known as followed; the call goes on once they are in
+    ///   place, so the program starts with the namespace marked.
+    fn behind_follows(
+        &mut self,
+        listener: &OwnedFd,
+        call: &sys::StoppedCall,
+        namespace: Option<u64>,
+        ask: fn(&mut Follower, u32, Waiting),
+    ) {
         let elsewhere = namespace.is_some_and(|ns| ns != self.own_namespace);
         if let (true, Some(follower), Ok(listener)) = (elsewhere, self.follower.as_mut(), listener.try_clone()) {
-            return follower.after_follows(Waiting { listener, id: call.id });
+            return ask(follower, call.pid, Waiting { listener, id: call.id });
         }
         let _ = sys::continue_call(listener.as_fd(), call.id);
     }
