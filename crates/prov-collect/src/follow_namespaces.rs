@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,6 +126,34 @@ struct Tables {
     /// The observed namespace's mounts.
     host: Vec<Mounted>,
     namespaces: HashSet<u64>,
+    /// Per watched namespace, where the resolver reads its table again.
+    sources: HashMap<u64, Source>,
+}
+
+impl Tables {
+    /// Takes in `namespace`'s mount `table` as just read: mounts no longer
+    /// in it are detached.
+    fn take_in(&mut self, namespace: u64, label: &str, table: &[u8]) {
+        for m in self.mounts.values_mut().filter(|m| m.namespace == namespace) {
+            m.attached = false;
+        }
+        for (id, at) in table.split(|&b| b == b'\n').filter_map(parse_line) {
+            let label = label.to_string();
+            self.mounts.insert(id, NestedMount { namespace, label, at, attached: true });
+        }
+    }
+}
+
+/// A process in a watched namespace, through which the resolver reads the
+/// namespace's table when an event does not fit it: a pivot_root moves
+/// every mount, and the first files of the contained program may come
+/// before the follower's thread has read the table again.
+struct Source {
+    target: u32,
+    label: String,
+    /// Its mountinfo, opened at the first such read; polled to tell
+    /// whether the table changed since.
+    changes: Option<File>,
 }
 
 /// What the resolver and the namespace calls ask about the followed
@@ -180,6 +208,41 @@ impl Followed {
             hosts.into_iter().filter_map(|h| Some(joined(&h.mount_point, below(&in_filesystem, &h.root)?))).collect();
         Some(Place { label: nested.label.clone(), inside, host })
     }
+
+    /// Reads the table of the namespace of mount `mount_id` again if it
+    /// changed since this was last asked (or was never asked); whether it
+    /// was read. For an event that fits no host path: the table it was
+    /// placed by may be older than the event.
+    pub fn read_again(&self, mount_id: u64) -> bool {
+        let Ok(mut t) = self.tables.lock() else { return false };
+        let Some(namespace) = t.mounts.get(&mount_id).map(|m| m.namespace) else { return false };
+        let Some(source) = t.sources.get_mut(&namespace) else { return false };
+        match &source.changes {
+            Some(changes) if !table_changed(changes) => return false,
+            Some(_) => {}
+            // Opened before the read: a change after it shows at the next poll.
+            None => source.changes = File::open(format!("/proc/{}/mountinfo", source.target)).ok(),
+        }
+        let Some(table) = read_mount_table(source.target) else { return false };
+        let label = source.label.clone();
+        t.take_in(namespace, &label, &table);
+        true
+    }
+}
+
+/// Whether the mount table `file` shows changed since it was last polled
+/// (the kernel's poll of a mountinfo file says POLLPRI once per change).
+fn table_changed(file: &File) -> bool {
+    let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLPRI)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
+/// The whole mount table of `target`, through a mountinfo file opened
+/// now: one opened earlier shows only the mounts below the root its
+/// process had then, so across a pivot_root (bwrap, crun) it reads the old
+/// root alone, then nothing. None: the process is gone.
+fn read_mount_table(target: u32) -> Option<Vec<u8>> {
+    std::fs::read(format!("/proc/{target}/mountinfo")).ok().filter(|table| !table.is_empty())
 }
 
 /// `path` relative to `dir` ("" or "/…"), if it lies there.
@@ -287,7 +350,9 @@ struct Watched {
     target: u32,
     namespace: u64,
     label: String,
-    mountinfo: File,
+    /// Its mountinfo, polled: the kernel says POLLPRI when the table changes
+    /// (the table itself is read through a fresh open: `read_mount_table`).
+    changes: File,
     present: HashSet<MountKey>,
 }
 
@@ -310,7 +375,7 @@ impl Watcher {
     fn run(&mut self, asked: &Receiver<Ask>, mut woken: UnixStream) {
         loop {
             let mut fds = vec![PollFd::new(woken.as_fd(), PollFlags::POLLIN)];
-            fds.extend(self.watched.iter().map(|w| PollFd::new(w.mountinfo.as_fd(), PollFlags::POLLPRI)));
+            fds.extend(self.watched.iter().map(|w| PollFd::new(w.changes.as_fd(), PollFlags::POLLPRI)));
             match poll(&mut fds, PollTimeout::NONE) {
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(_) => return,
@@ -398,8 +463,8 @@ impl Watcher {
         // Opened before the marks: the table is current from then on.
         let opened = File::open(format!("/proc/{target}/ns/mnt"))
             .and_then(|ns| Ok((ns, File::open(format!("/proc/{target}/mountinfo"))?)));
-        let Ok((ns, mountinfo)) = opened else { return Err(Gone) };
-        let mut w = Watched { target, namespace, label: label.to_string(), mountinfo, present: HashSet::new() };
+        let Ok((ns, changes)) = opened else { return Err(Gone) };
+        let mut w = Watched { target, namespace, label: label.to_string(), changes, present: HashSet::new() };
         self.read_table(&mut w).ok_or(Gone)?;
         self.held.push(ns);
         match run_helper("mark-nested", self.holder, self.group.as_fd(), &[target.to_string()]) {
@@ -423,13 +488,7 @@ impl Watcher {
         let mut w = self.watched.swap_remove(i);
         // Read through the caller: the process the namespace was found in
         // may be gone (runc's first child).
-        if w.target != pid {
-            w.target = pid;
-            w.mountinfo = match File::open(format!("/proc/{pid}/mountinfo")) {
-                Ok(file) => file,
-                Err(_) => return self.watched.push(w),
-            };
-        }
+        w.target = pid;
         match self.read_table(&mut w) {
             Some(appeared) if appeared > 0 => self.mark(pid, appeared),
             _ => {}
@@ -468,8 +527,6 @@ impl Watcher {
             None => {
                 let Some(other) = someone_in(w.namespace, w.target) else { return };
                 w.target = other;
-                let Ok(file) = File::open(format!("/proc/{other}/mountinfo")) else { return };
-                w.mountinfo = file;
                 let Some(appeared) = self.read_table(&mut w) else { return };
                 appeared
             }
@@ -497,32 +554,18 @@ impl Watcher {
     /// namespace's, for the host's places); how many mounts with user data
     /// appeared. None: the table cannot be read (its process is gone).
     fn read_table(&self, w: &mut Watched) -> Option<u64> {
-        let read = |file: &mut File| -> Option<Vec<u8>> {
-            let mut table = Vec::new();
-            file.rewind().ok()?;
-            file.read_to_end(&mut table).ok()?;
-            (!table.is_empty()).then_some(table)
-        };
-        // The file shows the mounts below the root its process had when it
-        // was opened: after a pivot_root (bwrap, crun) it reads empty, and
-        // is opened again.
-        let table = match read(&mut w.mountinfo) {
-            Some(table) => table,
-            None => {
-                w.mountinfo = File::open(format!("/proc/{}/mountinfo", w.target)).ok()?;
-                read(&mut w.mountinfo)?
-            }
-        };
+        let table = read_mount_table(w.target)?;
         let new = appeared(&mut w.present, &table);
         let host = std::fs::read(format!("/proc/{}/mountinfo", self.holder)).unwrap_or_default();
         let mut t = self.followed.tables.lock().ok()?;
-        for m in t.mounts.values_mut().filter(|m| m.namespace == w.namespace) {
-            m.attached = false;
-        }
-        for (id, at) in table.split(|&b| b == b'\n').filter_map(parse_line) {
-            t.mounts.insert(id, NestedMount { namespace: w.namespace, label: w.label.clone(), at, attached: true });
-        }
+        t.take_in(w.namespace, &w.label, &table);
         t.host = host.split(|&b| b == b'\n').filter_map(parse_line).map(|(_, at)| at).collect();
+        let source = t.sources.entry(w.namespace).or_insert_with(|| Source {
+            target: w.target,
+            label: w.label.clone(),
+            changes: None,
+        });
+        source.target = w.target;
         Some(new)
     }
 
@@ -649,6 +692,27 @@ mod tests {
         let p = f.place(89, b"/tmp/y").unwrap();
         assert_eq!((p.inside.as_slice(), p.host.len(), p.label.as_str()), (&b"/tmp/y"[..], 0, "bwrap:7"));
         assert!(f.place(22, b"/x").is_none(), "not a followed namespace's mount");
+    }
+
+    /// A table older than the event is read again through the namespace's
+    /// process, once per change: here this process's own table, in place
+    /// of a stale one that had its root mounted elsewhere.
+    #[test]
+    fn a_stale_table_is_read_again_once_per_change() {
+        let own = std::fs::read(format!("/proc/{}/mountinfo", std::process::id())).unwrap();
+        let (root_id, _) =
+            own.split(|&b| b == b'\n').filter_map(parse_line).find(|(_, m)| m.mount_point == b"/").unwrap();
+        let f = followed(&format!("{root_id} 1 0:1 / /newroot rw - tmpfs tmpfs rw").into_bytes(), b"");
+        assert!(!f.read_again(root_id), "no process to read it through");
+        f.tables
+            .lock()
+            .unwrap()
+            .sources
+            .insert(1, Source { target: std::process::id(), label: "bwrap:7".into(), changes: None });
+        assert_eq!(f.place(root_id, b"/etc/hostname").unwrap().inside, b"/newroot/etc/hostname");
+        assert!(f.read_again(root_id));
+        assert_eq!(f.place(root_id, b"/etc/hostname").unwrap().inside, b"/etc/hostname");
+        assert!(!f.read_again(root_id), "unchanged since: not read again");
     }
 
     #[test]

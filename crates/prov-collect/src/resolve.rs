@@ -242,12 +242,23 @@ impl Resolver {
         let Some(followed) = self.followed.as_ref().filter(|f| f.any()) else {
             return Some(Located { path, marker: 0 });
         };
-        let Some(place) = crate::sys::mount_id(file.as_fd()).ok().and_then(|id| followed.place(id, &path)) else {
+        let Ok(mount_id) = crate::sys::mount_id(file.as_fd()) else {
             return Some(Located { path, marker: 0 });
         };
-        // The first host path that reaches this very file.
-        if let Some(host) = place.host.into_iter().find(|p| self.reaches(p, meta)) {
-            return Some(Located { path: host, marker: 0 });
+        let Some(mut place) = followed.place(mount_id, &path) else {
+            return Some(Located { path, marker: 0 });
+        };
+        // The first host path that reaches this very file; if none does, the
+        // table may be older than the event (a pivot_root just moved the
+        // mounts): once more with the table as it is now.
+        loop {
+            if let Some(host) = place.host.iter().find(|p| self.reaches(p, meta)) {
+                return Some(Located { path: host.clone(), marker: 0 });
+            }
+            match followed.read_again(mount_id).then(|| followed.place(mount_id, &path)).flatten() {
+                Some(again) => place = again,
+                None => break,
+            }
         }
         let marker = format!("[{}]", place.label).into_bytes();
         Some(Located { marker: marker.len(), path: [marker, place.inside].concat() })
