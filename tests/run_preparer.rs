@@ -302,10 +302,12 @@ fn prov_run_returns_before_its_record_is_stored_and_a_query_waits_for_it() {
     // Nothing to say.
     let err = std::fs::read_to_string(&stderr).unwrap();
     assert!(err.is_empty(), "{err}");
-    assert!(case
-        .query(["history", "-n", "5"])
-        .iter()
-        .any(|r| r["text"] == "sh -c 'sleep 120'" && r["end_ns"].is_null()));
+    // The other run is listed as running. Its start is stored by its own
+    // collector's writer, which waited for the stopped writer's lock: it
+    // may come a moment after the record the query waited for.
+    wait_until("the running command is listed", || {
+        case.query(["history", "-n", "5"]).iter().any(|r| r["text"] == "sh -c 'sleep 120'" && r["end_ns"].is_null())
+    });
     running.kill().unwrap();
     let _ = running.wait();
 }
