@@ -61,6 +61,30 @@ fn rerun_json(case: &Case, args: &[&str]) -> (Output, Value) {
     (out, v)
 }
 
+/// A mount below a directory the re-run must cover (here HOME, a tmpfs in
+/// it): the kernel lets no unprivileged overlay cover it, so the re-run
+/// says which mount is in the way, runs nothing and leaves the user's
+/// files as they were.
+#[test]
+fn a_mount_below_a_covered_directory_is_named() {
+    let case = Case::new("rerun-mount-below");
+    case.write("in.txt", b"pear\napple\n");
+    case.run_sh("sort in.txt > sorted.txt");
+    let id = last_id(&case);
+    let _mounted = mount_tmpfs(&case.home.join("mnt"));
+    let before = snapshot(&case.work);
+    let out = rerun(&case, &[&id]);
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "cannot lay the scratch layer over {}: {} is mounted below it",
+        case.home.display(),
+        case.home.join("mnt").display()
+    );
+    assert!(err.contains(&expected), "{}", describe(&out));
+    assert_eq!(snapshot(&case.work), before, "the re-run wrote in the user's directory");
+}
+
 #[test]
 fn a_deterministic_pipeline_reproduces_without_touching_the_users_files() {
     let case = Case::new("rerun-deterministic");

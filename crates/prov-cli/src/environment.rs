@@ -343,7 +343,7 @@ fn resolved(path: &Path) -> PathBuf {
 }
 
 /// mountinfo writes space, tab, newline and backslash as \040 etc.
-fn unescape(field: &str) -> String {
+pub(crate) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -170,8 +170,31 @@ fn overlay(cover: &Cover) -> Result<()> {
     let (lower, upper, work) = (open(dir)?, open(&cover.upper)?, open(&cover.work)?);
     let fd = |f: &File| format!("/proc/self/fd/{}", f.as_raw_fd());
     let options = format!("lowerdir={},upperdir={},workdir={},userxattr", fd(&lower), fd(&upper), fd(&work));
-    mount(Some("overlay"), dir, Some("overlay"), MsFlags::empty(), Some(options.as_str()))
-        .with_context(|| format!("cannot lay the scratch layer over {}", dir.display()))
+    mount(Some("overlay"), dir, Some("overlay"), MsFlags::empty(), Some(options.as_str())).map_err(|e| {
+        let why = match mount_below(dir) {
+            // The kernel refuses a lower layer holding mounts that the user
+            // namespace inherited (they are locked to it).
+            Some(below) if e == nix::errno::Errno::EINVAL => format!(
+                "{below} is mounted below it, and a sandbox made without privilege cannot cover a directory \
+                 holding another mount (`prov rerun --in-place` runs in your files instead)"
+            ),
+            _ => e.to_string(),
+        };
+        anyhow::anyhow!("cannot lay the scratch layer over {}: {why}", dir.display())
+    })
+}
+
+/// A mount point below `dir` (not `dir` itself), from this namespace's
+/// table, for saying why an overlay cannot be laid.
+fn mount_below(dir: &Path) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let dir = dir.to_string_lossy();
+    let dir = dir.trim_end_matches('/');
+    table
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(crate::environment::unescape)
+        .find(|point| point.strip_prefix(dir).is_some_and(|rest| rest.len() > 1 && rest.starts_with('/')))
 }
 
 /// mount_setattr(2) (Linux 5.12): read-only on or off, for the mount at
