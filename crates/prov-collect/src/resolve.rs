@@ -250,7 +250,8 @@ impl Resolver {
         };
         // The first host path that reaches this very file; if none does, the
         // table may be older than the event (a pivot_root just moved the
-        // mounts): once more with the table as it is now.
+        // mounts): again with the table as it is now, for as long as it
+        // changed since the last look (`read_again`).
         loop {
             if let Some(host) = place.host.iter().find(|p| self.reaches(p, meta)) {
                 return Some(Located { path: host.clone(), marker: 0 });
