@@ -66,8 +66,10 @@ fn slurm_job_in_a_typed_shell(shell: &'static str) {
     let texts: Vec<&str> = records.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(texts, lines);
     // The environment a command starts with: the export's own line ran
-    // before it took effect, the unset's line after.
-    let job: Vec<i64> = [2, 3, 4].iter().map(|&i| records[i].0).collect();
+    // before it took effect, the unset's line after. Ids follow the order
+    // the records were stored in, which concurrent writers may swap.
+    let mut job: Vec<i64> = [2, 3, 4].iter().map(|&i| records[i].0).collect();
+    job.sort();
     assert_eq!(ids_with(&case, "SLURM_JOB_ID=4242"), job, "{}", case.collector_state());
     assert!(ids_with(&case, "SLURM_JOB_ID=424").is_empty(), "a value matches whole");
     let env = env_of(&case, records[2].0);
@@ -175,7 +177,8 @@ fn environments_are_stored_once() {
     sh.exit();
     let records = typed(&case, 33);
     // Every typed line after the export (the shell's own `exit` too).
-    let job: Vec<i64> = records[1..].iter().map(|(id, _)| *id).collect();
+    let mut job: Vec<i64> = records[1..].iter().map(|(id, _)| *id).collect();
+    job.sort();
     let found: Vec<i64> = ids_with(&case, "SLURM_JOB_ID=77").into_iter().filter(|id| job.contains(id)).collect();
     assert_eq!(found, job);
     let mut env_ids: Vec<i64> =
