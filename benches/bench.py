@@ -1838,6 +1838,8 @@ def parse_args():
     ap.add_argument("--no-tmpfs", action="store_true")
     ap.add_argument("--prefix", help="use prov already installed in this prefix (skips install.sh)")
     ap.add_argument("--fixed-runs", type=int, default=50, help="runs per mode of each command in the fixed-cost test")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="run the PROBE group without the other collectors (strace, ReproZip, CARE)")
     ap.add_argument("--busy", action="store_true",
                     help="keep one core busy (a shell loop) for the whole run: figures under load")
     ap.add_argument("--prompt-commands", type=int, default=500, help="lines per command kind, mode and pacing")
@@ -1884,7 +1886,7 @@ def main():
     ctx.peer_modes, peer_notes = (), {}
     if any(w == "probe" or w in PROBE_WORKLOADS for w in args.only):
         ctx.lmbench_loops = build_lmbench_loops()
-        peer_notes = peers.available(log)
+        peer_notes = {m: "--no-peers" for m in PEER_MODES} if args.no_peers else peers.available(log)
         ctx.peer_modes = tuple(m for m in PEER_MODES if peer_notes.get(m) is None)
         for m, why in peer_notes.items():
             log(f"peer collector {m}: " + (f"not run: {why}" if why else "runs"))
