@@ -59,6 +59,11 @@ const BACKLOG_MAX: usize = 65_536;
 /// How long an observation offered to a shell for another record waits to
 /// be claimed (see `State::offered_to_shell`).
 const UNCLAIMED_OFFER: Duration = Duration::from_secs(30);
+/// While events flow, the queue is read again this long after it was
+/// found empty, instead of sleeping until its next event: an event that
+/// finds the collector asleep wakes it from inside the traced program's
+/// close() (on a virtual machine, an inter-processor interrupt each).
+const FLOW_PAUSE: Duration = Duration::from_millis(1);
 /// A partly filled batch waits at most this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
 /// A caller that sent `End` with its pidfd (it exits right after) is waited
@@ -107,6 +112,9 @@ struct State {
     /// of cp's CPU when copying the kernel tree, before this).
     backlog: VecDeque<RawEvent>,
     backlog_limit: usize,
+    /// The last read of the queue found events: the next is made after
+    /// FLOW_PAUSE rather than when poll() says an event came.
+    flowing: bool,
     raw: Vec<RawEvent>,
     batch: Vec<FileEvent>,
     /// When the first event of the partly filled batch was resolved: it is
@@ -280,7 +288,7 @@ impl Observation<'_> {
         loop {
             let busy = st.resolver.is_some() && !st.backlog.is_empty();
             let Some(ready) = self.wait(st, busy)? else { continue };
-            if ready.events || busy {
+            if ready.events || busy || st.flowing {
                 st.pump(self.group)?;
             }
             st.retry_processes();
@@ -332,11 +340,21 @@ impl Observation<'_> {
     /// Waits for a source to be ready, or until a partly filled batch or a
     /// held start is due (then written). None when interrupted by a signal.
     fn wait(&self, st: &mut State, busy: bool) -> Result<Option<ReadySources>, CollectorError> {
-        let timeout = poll_timeout(st, busy);
-        let mut fds = vec![PollFd::new(self.group.as_fd(), PollFlags::POLLIN)];
+        let mut timeout = poll_timeout(st, busy);
+        // A flowing queue is read again after a pause, not on its next
+        // event: it is not polled meanwhile, for a poll() waiting on it is
+        // woken by every event, however few it asks for.
+        let mut fds = Vec::new();
+        if st.flowing {
+            timeout = timeout_at_most(timeout, FLOW_PAUSE);
+        } else {
+            fds.push(PollFd::new(self.group.as_fd(), PollFlags::POLLIN));
+        }
+        let ctl_watch = fds.len();
         if self.ctl_open {
             fds.push(PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN));
         }
+        let tracker_watch = fds.len();
         if self.tracker_open {
             fds.push(PollFd::new(self.tracker.as_fd(), PollFlags::POLLIN));
         }
@@ -357,9 +375,9 @@ impl Observation<'_> {
         let polled = poll(&mut fds, timeout);
         let ready = |i: usize| fds.get(i).and_then(|f| f.revents()).is_some_and(|r| !r.is_empty());
         let sources = ReadySources {
-            events: ready(0),
-            ctl: self.ctl_open && ready(1),
-            tracker: self.tracker_open && ready(if self.ctl_open { 2 } else { 1 }),
+            events: !st.flowing && ready(0),
+            ctl: self.ctl_open && ready(ctl_watch),
+            tracker: self.tracker_open && ready(tracker_watch),
             member_exited: (first_member..fds.len()).any(ready),
             mounts_changed: self.mounts.is_some() && ready(mount_watch),
             writer_gone: watching_writer && ready(writer_watch),
@@ -734,6 +752,17 @@ fn poll_timeout(st: &State, busy: bool) -> PollTimeout {
     }
 }
 
+/// The shorter of `timeout` and `most`.
+fn timeout_at_most(timeout: PollTimeout, most: Duration) -> PollTimeout {
+    let most = whole_ms_up(most);
+    // (PollTimeout::as_millis panics on NONE in nix 0.30.)
+    if timeout.is_some() && timeout <= most {
+        timeout
+    } else {
+        most
+    }
+}
+
 /// `wait` as poll()'s timeout, rounded up to whole milliseconds: rounded
 /// down, the last fraction of a millisecond before a deadline would be
 /// spent in polls that return at once.
@@ -758,6 +787,7 @@ impl State {
             untraced: None,
             backlog: VecDeque::new(),
             backlog_limit: fd_budget.min(BACKLOG_MAX),
+            flowing: false,
             raw: Vec::new(),
             batch: Vec::new(),
             batch_since: None,
@@ -821,8 +851,11 @@ impl State {
     /// Reads and resolves in turns, so the kernel's queue stays short.
     /// Bounded, so control messages are not starved by a flood.
     fn pump(&mut self, group: &OwnedFd) -> Result<(), CollectorError> {
+        self.flowing = false;
         for _ in 0..PUMP_ROUNDS {
+            let waiting = self.backlog.len();
             let more = self.fill(group)?;
+            self.flowing |= self.backlog.len() > waiting;
             if self.resolver.is_none() || self.backlog.is_empty() {
                 if !more {
                     break;
@@ -998,4 +1031,17 @@ fn fd_budget() -> usize {
     let limit = if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() { hard } else { soft };
     // Leave room for the database, spool and our own descriptors.
     usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(128).max(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flowing_queue_waits_at_most_the_pause() {
+        let pause = Duration::from_millis(1);
+        assert_eq!(timeout_at_most(PollTimeout::NONE, pause), PollTimeout::from(1u8));
+        assert_eq!(timeout_at_most(PollTimeout::from(200u8), pause), PollTimeout::from(1u8));
+        assert_eq!(timeout_at_most(PollTimeout::ZERO, pause), PollTimeout::ZERO);
+    }
 }
