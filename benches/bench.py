@@ -1694,11 +1694,11 @@ def probe_table(results):
     peer_cols = [m for m in PEER_MODES if any(m in r["modes"] for r in rows)]
     ratio = lambda v: f"{v:.2f}×" if v is not None else "-"
     files = lambda r, m: f"{r['modes'][m]['files']['median']:.0f}" if r["modes"].get(m, {}).get("files") else "-"
+    file_cols = ["prov", *(c for c in peer_cols if c != "rr")]
+    head = ["workload", "untraced wall", "floor", "prov command", "prov run wall", *peer_cols,
+            "files: " + " / ".join(file_cols), "paper's class: " + " / ".join(PAPER_COLLECTORS), "validity"]
     out = ["## PROBE benchmark subset (ratios of median wall time to untraced)", "",
-           "| workload | untraced wall | floor | prov command | prov run wall | "
-           + " | ".join(peer_cols) + " | files: prov / " + " / ".join(c for c in peer_cols if c != "rr")
-           + " | paper's class: " + " / ".join(PAPER_COLLECTORS) + " | validity |",
-           "|---|---|---|---|---|" + "---|" * len(peer_cols) + "---|---|---|"]
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     table = []
     for r in rows:
         rat = probe_ratios(r)
@@ -1706,11 +1706,11 @@ def probe_table(results):
         cls = paper_class(r["workload"])
         paper = (f"{cls}: " + " / ".join(f"{p:+d} %" for p in PAPER_TABLE4[cls])) if cls else "-"
         bad = sorted({f"{mode}: {why}" for mode, m in r["modes"].items() for why in m.get("invalid", [])})
-        out.append(f"| {r['workload']} | {fmt_spread(r['modes']['untraced']['wall'])} | {ratio(rat.get('floor'))} "
-                   f"| {ratio(rat.get('prov_command'))} | {ratio(rat.get('prov_total'))} | "
-                   + " | ".join(ratio(rat.get(c)) for c in peer_cols)
-                   + f" | {files(r, 'prov')} / " + " / ".join(files(r, c) for c in peer_cols if c != "rr")
-                   + f" | {paper} | {'INVALID: ' + '; '.join(bad) if bad else 'valid'} |")
+        cells = [r["workload"], fmt_spread(r["modes"]["untraced"]["wall"]), ratio(rat.get("floor")),
+                 ratio(rat.get("prov_command")), ratio(rat.get("prov_total")), *(ratio(rat.get(c)) for c in peer_cols),
+                 " / ".join(files(r, c) for c in file_cols), paper,
+                 "INVALID: " + "; ".join(bad) if bad else "valid"]
+        out.append("| " + " | ".join(cells) + " |")
     cols = ["floor", "prov_command", "prov_total", *peer_cols]
     gm = {c: geomean([t.get(c) for t in table]) for c in cols}
     out.append(f"| **geometric mean** ({len(rows)} workloads) | | " + " | ".join(ratio(gm[c]) for c in cols)
