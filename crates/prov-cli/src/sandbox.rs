@@ -171,10 +171,11 @@ fn overlay(cover: &Cover) -> Result<()> {
     let fd = |f: &File| format!("/proc/self/fd/{}", f.as_raw_fd());
     let options = format!("lowerdir={},upperdir={},workdir={},userxattr", fd(&lower), fd(&upper), fd(&work));
     mount(Some("overlay"), dir, Some("overlay"), MsFlags::empty(), Some(options.as_str())).map_err(|e| {
-        let why = match mount_below(dir) {
-            // The kernel refuses a lower layer holding mounts that the user
-            // namespace inherited (they are locked to it).
-            Some(below) if e == nix::errno::Errno::EINVAL => format!(
+        // The kernel refuses a lower layer holding mounts that the user
+        // namespace inherited (they are locked to it): EINVAL.
+        let below = (e == nix::errno::Errno::EINVAL).then(|| mount_below(dir)).flatten();
+        let why = match below {
+            Some(below) => format!(
                 "{below} is mounted below it, and a sandbox made without privilege cannot cover a directory \
                  holding another mount (`prov rerun --in-place` runs in your files instead)"
             ),
@@ -188,13 +189,11 @@ fn overlay(cover: &Cover) -> Result<()> {
 /// table, for saying why an overlay cannot be laid.
 fn mount_below(dir: &Path) -> Option<String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let dir = dir.to_string_lossy();
-    let dir = dir.trim_end_matches('/');
     table
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
         .map(crate::environment::unescape)
-        .find(|point| point.strip_prefix(dir).is_some_and(|rest| rest.len() > 1 && rest.starts_with('/')))
+        .find(|point| Path::new(point) != dir && Path::new(point).starts_with(dir))
 }
 
 /// mount_setattr(2) (Linux 5.12): read-only on or off, for the mount at
